@@ -1,0 +1,150 @@
+#include "cli/Cli.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "driver/Discovery.h"
+#include "driver/Linter.h"
+#include "output/Emitters.h"
+
+#ifndef SHARDLINT_VERSION
+#define SHARDLINT_VERSION "0.0.0"
+#endif
+
+namespace shardlint {
+
+namespace {
+
+std::vector<std::string> splitList(const std::vector<std::string>& in) {
+  std::vector<std::string> out;
+  for (const auto& s : in) {
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t comma = s.find(',', start);
+      std::string part = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!part.empty()) out.push_back(part);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+int runCheck(const RuleCatalog& catalog, std::vector<std::string> paths, const std::vector<std::string>& select,
+             const std::vector<std::string>& ignore, const std::string& format, bool quiet, bool noColor) {
+  LintOptions options;
+  try {
+    options.selection = RuleSelection(catalog, splitList(select), splitList(ignore));
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "shardlint: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (paths.empty()) paths.push_back(".");
+  DiscoveryResult found = discover(paths);
+  for (const auto& missing : found.errors)
+    std::cerr << "shardlint: error: " << missing << ": no such file or directory\n";
+  if (!found.errors.empty()) return kExitUsage;
+
+  Linter linter(catalog, std::move(options));
+  std::vector<Diagnostic> all;
+  output::RunSummary summary;
+  summary.filesChecked = found.files.size();
+  for (const auto& f : found.files) {
+    auto diags = linter.lintPath(f);
+    if (!diags.empty()) ++summary.filesWithFindings;
+    for (auto& d : diags) all.push_back(std::move(d));
+  }
+  sortDiagnostics(all);
+  if (format == "json") {
+    output::writeJson(std::cout, all, summary, SHARDLINT_VERSION);
+  } else {
+    output::TextStyle style;
+    style.summary = !quiet;
+    style.color = !noColor && std::getenv("NO_COLOR") == nullptr && isatty(STDOUT_FILENO);
+    output::writeText(std::cout, all, summary, style);
+  }
+  std::cout.flush();
+  return all.empty() ? kExitClean : kExitFindings;
+}
+
+bool readFile(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+}  // namespace
+
+int runCli(int argc, char** argv, const RuleCatalog& catalog) {
+  CLI::App app{"shardlint: static analysis for PyTorch FSDP training scripts", "shardlint"};
+  app.set_version_flag("--version", std::string("shardlint ") + SHARDLINT_VERSION);
+  app.require_subcommand(1);
+
+  std::vector<std::string> paths, select, ignore;
+  std::string format = "text";
+  bool quiet = false, noColor = false;
+  CLI::App* check = app.add_subcommand("check", "Lint files and directories (default: the current directory)");
+  check->add_option("paths", paths, "Files or directories to lint");
+  check->add_option("--select", select, "Rules to enable: codes, names or code prefixes (comma-separated)");
+  check->add_option("--ignore", ignore, "Rules to disable: codes, names or code prefixes (comma-separated)");
+  check->add_option("--format", format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  check->add_flag("-q,--quiet", quiet, "Print findings only, no summary line");
+  check->add_flag("--no-color", noColor, "Disable colored output (NO_COLOR is respected too)");
+
+  CLI::App* rules = app.add_subcommand("rules", "List all rules");
+  std::string ruleName;
+  CLI::App* rule = app.add_subcommand("rule", "Print the documentation of one rule");
+  rule->add_option("rule", ruleName, "Rule code or name (SL101 or optimizer-before-wrap)")->required();
+
+  std::string dumpFile;
+  CLI::App* dump = app.add_subcommand("dump-model", "Print the semantic model of a file (for debugging)");
+  dump->add_option("file", dumpFile, "Python file")->required();
+  dump->group("");  // hidden
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  if (*dump) {
+    std::string text;
+    if (!readFile(dumpFile, text)) {
+      std::cerr << "shardlint: error: cannot read " << dumpFile << "\n";
+      return kExitUsage;
+    }
+    std::cout << dumpModel(dumpFile, text, catalog);
+    return kExitClean;
+  }
+  if (*check) return runCheck(catalog, paths, select, ignore, format, quiet, noColor);
+  if (*rules) {
+    for (const auto& i : catalog.infos)
+      std::cout << i.code << "  " << i.name << std::string(i.name.size() < 26 ? 26 - i.name.size() : 1, ' ')
+                << severityName(i.severity) << "  " << i.summary << "\n";
+    return kExitClean;
+  }
+  if (*rule) {
+    const RuleInfo* info = catalog.find(ruleName);
+    if (!info) {
+      std::cerr << "shardlint: error: unknown rule `" << ruleName << "` (see `shardlint rules`)\n";
+      return kExitUsage;
+    }
+    std::cout << info->doc;
+    if (!info->doc.empty() && info->doc.back() != '\n') std::cout << "\n";
+    return kExitClean;
+  }
+  return kExitUsage;
+}
+
+}  // namespace shardlint

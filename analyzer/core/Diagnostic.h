@@ -1,0 +1,47 @@
+// The diagnostic model every emitter reads.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/SourceFile.h"
+
+namespace shardlint {
+
+enum class Severity { Error, Warning, Info, Hint };
+std::string_view severityName(Severity s);
+
+struct Location {
+  std::string path;
+  ByteRange range;
+  LineCol start;
+  LineCol end;
+};
+Location makeLocation(const SourceFile& file, ByteRange range);
+
+struct Note {
+  Location location;
+  std::string message;
+};
+
+struct Diagnostic {
+  std::string code;  // "SL101"
+  std::string name;  // "optimizer-before-wrap"
+  Severity severity = Severity::Error;
+  Location location;
+  std::string message;
+  std::vector<Note> notes;
+};
+
+// Sort by path, line, column, then code (the order of every output).
+void sortDiagnostics(std::vector<Diagnostic>& diags);
+
+struct RuleInfo {
+  std::string_view code;
+  std::string_view name;
+  Severity severity;
+  std::string_view summary;
+  std::string_view doc;  // Markdown page, embedded at build time
+};
+
+}  // namespace shardlint

@@ -1,0 +1,78 @@
+#include "core/SourceFile.h"
+
+#include <algorithm>
+
+namespace shardlint {
+
+LineIndex::LineIndex(std::string_view text) : text_(text) {
+  starts_.push_back(0);
+  for (uint32_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') starts_.push_back(i + 1);
+  }
+}
+
+uint32_t LineIndex::lineOf(uint32_t offset) const {
+  auto it = std::upper_bound(starts_.begin(), starts_.end(), offset);
+  return static_cast<uint32_t>((it - starts_.begin()) - 1);
+}
+
+uint32_t LineIndex::lineEnd(uint32_t line) const {
+  uint32_t end = line + 1 < starts_.size() ? starts_[line + 1] - 1 : static_cast<uint32_t>(text_.size());
+  if (end > starts_[line] && end <= text_.size() && end > 0 && text_[end - 1] == '\r') --end;
+  return end;
+}
+
+LineCol LineIndex::resolve(uint32_t offset) const {
+  offset = std::min<uint32_t>(offset, static_cast<uint32_t>(text_.size()));
+  LineCol lc;
+  lc.line = lineOf(offset);
+  uint32_t start = starts_[lc.line];
+  lc.byteColumn = offset - start;
+  for (uint32_t i = start; i < offset;) {
+    unsigned char c = static_cast<unsigned char>(text_[i]);
+    uint32_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    lc.codepointColumn += 1;
+    lc.utf16Column += len == 4 ? 2 : 1;
+    i += len;
+  }
+  return lc;
+}
+
+uint32_t LineIndex::offsetOfUtf16(uint32_t line, uint32_t utf16Column) const {
+  if (line >= starts_.size()) return static_cast<uint32_t>(text_.size());
+  uint32_t i = starts_[line], end = lineEnd(line), col = 0;
+  while (i < end && col < utf16Column) {
+    unsigned char c = static_cast<unsigned char>(text_[i]);
+    uint32_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    col += len == 4 ? 2 : 1;
+    i += len;
+  }
+  return std::min(i, end);
+}
+
+bool isValidUtf8(std::string_view s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) { ++i; continue; }
+    size_t len;
+    uint32_t cp;
+    if ((c >> 5) == 6) { len = 2; cp = c & 0x1F; }
+    else if ((c >> 4) == 14) { len = 3; cp = c & 0x0F; }
+    else if ((c >> 3) == 30) { len = 4; cp = c & 0x07; }
+    else return false;
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc >> 6) != 2) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+      return false;
+    if (cp >= 0xD800 && cp <= 0xDFFF) return false;
+    i += len;
+  }
+  return true;
+}
+
+}  // namespace shardlint

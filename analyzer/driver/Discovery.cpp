@@ -1,0 +1,62 @@
+#include "driver/Discovery.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <system_error>
+
+namespace fs = std::filesystem;
+
+namespace shardlint {
+namespace {
+
+bool skipDirectory(const fs::path& dir) {
+  std::string name = dir.filename().string();
+  static const std::set<std::string> skipped = {"node_modules", "__pycache__", "build",         "dist",
+                                                "site-packages", "venv",       "env",           "__pypackages__",
+                                                "_build",       "buck-out",    "htmlcov"};
+  if (name.size() > 1 && name[0] == '.') return true;  // .git, .venv, .tox, .mypy_cache, ...
+  if (skipped.count(name)) return true;
+  if (name.size() > 9 && name.substr(name.size() - 9) == ".egg-info") return true;
+  std::error_code ec;
+  return fs::exists(dir / "pyvenv.cfg", ec);  // any virtual environment
+}
+
+std::string display(const fs::path& p) {
+  std::string s = p.lexically_normal().generic_string();
+  return s.empty() ? std::string(".") : s;
+}
+
+}  // namespace
+
+DiscoveryResult discover(const std::vector<std::string>& paths) {
+  DiscoveryResult out;
+  std::set<std::string> files;
+  for (const auto& given : paths) {
+    std::error_code ec;
+    fs::path p(given);
+    fs::file_status status = fs::status(p, ec);
+    if (ec || !fs::exists(status)) {
+      out.errors.push_back(given);
+      continue;
+    }
+    if (!fs::is_directory(status)) {
+      files.insert(display(p));
+      continue;
+    }
+    fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const fs::directory_entry& e = *it;
+      std::error_code ec2;
+      if (e.is_directory(ec2)) {
+        if (skipDirectory(e.path())) it.disable_recursion_pending();
+        continue;
+      }
+      if (e.path().extension() == ".py" && e.is_regular_file(ec2)) files.insert(display(e.path()));
+    }
+  }
+  out.files.assign(files.begin(), files.end());
+  return out;
+}
+
+}  // namespace shardlint

@@ -1,0 +1,18 @@
+// Finds the files to lint under the paths the user gave.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace shardlint {
+
+struct DiscoveryResult {
+  std::vector<std::string> files;   // as the user would spell them, sorted, unique
+  std::vector<std::string> errors;  // paths that do not exist
+};
+
+// Directories are walked recursively for *.py files, skipping .git, hidden
+// folders, virtual environments, node_modules, __pycache__ and build folders.
+// Files named explicitly are always linted.
+DiscoveryResult discover(const std::vector<std::string>& paths);
+
+}  // namespace shardlint

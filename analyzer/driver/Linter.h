@@ -1,0 +1,67 @@
+// The per-file pipeline: read, parse once, build the semantic model, one rule
+// walk with per-node-kind dispatch, finish(), suppressions, sorting.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/Diagnostic.h"
+#include "driver/Rule.h"
+
+namespace shardlint {
+
+// --select / --ignore by code ("SL101"), name ("optimizer-before-wrap") or code prefix ("SL1").
+class RuleSelection {
+ public:
+  // Throws std::invalid_argument for a selector that matches no rule.
+  RuleSelection(const RuleCatalog& catalog, std::vector<std::string> select, std::vector<std::string> ignore);
+  RuleSelection() = default;
+  bool enabled(const RuleInfo& info) const;
+
+ private:
+  static int specificity(const std::string& selector, const RuleInfo& info);
+  std::vector<std::string> select_{"ALL"};
+  std::vector<std::string> ignore_;
+};
+
+struct LintOptions {
+  RuleSelection selection;
+  uint64_t maxFileBytes = 2u * 1024u * 1024u;
+};
+
+class Linter {
+ public:
+  Linter(const RuleCatalog& catalog, LintOptions options);
+  // Reads `path` (as the user spelled it) and lints it. I/O problems become SL002.
+  std::vector<Diagnostic> lintPath(const std::string& path) const;
+  // Lints text already in memory (tests, the language server).
+  std::vector<Diagnostic> lintText(const std::string& path, std::string text) const;
+
+ private:
+  void report(std::vector<Diagnostic>& out, const SourceFile& file, std::string_view code, ByteRange range,
+              std::string message) const;
+  const RuleCatalog& catalog_;
+  LintOptions options_;
+};
+
+// The semantic model of `text` as readable text: every root's objects and events,
+// and every function summary (debugging aid behind `shardlint dump-model`).
+std::string dumpModel(const std::string& path, std::string text, const RuleCatalog& catalog);
+
+// Module name used for qualified names of definitions in a file ("train" for train.py).
+std::string moduleNameFor(const std::string& path);
+
+// `# noqa`, `# noqa: SL101, SL102` on a line; `# shardlint: noqa[: codes]` on its own line for the file.
+struct Suppressions {
+  struct Line {
+    bool all = false;
+    std::vector<std::string> codes;
+  };
+  std::vector<std::pair<uint32_t, Line>> lines;  // 0-based line -> suppression
+  Line file;
+  bool fileLevel = false;
+  void addComment(std::string_view comment, uint32_t line, bool ownLine);
+  bool suppresses(const Diagnostic& d, const RuleCatalog& catalog) const;
+};
+
+}  // namespace shardlint

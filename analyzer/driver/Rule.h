@@ -1,0 +1,53 @@
+// The rule interface. Rules live in rules/; the engine only dispatches to them.
+#pragma once
+#include <tree_sitter/api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/Diagnostic.h"
+#include "semantic/CallModel.h"
+#include "semantic/Interpreter.h"
+#include "syntax/TreeSitter.h"
+
+namespace shardlint {
+
+class RuleContext {
+ public:
+  RuleContext(const SourceFile& file, TSNode root, semantic::FileAnalysis& analysis, std::vector<Diagnostic>& out)
+      : file_(file), root_(root), analysis_(analysis), out_(out) {}
+  const SourceFile& file() const { return file_; }
+  TSNode root() const { return root_; }
+  semantic::FileAnalysis& analysis() { return analysis_; }
+  Note note(ByteRange range, std::string message) const { return Note{makeLocation(file_, range), std::move(message)}; }
+  void report(const RuleInfo& info, ByteRange primary, std::string message, std::vector<Note> notes = {});
+
+ private:
+  const SourceFile& file_;
+  TSNode root_;
+  semantic::FileAnalysis& analysis_;
+  std::vector<Diagnostic>& out_;
+};
+
+class Rule {
+ public:
+  virtual ~Rule() = default;
+  virtual const RuleInfo& info() const = 0;
+  // Node kinds this rule wants to see during the rule walk.
+  virtual std::vector<syntax::Kind> nodeKinds() const { return {}; }
+  virtual void onNode(RuleContext&, TSNode) {}
+  // Called once per file after the walk, with the semantic model complete.
+  virtual void finish(RuleContext&) {}
+};
+
+// What rules/ hands the engine: rule metadata for every code (engine codes
+// included), factories for the checking rules, and the domain call model.
+struct RuleCatalog {
+  std::vector<RuleInfo> infos;  // sorted by code
+  std::vector<std::unique_ptr<Rule>> (*makeRules)() = nullptr;
+  std::unique_ptr<semantic::CallModel> (*makeCallModel)() = nullptr;
+  const RuleInfo* find(std::string_view codeOrName) const;
+};
+
+}  // namespace shardlint

@@ -1,0 +1,46 @@
+// The hook through which domain knowledge (in rules/) gives meaning to calls the
+// engine cannot see into: library constructors, framework methods.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "semantic/Model.h"
+
+namespace shardlint::semantic {
+
+class Interp;
+struct ClassDef;
+
+struct CallSite {
+  Interp& in;
+  // Plain calls: the callee's qualified name ("torch.optim.AdamW"); for a class
+  // defined in the file, its qualified name and `cls` is set. Method calls: empty.
+  std::string qualname;
+  const ClassDef* cls = nullptr;
+  // Method calls on an object: the receiver and the method name.
+  ObjId receiver = kNoObj;
+  std::string method;
+  std::vector<ValueSet> args;
+  std::vector<Origin> argOrigins;
+  std::vector<std::pair<std::string, ValueSet>> kwargs;
+  std::vector<Origin> kwargOrigins;
+  Origin origin;  // the call expression
+  // Output: what the call evaluates to. For a class defined in the file it holds the new instance.
+  ValueSet result;
+
+  const ValueSet* kwarg(std::string_view name) const;
+  // Positional argument i, or the keyword argument `name`.
+  const ValueSet* arg(size_t i, std::string_view name) const;
+  std::optional<Origin> argOrigin(size_t i, std::string_view name) const;
+};
+
+class CallModel {
+ public:
+  virtual ~CallModel() = default;
+  // Return true when the call was understood (result filled in, events recorded).
+  virtual bool onCall(CallSite& site) = 0;
+};
+
+}  // namespace shardlint::semantic

@@ -1,0 +1,1323 @@
+#include "semantic/Interpreter.h"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+#include "syntax/TreeSitter.h"
+
+namespace shardlint::semantic {
+
+using syntax::Kind;
+using syntax::PyKinds;
+
+namespace {
+constexpr size_t kMaxObjects = 200000;  // per store: bounds pathological summary fan-out
+
+Kind kindOf(TSNode n) { return PyKinds::instance().kind(n); }
+
+bool isBuiltinPassThrough(std::string_view q) {
+  return q == "list" || q == "tuple" || q == "set" || q == "frozenset" || q == "iter" || q == "sorted" ||
+         q == "reversed";
+}
+
+// All children of `n` that sit in field `name` (if_statement has several "alternative"s).
+std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
+  std::vector<TSNode> out;
+  uint32_t c = ts_node_child_count(n);
+  for (uint32_t i = 0; i < c; ++i) {
+    const char* f = ts_node_field_name_for_child(n, i);
+    if (f && name == f) out.push_back(ts_node_child(n, i));
+  }
+  return out;
+}
+
+using Env = std::unordered_map<std::string, ValueSet>;
+Env join(const std::vector<Env>& envs) {
+  Env out;
+  for (const auto& e : envs)
+    for (const auto& [k, v] : e) addValues(out[k], v);
+  return out;
+}
+}  // namespace
+
+// ---------------------------------------------------------------- CallSite
+
+const ValueSet* CallSite::kwarg(std::string_view name) const {
+  for (const auto& kw : kwargs)
+    if (kw.first == name) return &kw.second;
+  return nullptr;
+}
+
+const ValueSet* CallSite::arg(size_t i, std::string_view name) const {
+  if (i < args.size()) return &args[i];
+  return name.empty() ? nullptr : kwarg(name);
+}
+
+std::optional<Origin> CallSite::argOrigin(size_t i, std::string_view name) const {
+  if (i < argOrigins.size()) return argOrigins[i];
+  for (size_t k = 0; k < kwargs.size(); ++k)
+    if (kwargs[k].first == name && k < kwargOrigins.size()) return kwargOrigins[k];
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- ClassDef
+
+const FunctionDef* ClassDef::findMethod(std::string_view name) const {
+  auto it = methods.find(name);
+  if (it != methods.end()) return it->second;
+  for (const ClassDef* b : localBases)
+    if (b != this)
+      if (const FunctionDef* f = b->findMethod(name)) return f;
+  return nullptr;
+}
+
+std::vector<std::string> ClassDef::allBases() const {
+  std::vector<std::string> out = bases;
+  for (const ClassDef* b : localBases) {
+    if (b == this) continue;
+    for (auto& q : b->allBases()) out.push_back(q);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- Summary
+
+std::string Summary::describe() const {
+  std::ostringstream os;
+  auto names = [&](const ValueSet& vs) {
+    std::string s;
+    for (ObjId id : vs) {
+      if (!s.empty()) s += " | ";
+      s += store.describe(id);
+      const Obj& o = store.obj(id);
+      if (!o.tags.empty()) {
+        s += " {";
+        bool first = true;
+        for (const auto& [k, v] : o.tags) {
+          s += (first ? "" : ", ") + k + (v.empty() ? "" : "=" + v);
+          first = false;
+        }
+        s += "}";
+      }
+    }
+    return s.empty() ? std::string("?") : s;
+  };
+  for (const Event& e : store.events) {
+    if (e.kind != EventKind::Domain) continue;
+    os << e.name << " " << (e.target == kNoObj ? "?" : store.describe(e.target));
+    for (const auto& [k, v] : e.attrs) os << " " << k << "=" << v;
+    os << "\n";
+  }
+  for (const auto& [key, vs] : attrWrites) os << "sets " << key << " = " << names(vs) << "\n";
+  if (!returns.empty()) os << "returns " << names(returns) << "\n";
+  return os.str();
+}
+
+// ---------------------------------------------------------------- FileAnalysis
+
+FileAnalysis::FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName)
+    : file_(file), root_(root), model_(model), moduleName_(std::move(moduleName)) {}
+
+FileAnalysis::~FileAnalysis() = default;
+
+void FileAnalysis::collectImport(TSNode stmt, std::map<std::string, std::string, std::less<>>& into) const {
+  std::string_view src = file_.text;
+  Kind k = kindOf(stmt);
+  if (k == Kind::import_statement) {
+    for (TSNode c : syntax::namedChildren(stmt)) {
+      if (kindOf(c) == Kind::aliased_import) {
+        into[std::string(syntax::textOf(syntax::field(c, "alias"), src))] =
+            std::string(syntax::textOf(syntax::field(c, "name"), src));
+      } else if (kindOf(c) == Kind::dotted_name) {
+        std::string full(syntax::textOf(c, src));
+        std::string first = full.substr(0, full.find('.'));
+        into[first] = first;
+      }
+    }
+  } else if (k == Kind::import_from_statement) {
+    TSNode mod = syntax::field(stmt, "module_name");
+    std::string base(syntax::textOf(mod, src));
+    base.erase(std::remove_if(base.begin(), base.end(), [](char ch) { return ch == ' ' || ch == '\n'; }),
+               base.end());
+    for (TSNode c : fieldChildren(stmt, "name")) {
+      if (kindOf(c) == Kind::aliased_import) {
+        std::string name(syntax::textOf(syntax::field(c, "name"), src));
+        into[std::string(syntax::textOf(syntax::field(c, "alias"), src))] =
+            base + (base.empty() || base.back() == '.' ? "" : ".") + name;
+      } else {
+        std::string name(syntax::textOf(c, src));
+        into[name.substr(name.rfind('.') + 1)] = base + (base.empty() || base.back() == '.' ? "" : ".") + name;
+      }
+    }
+  }
+}
+
+void FileAnalysis::collectDefinitions(TSNode body, const ClassDef* cls, const std::string& prefix, bool topLevel) {
+  std::string_view src = file_.text;
+  for (TSNode st : syntax::namedChildren(body)) {
+    Kind k = kindOf(st);
+    TSNode def = st;
+    bool isStatic = false;
+    if (k == Kind::decorated_definition) {
+      for (TSNode d : syntax::namedChildren(st))
+        if (kindOf(d) == Kind::decorator && syntax::textOf(d, src).find("staticmethod") != std::string_view::npos)
+          isStatic = true;
+      def = syntax::field(st, "definition");
+      k = kindOf(def);
+    }
+    if (k == Kind::function_definition) {
+      auto f = std::make_unique<FunctionDef>();
+      f->node = def;
+      f->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
+      f->qualname = prefix + "." + f->name;
+      f->cls = cls;
+      f->isStatic = isStatic;
+      for (TSNode p : syntax::namedChildren(syntax::field(def, "parameters"))) {
+        Kind pk = kindOf(p);
+        if (pk == Kind::identifier) f->params.emplace_back(syntax::textOf(p, src));
+        else if (pk == Kind::default_parameter || pk == Kind::typed_default_parameter)
+          f->params.emplace_back(syntax::textOf(syntax::field(p, "name"), src));
+        else if (pk == Kind::typed_parameter) {
+          TSNode id = ts_node_named_child(p, 0);
+          if (kindOf(id) == Kind::identifier) f->params.emplace_back(syntax::textOf(id, src));
+        }
+      }
+      const FunctionDef* raw = f.get();
+      functions_.push_back(std::move(f));
+      if (cls) const_cast<ClassDef*>(cls)->methods[raw->name] = raw;
+      else if (topLevel) topFunctions_[raw->name] = raw;
+      collectDefinitions(syntax::field(def, "body"), nullptr, raw->qualname, false);
+    } else if (k == Kind::class_definition) {
+      auto c = std::make_unique<ClassDef>();
+      c->node = def;
+      c->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
+      c->qualname = prefix + "." + c->name;
+      ClassDef* raw = c.get();
+      classes_.push_back(std::move(c));
+      if (topLevel) topClasses_[raw->name] = raw;
+      TSNode supers = syntax::field(def, "superclasses");
+      if (!ts_node_is_null(supers)) {
+        for (TSNode b : syntax::namedChildren(supers)) {
+          if (kindOf(b) == Kind::keyword_argument) continue;
+          std::string txt(syntax::textOf(b, src));
+          std::string head = txt.substr(0, txt.find('.'));
+          if (auto it = imports_.find(head); it != imports_.end())
+            txt = it->second + txt.substr(head.size());
+          if (auto it = topClasses_.find(txt); it != topClasses_.end()) {
+            raw->localBases.push_back(it->second);
+            raw->bases.push_back(it->second->qualname);
+          } else {
+            raw->bases.push_back(txt);
+          }
+        }
+      }
+      collectDefinitions(syntax::field(def, "body"), raw, raw->qualname, false);
+    } else if (k == Kind::import_statement || k == Kind::import_from_statement) {
+      if (topLevel) collectImport(st, imports_);
+    } else if (topLevel && (k == Kind::if_statement || k == Kind::try_statement || k == Kind::with_statement ||
+                            k == Kind::block || k == Kind::else_clause || k == Kind::except_clause ||
+                            k == Kind::elif_clause || k == Kind::finally_clause)) {
+      // Imports and definitions under `if TYPE_CHECKING:` / `try:` still bind module names.
+      for (TSNode c : syntax::namedChildren(st))
+        if (kindOf(c) == Kind::block || kindOf(c) == Kind::else_clause || kindOf(c) == Kind::except_clause ||
+            kindOf(c) == Kind::elif_clause || kindOf(c) == Kind::finally_clause)
+          collectDefinitions(c, nullptr, prefix, true);
+    } else if (!topLevel && (k == Kind::if_statement || k == Kind::for_statement || k == Kind::while_statement ||
+                             k == Kind::try_statement || k == Kind::with_statement || k == Kind::block ||
+                             k == Kind::else_clause || k == Kind::except_clause || k == Kind::elif_clause ||
+                             k == Kind::finally_clause)) {
+      for (TSNode c : syntax::namedChildren(st))
+        if (kindOf(c) == Kind::block || kindOf(c) == Kind::else_clause || kindOf(c) == Kind::except_clause ||
+            kindOf(c) == Kind::elif_clause || kindOf(c) == Kind::finally_clause)
+          collectDefinitions(c, nullptr, prefix, false);
+    }
+  }
+}
+
+void FileAnalysis::run() {
+  collectDefinitions(root_, nullptr, moduleName_, true);
+  Frame frame;
+  frame.isModule = true;
+  Interp in(*this, moduleStore_, frame);
+  in.execBlock(root_);
+  for (const auto& f : functions_) summary(f.get());
+}
+
+const Summary* FileAnalysis::summary(const FunctionDef* def) {
+  if (auto it = summaries_.find(def); it != summaries_.end()) return it->second.get();
+  if (inProgress_.count(def)) return nullptr;
+  inProgress_.insert(def);
+  auto s = std::make_unique<Summary>();
+  s->def = def;
+  Frame frame;
+  Interp in(*this, s->store, frame);
+  Origin origin{syntax::rangeOf(syntax::field(def->node, "name")), {}};
+  for (size_t i = 0; i < def->params.size(); ++i) {
+    ObjId id = in.newObject(ObjKind::Arg, def->params[i], origin);
+    s->store.obj(id).argIndex = static_cast<int>(i);
+    frame.env[def->params[i]] = {id};
+    s->params.push_back(id);
+  }
+  in.execBlock(syntax::field(def->node, "body"));
+  s->returns = frame.returns;
+  for (const auto& [key, vs] : frame.env) {
+    if (key.empty() || key[0] != '#') continue;
+    ObjId id = std::atoi(key.c_str() + 1);
+    ObjId root = s->store.rootOf(id);
+    ObjKind rk = s->store.obj(root).kind;
+    if (rk == ObjKind::Arg || rk == ObjKind::Global) s->attrWrites.emplace_back(key, vs);
+  }
+  std::sort(s->attrWrites.begin(), s->attrWrites.end());
+  s->truncated = s->store.objects.size() >= kMaxObjects;
+  inProgress_.erase(def);
+  return (summaries_[def] = std::move(s)).get();
+}
+
+const FunctionDef* FileAnalysis::findFunction(std::string_view qualname) const {
+  for (const auto& f : functions_)
+    if (f->qualname == qualname) return f.get();
+  return nullptr;
+}
+
+const ClassDef* FileAnalysis::findClass(std::string_view qualname) const {
+  for (const auto& c : classes_)
+    if (c->qualname == qualname) return c.get();
+  return nullptr;
+}
+
+std::vector<FileAnalysis::Root> FileAnalysis::roots() const {
+  std::vector<Root> out{{"<module>", &moduleStore_}};
+  for (const auto& f : functions_) {
+    if (called_.count(f.get())) continue;
+    auto it = summaries_.find(f.get());
+    if (it != summaries_.end()) out.push_back({f->qualname, &it->second->store});
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- Interp basics
+
+Interp::Interp(FileAnalysis& fa, Store& store, Frame& frame)
+    : fa_(fa), st_(store), frame_(frame), ordinal_(static_cast<int>(store.points.size())) {}
+
+PointId Interp::newPoint() {
+  st_.points.push_back(Point{ordinal_++, frame_.arm});
+  return static_cast<PointId>(st_.points.size() - 1);
+}
+
+ObjId Interp::newObject(ObjKind kind, std::string name, const Origin& origin) {
+  Obj o;
+  o.kind = kind;
+  o.name = std::move(name);
+  o.origin = origin;
+  o.point = newPoint();
+  st_.objects.push_back(std::move(o));
+  return static_cast<ObjId>(st_.objects.size() - 1);
+}
+
+ObjId Interp::derive(ObjId parent, std::string edge) {
+  auto key = std::make_pair(parent, edge);
+  if (auto it = derived_.find(key); it != derived_.end()) return it->second;
+  ObjId id = newObject(ObjKind::Derived, edge, st_.obj(parent).origin);
+  st_.obj(id).parent = parent;
+  derived_[key] = id;
+  return id;
+}
+
+ObjId Interp::ref(const std::string& qualname) {
+  if (auto it = refs_.find(qualname); it != refs_.end()) return it->second;
+  ObjId id = newObject(ObjKind::Ref, qualname, Origin{});
+  refs_[qualname] = id;
+  return id;
+}
+
+void Interp::domainEvent(std::string kind, ObjId target, const Origin& origin,
+                         std::map<std::string, std::string, std::less<>> attrs, std::vector<ValueSet> args) {
+  Event e;
+  e.kind = EventKind::Domain;
+  e.name = std::move(kind);
+  e.target = target;
+  e.origin = origin;
+  e.attrs = std::move(attrs);
+  e.args = std::move(args);
+  e.point = newPoint();
+  st_.events.push_back(std::move(e));
+}
+
+std::optional<std::string> Interp::literal(const ValueSet& vs) const {
+  if (vs.size() != 1) return std::nullopt;
+  const Obj& o = st_.obj(vs[0]);
+  if (o.kind != ObjKind::Literal) return std::nullopt;
+  return o.name;
+}
+
+Origin Interp::originOf(TSNode n) const { return Origin{syntax::rangeOf(n), {}}; }
+
+std::string Interp::text(TSNode n) const { return std::string(syntax::textOf(n, fa_.file_.text)); }
+
+std::string Interp::envKeyFor(ObjId obj, std::string_view attr) const {
+  return "#" + std::to_string(obj) + "." + std::string(attr);
+}
+
+int Interp::openArm(int construct, int index, bool loop) {
+  st_.arms.push_back(Arm{construct, index, loop, frame_.arm, false});
+  return static_cast<int>(st_.arms.size() - 1);
+}
+
+ValueSet Interp::lookupName(std::string_view name) {
+  std::string key(name);
+  if (auto it = frame_.env.find(key); it != frame_.env.end()) return it->second;
+  if (auto it = fa_.imports_.find(name); it != fa_.imports_.end()) return {ref(it->second)};
+  if (auto it = fa_.topFunctions_.find(name); it != fa_.topFunctions_.end()) {
+    auto d = defs_.find(it->second);
+    if (d != defs_.end()) return {d->second};
+    ObjId id = newObject(ObjKind::Function, it->second->qualname, Origin{});
+    st_.obj(id).function = it->second;
+    return {defs_[it->second] = id};
+  }
+  if (auto it = fa_.topClasses_.find(name); it != fa_.topClasses_.end()) {
+    auto d = defs_.find(it->second);
+    if (d != defs_.end()) return {d->second};
+    ObjId id = newObject(ObjKind::Class, it->second->qualname, Origin{});
+    st_.obj(id).cls = it->second;
+    return {defs_[it->second] = id};
+  }
+  if (!frame_.isModule) {
+    if (auto it = frame_.globals.find(key); it != frame_.globals.end()) return {it->second};
+    ObjId id = newObject(ObjKind::Global, key, Origin{});
+    frame_.globals[key] = id;
+    return {id};
+  }
+  return {ref(key)};  // a builtin or an unresolved name
+}
+
+ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
+  const Obj& o = st_.obj(obj);
+  if (o.kind == ObjKind::Ref) return {ref(o.name + "." + std::string(attr))};
+  if (o.kind == ObjKind::Class && o.cls) {
+    if (const FunctionDef* f = o.cls->findMethod(attr)) {
+      auto d = defs_.find(f);
+      if (d != defs_.end()) return {d->second};
+      ObjId id = newObject(ObjKind::Function, f->qualname, Origin{});
+      st_.obj(id).function = f;
+      return {defs_[f] = id};
+    }
+  }
+  if (auto it = frame_.env.find(envKeyFor(obj, attr)); it != frame_.env.end()) return it->second;
+  return {derive(obj, "." + std::string(attr))};
+}
+
+// ---------------------------------------------------------------- statements
+
+void Interp::execBlock(TSNode block) {
+  if (ts_node_is_null(block)) return;
+  uint32_t n = ts_node_named_child_count(block);
+  for (uint32_t i = 0; i < n && frame_.reachable; ++i) execStatement(ts_node_named_child(block, i));
+}
+
+void Interp::execStatement(TSNode st) {
+  switch (kindOf(st)) {
+    case Kind::expression_statement:
+      for (TSNode c : syntax::namedChildren(st)) {
+        if (kindOf(c) == Kind::assignment || kindOf(c) == Kind::augmented_assignment) execStatement(c);
+        else eval(c);
+      }
+      break;
+    case Kind::assignment: {
+      TSNode right = syntax::field(st, "right");
+      ValueSet value;
+      if (!ts_node_is_null(right)) {
+        if (kindOf(right) == Kind::assignment) {
+          execStatement(right);
+          value = eval(syntax::field(right, "left"));
+        } else {
+          value = eval(right);
+        }
+      }
+      TSNode left = syntax::field(st, "left");
+      if (!ts_node_is_null(right)) assign(left, value, originOf(right));
+      break;
+    }
+    case Kind::augmented_assignment: {
+      TSNode left = syntax::field(st, "left");
+      ValueSet rhs = eval(syntax::field(st, "right"));
+      std::string op = text(syntax::field(st, "operator"));
+      if (op == "+=") {
+        ValueSet old = eval(left);
+        ObjId c = newObject(ObjKind::Container, "", originOf(st));
+        st_.obj(c).containerKind = 'l';
+        st_.obj(c).elements = {old, rhs};
+        assign(left, {c}, originOf(st));
+      }
+      break;
+    }
+    case Kind::if_statement: execIf(st); break;
+    case Kind::for_statement: execLoop(st, true); break;
+    case Kind::while_statement: execLoop(st, false); break;
+    case Kind::try_statement: execTry(st); break;
+    case Kind::with_statement: execWith(st); break;
+    case Kind::match_statement: execMatch(st); break;
+    case Kind::function_definition:
+    case Kind::class_definition:
+    case Kind::decorated_definition: execDefinition(st); break;
+    case Kind::return_statement: {
+      if (ts_node_named_child_count(st) > 0) addValues(frame_.returns, eval(ts_node_named_child(st, 0)));
+      frame_.reachable = false;
+      break;
+    }
+    case Kind::raise_statement:
+      for (TSNode c : syntax::namedChildren(st)) eval(c);
+      frame_.reachable = false;
+      break;
+    case Kind::import_statement:
+    case Kind::import_from_statement: execImport(st); break;
+    case Kind::block:
+    case Kind::Error:
+      for (TSNode c : syntax::namedChildren(st)) {
+        if (!frame_.reachable) break;
+        execStatement(c);
+      }
+      break;
+    case Kind::comment:
+    case Kind::pass_statement:
+    case Kind::break_statement:
+    case Kind::continue_statement:
+    case Kind::global_statement:
+    case Kind::nonlocal_statement:
+    case Kind::future_import_statement: break;
+    default:
+      for (TSNode c : syntax::namedChildren(st)) eval(c);
+      break;
+  }
+}
+
+void Interp::execImport(TSNode n) {
+  std::map<std::string, std::string, std::less<>> bound;
+  fa_.collectImport(n, bound);
+  for (const auto& [name, qual] : bound) frame_.env[name] = {ref(qual)};
+}
+
+void Interp::execDefinition(TSNode n) {
+  TSNode def = kindOf(n) == Kind::decorated_definition ? syntax::field(n, "definition") : n;
+  uint32_t start = ts_node_start_byte(def);
+  std::string name = text(syntax::field(def, "name"));
+  if (kindOf(def) == Kind::function_definition) {
+    for (const auto& f : fa_.functions_) {
+      if (ts_node_start_byte(f->node) != start) continue;
+      ObjId id;
+      if (auto d = defs_.find(f.get()); d != defs_.end()) id = d->second;
+      else {
+        id = newObject(ObjKind::Function, f->qualname, originOf(def));
+        st_.obj(id).function = f.get();
+        defs_[f.get()] = id;
+      }
+      frame_.env[name] = {id};
+      return;
+    }
+  } else if (kindOf(def) == Kind::class_definition) {
+    for (const auto& c : fa_.classes_) {
+      if (ts_node_start_byte(c->node) != start) continue;
+      ObjId id;
+      if (auto d = defs_.find(c.get()); d != defs_.end()) id = d->second;
+      else {
+        id = newObject(ObjKind::Class, c->qualname, originOf(def));
+        st_.obj(id).cls = c.get();
+        defs_[c.get()] = id;
+      }
+      frame_.env[name] = {id};
+      return;
+    }
+  }
+}
+
+void Interp::execIf(TSNode n) {
+  int construct = st_.constructs++;
+  int outerArm = frame_.arm;
+  Env before = frame_.env;
+  std::vector<Env> outs;
+  bool hasElse = false;
+  auto runArm = [&](int index, TSNode cond, TSNode body) {
+    frame_.arm = openArm(construct, index, false);
+    frame_.env = before;
+    frame_.reachable = true;
+    if (!ts_node_is_null(cond)) eval(cond);
+    execBlock(body);
+    if (frame_.reachable) outs.push_back(std::move(frame_.env));
+    else st_.arms[static_cast<size_t>(frame_.arm)].terminates = true;
+  };
+  eval(syntax::field(n, "condition"));
+  runArm(0, TSNode{}, syntax::field(n, "consequence"));
+  int index = 1;
+  for (TSNode alt : fieldChildren(n, "alternative")) {
+    if (kindOf(alt) == Kind::elif_clause) {
+      runArm(index++, syntax::field(alt, "condition"), syntax::field(alt, "consequence"));
+    } else {
+      hasElse = true;
+      runArm(index++, TSNode{}, syntax::field(alt, "body"));
+    }
+  }
+  if (!hasElse) outs.push_back(before);
+  frame_.arm = outerArm;
+  frame_.reachable = !outs.empty();
+  frame_.env = join(outs);
+}
+
+void Interp::execLoop(TSNode n, bool isFor) {
+  int construct = st_.constructs++;
+  int outerArm = frame_.arm;
+  ValueSet iter;
+  if (isFor) iter = eval(syntax::field(n, "right"));
+  Env before = frame_.env;
+  frame_.arm = openArm(construct, 0, true);
+  if (isFor) {
+    ValueSet elems;
+    for (ObjId v : iter) {
+      const Obj& o = st_.obj(v);
+      if (o.kind == ObjKind::Container) {
+        for (const auto& e : o.elements) addValues(elems, e);
+      } else {
+        addValue(elems, derive(v, "[*]"));
+      }
+    }
+    assign(syntax::field(n, "left"), elems, originOf(syntax::field(n, "right")));
+  } else {
+    eval(syntax::field(n, "condition"));
+  }
+  execBlock(syntax::field(n, "body"));
+  std::vector<Env> outs{before};
+  if (frame_.reachable) outs.push_back(std::move(frame_.env));
+  frame_.arm = outerArm;
+  frame_.reachable = true;
+  frame_.env = join(outs);
+  TSNode alt = syntax::field(n, "alternative");
+  if (!ts_node_is_null(alt)) execBlock(syntax::field(alt, "body"));
+}
+
+void Interp::execTry(TSNode n) {
+  int bodyConstruct = st_.constructs++;
+  int handlerConstruct = st_.constructs++;
+  int outerArm = frame_.arm;
+  Env before = frame_.env;
+  frame_.arm = openArm(bodyConstruct, 0, false);
+  execBlock(syntax::field(n, "body"));
+  bool bodyReachable = frame_.reachable;
+  Env afterBody = frame_.env;
+  frame_.arm = outerArm;
+  Env handlerStart = join({before, afterBody});
+  std::vector<Env> outs;
+  TSNode elseClause{}, finallyClause{};
+  int index = 1;
+  for (TSNode c : syntax::namedChildren(n)) {
+    Kind k = kindOf(c);
+    if (k == Kind::except_clause) {
+      frame_.arm = openArm(handlerConstruct, index++, false);
+      frame_.env = handlerStart;
+      frame_.reachable = true;
+      for (TSNode cc : syntax::namedChildren(c)) {
+        if (kindOf(cc) == Kind::block) execBlock(cc);
+        else if (kindOf(cc) != Kind::comment) eval(cc);
+      }
+      if (frame_.reachable) outs.push_back(std::move(frame_.env));
+      else st_.arms[static_cast<size_t>(frame_.arm)].terminates = true;
+      frame_.arm = outerArm;
+    } else if (k == Kind::else_clause) {
+      elseClause = c;
+    } else if (k == Kind::finally_clause) {
+      finallyClause = c;
+    }
+  }
+  if (bodyReachable) {
+    frame_.env = afterBody;
+    frame_.reachable = true;
+    if (!ts_node_is_null(elseClause)) {
+      frame_.arm = openArm(handlerConstruct, 0, false);
+      execBlock(syntax::field(elseClause, "body"));
+      frame_.arm = outerArm;
+    }
+    if (frame_.reachable) outs.push_back(std::move(frame_.env));
+  }
+  frame_.reachable = !outs.empty();
+  frame_.env = outs.empty() ? handlerStart : join(outs);
+  if (!ts_node_is_null(finallyClause)) {
+    bool reach = frame_.reachable;
+    frame_.reachable = true;
+    for (TSNode cc : syntax::namedChildren(finallyClause))
+      if (kindOf(cc) == Kind::block) execBlock(cc);
+    frame_.reachable = frame_.reachable && reach;
+  }
+}
+
+void Interp::execWith(TSNode n) {
+  for (TSNode c : syntax::namedChildren(n)) {
+    if (kindOf(c) != Kind::with_clause) continue;
+    for (TSNode item : syntax::namedChildren(c)) {
+      if (kindOf(item) != Kind::with_item) continue;
+      TSNode value = syntax::field(item, "value");
+      if (kindOf(value) == Kind::as_pattern) {
+        ValueSet v = eval(ts_node_named_child(value, 0));
+        TSNode alias = syntax::field(value, "alias");
+        if (!ts_node_is_null(alias)) {
+          TSNode target = ts_node_named_child_count(alias) > 0 ? ts_node_named_child(alias, 0) : alias;
+          assign(target, v, originOf(value));
+        }
+      } else {
+        eval(value);
+      }
+    }
+  }
+  execBlock(syntax::field(n, "body"));
+}
+
+void Interp::execMatch(TSNode n) {
+  eval(syntax::field(n, "subject"));
+  int construct = st_.constructs++;
+  int outerArm = frame_.arm;
+  Env before = frame_.env;
+  std::vector<Env> outs{before};
+  int index = 0;
+  TSNode body = syntax::field(n, "body");
+  for (TSNode c : syntax::namedChildren(body)) {
+    if (kindOf(c) != Kind::case_clause) continue;
+    frame_.arm = openArm(construct, index++, false);
+    frame_.env = before;
+    frame_.reachable = true;
+    TSNode guard = syntax::field(c, "guard");
+    if (!ts_node_is_null(guard)) eval(guard);
+    execBlock(syntax::field(c, "consequence"));
+    if (frame_.reachable) outs.push_back(std::move(frame_.env));
+    else st_.arms[static_cast<size_t>(frame_.arm)].terminates = true;
+  }
+  frame_.arm = outerArm;
+  frame_.reachable = true;
+  frame_.env = join(outs);
+}
+
+void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) {
+  if (ts_node_is_null(target)) return;
+  switch (kindOf(target)) {
+    case Kind::identifier:
+      frame_.env[text(target)] = value;
+      for (ObjId v : value)
+        if (st_.obj(v).kind == ObjKind::Instance && st_.obj(v).label.empty()) st_.obj(v).label = text(target);
+      break;
+    case Kind::attribute: {
+      std::string attr = text(syntax::field(target, "attribute"));
+      for (ObjId o : eval(syntax::field(target, "object"))) {
+        if (st_.obj(o).kind == ObjKind::Ref) continue;
+        frame_.env[envKeyFor(o, attr)] = value;
+        for (ObjId v : value)
+          if (st_.obj(v).kind == ObjKind::Instance && st_.obj(v).label.empty()) st_.obj(v).label = text(target);
+        Event e;
+        e.kind = EventKind::SetAttr;
+        e.name = attr;
+        e.target = o;
+        e.args = {value};
+        e.origin = originOf(target);
+        e.point = newPoint();
+        st_.events.push_back(std::move(e));
+      }
+      break;
+    }
+    case Kind::subscript: {
+      TSNode sub = syntax::field(target, "subscript");
+      std::string key = "[" + (ts_node_is_null(sub) ? std::string("*") : text(sub)) + "]";
+      for (ObjId o : eval(syntax::field(target, "value"))) {
+        frame_.env["#" + std::to_string(o) + key] = value;
+        Event e;
+        e.kind = EventKind::SetAttr;
+        e.name = key;
+        e.target = o;
+        e.args = {value};
+        e.origin = originOf(target);
+        e.point = newPoint();
+        st_.events.push_back(std::move(e));
+      }
+      break;
+    }
+    case Kind::pattern_list:
+    case Kind::tuple_pattern:
+    case Kind::list_pattern:
+    case Kind::tuple:
+    case Kind::list:
+    case Kind::expression_list: {
+      std::vector<TSNode> targets = syntax::namedChildren(target);
+      targets.erase(std::remove_if(targets.begin(), targets.end(),
+                                   [](TSNode t) { return kindOf(t) == Kind::comment; }),
+                    targets.end());
+      const Obj* single = value.size() == 1 ? &st_.obj(value[0]) : nullptr;
+      bool spread = single && single->kind == ObjKind::Container && single->elements.size() == targets.size();
+      for (size_t i = 0; i < targets.size(); ++i) {
+        if (spread) {
+          ValueSet ev = st_.obj(value[0]).elements[i];
+          assign(targets[i], ev, origin);
+        } else {
+          ValueSet ev;
+          for (ObjId v : value) addValue(ev, derive(v, "[" + std::to_string(i) + "]"));
+          assign(targets[i], ev, origin);
+        }
+      }
+      break;
+    }
+    case Kind::parenthesized_expression:
+      if (ts_node_named_child_count(target) > 0) assign(ts_node_named_child(target, 0), value, origin);
+      break;
+    case Kind::list_splat_pattern:
+      if (ts_node_named_child_count(target) > 0) assign(ts_node_named_child(target, 0), {}, origin);
+      break;
+    default: break;
+  }
+}
+
+// ---------------------------------------------------------------- expressions
+
+ValueSet Interp::eval(TSNode n) {
+  if (ts_node_is_null(n)) return {};
+  switch (kindOf(n)) {
+    case Kind::identifier: return lookupName(text(n));
+    case Kind::attribute: {
+      std::string attr = text(syntax::field(n, "attribute"));
+      ValueSet out;
+      for (ObjId v : eval(syntax::field(n, "object"))) addValues(out, getAttr(v, attr));
+      return out;
+    }
+    case Kind::call: return evalCall(n);
+    case Kind::subscript: {
+      ValueSet base = eval(syntax::field(n, "value"));
+      TSNode sub = syntax::field(n, "subscript");
+      ValueSet subv = eval(sub);
+      std::optional<std::string> lit = literal(subv);
+      Kind sk = ts_node_is_null(sub) ? Kind::Other : kindOf(sub);
+      bool literalKey = lit && (sk == Kind::integer || sk == Kind::string || sk == Kind::unary_operator);
+      std::string edge = "[" + (literalKey ? text(sub) : std::string("*")) + "]";
+      ValueSet out;
+      for (ObjId v : base) {
+        const Obj& o = st_.obj(v);
+        if (o.kind == ObjKind::Container && literalKey) {
+          if (o.containerKind == 'd') {
+            for (size_t i = 0; i < o.keys.size(); ++i)
+              if (o.keys[i] == *lit) addValues(out, o.elements[i]);
+            continue;
+          }
+          int idx = 0;
+          auto [p, ec] = std::from_chars(lit->data(), lit->data() + lit->size(), idx);
+          if (ec == std::errc() && idx >= 0 && static_cast<size_t>(idx) < o.elements.size()) {
+            addValues(out, o.elements[static_cast<size_t>(idx)]);
+            continue;
+          }
+        }
+        if (o.kind == ObjKind::Container && !literalKey) {
+          for (const auto& e : o.elements) addValues(out, e);
+          continue;
+        }
+        auto it = frame_.env.find("#" + std::to_string(v) + edge);
+        if (it != frame_.env.end()) addValues(out, it->second);
+        else addValue(out, derive(v, edge));
+      }
+      return out;
+    }
+    case Kind::parenthesized_expression:
+    case Kind::await: {
+      ValueSet out;
+      for (TSNode c : syntax::namedChildren(n)) out = eval(c);
+      return out;
+    }
+    case Kind::list:
+    case Kind::tuple:
+    case Kind::set:
+    case Kind::expression_list:
+    case Kind::pattern_list: {
+      ObjId c = kNoObj;
+      std::vector<ValueSet> elems;
+      for (TSNode e : syntax::namedChildren(n)) {
+        Kind ek = kindOf(e);
+        if (ek == Kind::comment) continue;
+        if (ek == Kind::list_splat) elems.push_back(eval(ts_node_named_child(e, 0)));
+        else elems.push_back(eval(e));
+      }
+      c = newObject(ObjKind::Container, "", originOf(n));
+      Kind k = kindOf(n);
+      st_.obj(c).containerKind = k == Kind::list ? 'l' : k == Kind::set ? 's' : 't';
+      st_.obj(c).elements = std::move(elems);
+      return {c};
+    }
+    case Kind::dictionary: {
+      std::vector<ValueSet> elems;
+      std::vector<std::string> keys;
+      for (TSNode e : syntax::namedChildren(n)) {
+        if (kindOf(e) == Kind::pair) {
+          ValueSet kv = eval(syntax::field(e, "key"));
+          keys.push_back(literal(kv).value_or(""));
+          elems.push_back(eval(syntax::field(e, "value")));
+        } else if (kindOf(e) == Kind::dictionary_splat) {
+          keys.emplace_back("**");
+          elems.push_back(eval(ts_node_named_child(e, 0)));
+        }
+      }
+      ObjId c = newObject(ObjKind::Container, "", originOf(n));
+      st_.obj(c).containerKind = 'd';
+      st_.obj(c).elements = std::move(elems);
+      st_.obj(c).keys = std::move(keys);
+      return {c};
+    }
+    case Kind::string:
+    case Kind::concatenated_string: {
+      std::string value;
+      std::function<void(TSNode)> collect = [&](TSNode s) {
+        for (TSNode c : syntax::namedChildren(s)) {
+          if (kindOf(c) == Kind::string_content) value += text(c);
+          else if (kindOf(c) == Kind::string) collect(c);
+        }
+      };
+      collect(n);
+      auto it = literals_.find("s:" + value);
+      if (it != literals_.end()) return {it->second};
+      ObjId id = newObject(ObjKind::Literal, value, originOf(n));
+      literals_["s:" + value] = id;
+      return {id};
+    }
+    case Kind::integer:
+    case Kind::float_:
+    case Kind::true_:
+    case Kind::false_:
+    case Kind::none: {
+      std::string value = text(n);
+      auto it = literals_.find(value);
+      if (it != literals_.end()) return {it->second};
+      ObjId id = newObject(ObjKind::Literal, value, originOf(n));
+      literals_[value] = id;
+      return {id};
+    }
+    case Kind::unary_operator: {
+      ValueSet v = eval(syntax::field(n, "argument"));
+      if (auto lit = literal(v); lit && text(syntax::field(n, "operator")) == "-") {
+        std::string value = "-" + *lit;
+        auto it = literals_.find(value);
+        if (it != literals_.end()) return {it->second};
+        ObjId id = newObject(ObjKind::Literal, value, originOf(n));
+        literals_[value] = id;
+        return {id};
+      }
+      return {};
+    }
+    case Kind::list_comprehension:
+    case Kind::generator_expression:
+    case Kind::set_comprehension:
+    case Kind::dictionary_comprehension: return evalComprehension(n);
+    case Kind::binary_operator: {
+      ValueSet l = eval(syntax::field(n, "left"));
+      ValueSet r = eval(syntax::field(n, "right"));
+      if (text(syntax::field(n, "operator")) != "+") return {};
+      ObjId c = newObject(ObjKind::Container, "", originOf(n));
+      st_.obj(c).containerKind = 'l';
+      st_.obj(c).elements = {l, r};
+      return {c};
+    }
+    case Kind::boolean_operator: {
+      ValueSet out = eval(syntax::field(n, "left"));
+      addValues(out, eval(syntax::field(n, "right")));
+      return out;
+    }
+    case Kind::conditional_expression: {
+      std::vector<TSNode> parts = syntax::namedChildren(n);
+      ValueSet out;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        ValueSet v = eval(parts[i]);
+        if (i != 1) addValues(out, v);
+      }
+      return out;
+    }
+    case Kind::named_expression: {
+      ValueSet v = eval(syntax::field(n, "value"));
+      assign(syntax::field(n, "name"), v, originOf(n));
+      return v;
+    }
+    case Kind::lambda: return {};
+    default:
+      for (TSNode c : syntax::namedChildren(n)) eval(c);
+      return {};
+  }
+}
+
+ValueSet Interp::evalComprehension(TSNode n) {
+  Env saved = frame_.env;
+  TSNode body = syntax::field(n, "body");
+  for (TSNode c : syntax::namedChildren(n)) {
+    if (kindOf(c) == Kind::for_in_clause) {
+      ValueSet iter = eval(syntax::field(c, "right"));
+      ValueSet elems;
+      for (ObjId v : iter) {
+        const Obj& o = st_.obj(v);
+        if (o.kind == ObjKind::Container) {
+          for (const auto& e : o.elements) addValues(elems, e);
+        } else {
+          addValue(elems, derive(v, "[*]"));
+        }
+      }
+      assign(syntax::field(c, "left"), elems, originOf(c));
+    } else if (kindOf(c) == Kind::if_clause) {
+      for (TSNode cc : syntax::namedChildren(c)) eval(cc);
+    }
+  }
+  ValueSet value;
+  if (kindOf(n) == Kind::dictionary_comprehension && kindOf(body) == Kind::pair) {
+    eval(syntax::field(body, "key"));
+    value = eval(syntax::field(body, "value"));
+  } else {
+    value = eval(body);
+  }
+  frame_.env = std::move(saved);
+  ObjId c = newObject(ObjKind::Container, "", originOf(n));
+  st_.obj(c).containerKind = kindOf(n) == Kind::dictionary_comprehension ? 'd' : 'l';
+  st_.obj(c).elements = {value};
+  if (st_.obj(c).containerKind == 'd') st_.obj(c).keys = {""};
+  return {c};
+}
+
+std::vector<ValueSet> Interp::bindArgs(const FunctionDef& def, const CallSite& site, ObjId self) {
+  std::vector<ValueSet> bound(def.params.size());
+  size_t idx = 0;
+  if (self != kNoObj && !def.isStatic && !bound.empty()) bound[idx++] = {self};
+  for (const auto& a : site.args) {
+    if (idx >= bound.size()) break;
+    bound[idx++] = a;
+  }
+  for (const auto& [name, v] : site.kwargs) {
+    auto it = std::find(def.params.begin(), def.params.end(), name);
+    if (it != def.params.end()) bound[static_cast<size_t>(it - def.params.begin())] = v;
+  }
+  return bound;
+}
+
+ValueSet Interp::evalCall(TSNode call) {
+  TSNode fn = syntax::field(call, "function");
+  TSNode argsNode = syntax::field(call, "arguments");
+  CallSite site{*this};
+  site.origin = originOf(call);
+  if (!ts_node_is_null(argsNode)) {
+    if (kindOf(argsNode) == Kind::generator_expression) {
+      site.args.push_back(eval(argsNode));
+      site.argOrigins.push_back(originOf(argsNode));
+    } else {
+      for (TSNode a : syntax::namedChildren(argsNode)) {
+        Kind ak = kindOf(a);
+        if (ak == Kind::comment) continue;
+        if (ak == Kind::keyword_argument) {
+          TSNode value = syntax::field(a, "value");
+          site.kwargs.emplace_back(text(syntax::field(a, "name")), eval(value));
+          site.kwargOrigins.push_back(originOf(value));
+        } else if (ak == Kind::list_splat || ak == Kind::dictionary_splat) {
+          eval(ts_node_named_child(a, 0));
+        } else {
+          site.args.push_back(eval(a));
+          site.argOrigins.push_back(originOf(a));
+        }
+      }
+    }
+  }
+  ValueSet result;
+  if (kindOf(fn) == Kind::attribute) {
+    std::string method = text(syntax::field(fn, "attribute"));
+    ValueSet receivers = eval(syntax::field(fn, "object"));
+    for (ObjId r : receivers) {
+      const Obj& ro = st_.obj(r);
+      if (ro.kind == ObjKind::Ref || ro.kind == ObjKind::Class) {
+        for (ObjId callee : getAttr(r, method)) addValues(result, callValue(callee, site, call));
+        continue;
+      }
+      CallSite ms = site;
+      ms.receiver = r;
+      ms.method = method;
+      Event e;
+      e.kind = EventKind::MethodCall;
+      e.name = method;
+      e.target = r;
+      e.args = site.args;
+      e.kwargs = site.kwargs;
+      e.origin = site.origin;
+      e.point = newPoint();
+      st_.events.push_back(std::move(e));
+      if (ro.kind == ObjKind::Container) {
+        // Built-in container methods keep track of what the container holds.
+        if (method == "append" || method == "extend" || method == "add" || method == "insert" ||
+            method == "update") {
+          ValueSet added = site.args.empty() ? ValueSet{} : site.args.back();
+          if (method == "extend" || method == "update") {
+            ValueSet flat;
+            for (ObjId a : added) {
+              const Obj& ao = st_.obj(a);
+              if (ao.kind == ObjKind::Container) for (const auto& el : ao.elements) addValues(flat, el);
+              else addValue(flat, derive(a, "[*]"));
+            }
+            added = flat;
+          }
+          st_.obj(r).elements.push_back(added);
+          if (st_.obj(r).containerKind == 'd') st_.obj(r).keys.emplace_back("");
+          continue;
+        }
+        if (method == "items" || method == "values" || method == "copy" || method == "keys") {
+          ValueSet all;
+          for (const auto& el : ro.elements) addValues(all, el);
+          if (method == "copy") {
+            addValue(result, r);
+            continue;
+          }
+          ObjId list = newObject(ObjKind::Container, "", site.origin);
+          st_.obj(list).containerKind = 'l';
+          if (method == "items") {
+            ObjId pair = newObject(ObjKind::Container, "", site.origin);
+            st_.obj(pair).containerKind = 't';
+            st_.obj(pair).elements = {ValueSet{}, all};
+            st_.obj(list).elements = {{pair}};
+          } else if (method == "values") {
+            st_.obj(list).elements = {all};
+          }
+          addValue(result, list);
+          continue;
+        }
+      }
+      const ClassDef* cls = ro.kind == ObjKind::Instance ? ro.cls : nullptr;
+      const FunctionDef* m = cls ? cls->findMethod(method) : nullptr;
+      if (m) {
+        if (const Summary* s = fa_.summary(m)) {
+          fa_.called_.insert(m);
+          instantiate(*s, bindArgs(*m, site, r), site.origin, result);
+        }
+        continue;
+      }
+      if (fa_.model_.onCall(ms)) addValues(result, ms.result);
+      else addValue(result, derive(r, "." + method + "()"));
+    }
+    return result;
+  }
+  ValueSet callees = eval(fn);
+  if (callees.empty()) {
+    Event e;
+    e.kind = EventKind::Call;
+    e.name = text(fn);
+    e.args = site.args;
+    e.kwargs = site.kwargs;
+    e.origin = site.origin;
+    e.point = newPoint();
+    st_.events.push_back(std::move(e));
+  }
+  for (ObjId callee : callees) addValues(result, callValue(callee, site, call));
+  return result;
+}
+
+ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
+  CallSite site = siteIn;
+  const Obj co = st_.obj(callee);
+  auto record = [&](const std::string& name) {
+    Event e;
+    e.kind = EventKind::Call;
+    e.name = name;
+    e.args = site.args;
+    e.kwargs = site.kwargs;
+    e.origin = site.origin;
+    e.point = newPoint();
+    st_.events.push_back(std::move(e));
+  };
+  switch (co.kind) {
+    case ObjKind::Ref: {
+      const std::string& q = co.name;
+      if (isBuiltinPassThrough(q)) return site.args.empty() ? ValueSet{} : site.args[0];
+      if (q == "filter") return site.args.size() > 1 ? site.args[1] : ValueSet{};
+      if (q == "getattr" && site.args.size() >= 2) {
+        if (auto lit = literal(site.args[1])) {
+          ValueSet out;
+          for (ObjId o : site.args[0]) addValues(out, getAttr(o, *lit));
+          return out;
+        }
+        return {};
+      }
+      if (q == "itertools.chain" || q == "zip" || q == "enumerate") {
+        ObjId c = newObject(ObjKind::Container, "", site.origin);
+        st_.obj(c).containerKind = 'l';
+        st_.obj(c).elements = site.args;
+        return {c};
+      }
+      if (q == "dict") {
+        ObjId c = newObject(ObjKind::Container, "", site.origin);
+        st_.obj(c).containerKind = 'd';
+        for (const auto& [k, v] : site.kwargs) {
+          st_.obj(c).keys.push_back(k);
+          st_.obj(c).elements.push_back(v);
+        }
+        return {c};
+      }
+      if (q == "super" || q == "isinstance" || q == "len" || q == "print" || q == "range" || q == "hasattr")
+        return {};
+      record(q);
+      site.qualname = q;
+      if (fa_.model_.onCall(site)) return site.result;
+      return {newObject(ObjKind::Instance, q, site.origin)};
+    }
+    case ObjKind::Function: {
+      record(co.name);
+      const FunctionDef* def = co.function;
+      ValueSet result;
+      if (const Summary* s = fa_.summary(def)) {
+        fa_.called_.insert(def);
+        instantiate(*s, bindArgs(*def, site, kNoObj), site.origin, result);
+      }
+      return result;
+    }
+    case ObjKind::Class: {
+      record(co.name);
+      ObjId inst = newObject(ObjKind::Instance, co.name, site.origin);
+      st_.obj(inst).cls = co.cls;
+      site.qualname = co.name;
+      site.cls = co.cls;
+      site.result = {inst};
+      fa_.model_.onCall(site);
+      if (const FunctionDef* init = co.cls->findMethod("__init__")) {
+        if (const Summary* s = fa_.summary(init)) {
+          fa_.called_.insert(init);
+          ValueSet ignored;
+          instantiate(*s, bindArgs(*init, site, inst), site.origin, ignored);
+        }
+      }
+      return {inst};
+    }
+    default: {
+      // Calling an object: `model(x)` runs its forward.
+      Event e;
+      e.kind = EventKind::MethodCall;
+      e.name = "__call__";
+      e.target = callee;
+      e.args = site.args;
+      e.kwargs = site.kwargs;
+      e.origin = site.origin;
+      e.point = newPoint();
+      st_.events.push_back(std::move(e));
+      site.receiver = callee;
+      site.method = "__call__";
+      if (fa_.model_.onCall(site)) return site.result;
+      (void)node;
+      return {derive(callee, "()")};
+    }
+  }
+}
+
+void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite,
+                         ValueSet& result) {
+  if (st_.objects.size() + s.store.objects.size() > kMaxObjects) return;
+  const Store& ss = s.store;
+  auto via = [&](const Origin& o) {
+    Origin out;
+    out.range = o.range;
+    out.via = callsite.via;
+    out.via.push_back(callsite.range);
+    out.via.insert(out.via.end(), o.via.begin(), o.via.end());
+    return out;
+  };
+  std::vector<int> armMap(ss.arms.size());
+  std::map<int, int> constructMap;
+  for (size_t i = 0; i < ss.arms.size(); ++i) {
+    const Arm& a = ss.arms[i];
+    auto [it, fresh] = constructMap.emplace(a.construct, 0);
+    if (fresh) it->second = st_.constructs++;
+    st_.arms.push_back(Arm{it->second, a.index, a.loop,
+                           a.parent < 0 ? frame_.arm : armMap[static_cast<size_t>(a.parent)], a.terminates});
+    armMap[i] = static_cast<int>(st_.arms.size() - 1);
+  }
+  std::vector<PointId> pointMap(ss.points.size());
+  for (size_t i = 0; i < ss.points.size(); ++i) {
+    int arm = ss.points[i].arm < 0 ? frame_.arm : armMap[static_cast<size_t>(ss.points[i].arm)];
+    st_.points.push_back(Point{ordinal_++, arm});
+    pointMap[i] = static_cast<PointId>(st_.points.size() - 1);
+  }
+  auto mapPoint = [&](PointId p) { return p < 0 ? newPoint() : pointMap[static_cast<size_t>(p)]; };
+  std::vector<ValueSet> map(ss.objects.size());
+  auto mapSet = [&](const ValueSet& vs) {
+    ValueSet out;
+    for (ObjId id : vs) addValues(out, map[static_cast<size_t>(id)]);
+    return out;
+  };
+  for (size_t i = 0; i < ss.objects.size(); ++i) {
+    const Obj& o = ss.objects[i];
+    switch (o.kind) {
+      case ObjKind::Arg:
+        if (o.argIndex >= 0 && static_cast<size_t>(o.argIndex) < args.size())
+          map[i] = args[static_cast<size_t>(o.argIndex)];
+        break;
+      case ObjKind::Global: map[i] = lookupName(o.name); break;
+      case ObjKind::Ref: map[i] = {ref(o.name)}; break;
+      case ObjKind::Function:
+      case ObjKind::Class: {
+        const void* key = o.function ? static_cast<const void*>(o.function) : static_cast<const void*>(o.cls);
+        if (auto d = defs_.find(key); d != defs_.end()) {
+          map[i] = {d->second};
+        } else {
+          ObjId id = newObject(o.kind, o.name, o.origin);
+          st_.obj(id).function = o.function;
+          st_.obj(id).cls = o.cls;
+          defs_[key] = id;
+          map[i] = {id};
+        }
+        break;
+      }
+      case ObjKind::Derived: {
+        bool isAttr = o.name.size() > 1 && o.name[0] == '.' && o.name.back() != ')';
+        for (ObjId p : map[static_cast<size_t>(o.parent)]) {
+          if (isAttr) addValues(map[i], getAttr(p, std::string_view(o.name).substr(1)));
+          else addValue(map[i], derive(p, o.name));
+        }
+        break;
+      }
+      case ObjKind::Literal:
+      case ObjKind::Instance:
+      case ObjKind::Container: {
+        Obj copy;
+        copy.kind = o.kind;
+        copy.name = o.name;
+        copy.label = o.label;
+        copy.containerKind = o.containerKind;
+        copy.keys = o.keys;
+        copy.cls = o.cls;
+        copy.function = o.function;
+        copy.tags = o.tags;
+        copy.origin = via(o.origin);
+        copy.point = mapPoint(o.point);
+        for (const auto& e : o.elements) copy.elements.push_back(mapSet(e));
+        for (const auto& in : o.inputs) copy.inputs.push_back(mapSet(in));
+        for (const auto& io : o.inputOrigins) copy.inputOrigins.push_back(via(io));
+        st_.objects.push_back(std::move(copy));
+        map[i] = {static_cast<ObjId>(st_.objects.size() - 1)};
+        break;
+      }
+    }
+  }
+  for (const Event& e : ss.events) {
+    Event base;
+    base.kind = e.kind;
+    base.name = e.name;
+    for (const auto& a : e.args) base.args.push_back(mapSet(a));
+    for (const auto& [k, v] : e.kwargs) base.kwargs.emplace_back(k, mapSet(v));
+    base.attrs = e.attrs;
+    base.origin = via(e.origin);
+    base.point = mapPoint(e.point);
+    ValueSet targets = e.target == kNoObj ? ValueSet{} : map[static_cast<size_t>(e.target)];
+    if (targets.empty()) {
+      if (e.target == kNoObj) st_.events.push_back(base);
+      continue;
+    }
+    for (ObjId t : targets) {
+      Event copy = base;
+      copy.target = t;
+      st_.events.push_back(std::move(copy));
+    }
+  }
+  for (const auto& [key, vs] : s.attrWrites) {
+    size_t dot = key.find('.');
+    if (dot == std::string::npos) continue;
+    ObjId id = std::atoi(key.c_str() + 1);
+    std::string attr = key.substr(dot + 1);
+    ValueSet mapped = mapSet(vs);
+    for (ObjId p : map[static_cast<size_t>(id)]) frame_.env[envKeyFor(p, attr)] = mapped;
+  }
+  addValues(result, mapSet(s.returns));
+}
+
+}  // namespace shardlint::semantic

@@ -1,0 +1,165 @@
+// Builds the semantic model of one Python file in a single pass over its tree:
+// scopes and bindings (an environment per frame, keyed by object keys such as
+// `model`, `#12.layers`), import resolution to qualified names, abstract objects
+// and ordered events with their branch structure. Functions and methods defined in
+// the file get summaries (their events and return values relative to their
+// parameters) that callers instantiate at each call site.
+#pragma once
+#include <tree_sitter/api.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/SourceFile.h"
+#include "semantic/CallModel.h"
+#include "semantic/Model.h"
+
+namespace shardlint::semantic {
+
+struct ClassDef;
+
+struct FunctionDef {
+  TSNode node{};
+  std::string name;
+  std::string qualname;
+  std::vector<std::string> params;  // positional-or-keyword names, `self` included for methods
+  const ClassDef* cls = nullptr;
+  bool isStatic = false;
+};
+
+struct ClassDef {
+  TSNode node{};
+  std::string name;
+  std::string qualname;
+  std::vector<std::string> bases;  // resolved qualified names of the bases
+  std::vector<const ClassDef*> localBases;
+  std::map<std::string, const FunctionDef*, std::less<>> methods;
+  const FunctionDef* findMethod(std::string_view name) const;
+  // Qualified names of all bases, transitively through local classes.
+  std::vector<std::string> allBases() const;
+};
+
+struct Summary {
+  const FunctionDef* def = nullptr;
+  Store store;
+  std::vector<ObjId> params;  // the Arg object of each parameter
+  ValueSet returns;
+  std::vector<std::pair<std::string, ValueSet>> attrWrites;  // object key ("#3.opt") -> value at exit
+  bool truncated = false;  // a recursive call or a size limit cut it short
+  // Readable facts, one per line, relative to the parameters ("arg0" ...).
+  std::string describe() const;
+};
+
+struct Frame;
+
+class FileAnalysis {
+ public:
+  FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName);
+  ~FileAnalysis();
+  FileAnalysis(const FileAnalysis&) = delete;
+  FileAnalysis& operator=(const FileAnalysis&) = delete;
+
+  void run();
+
+  const SourceFile& file() const { return file_; }
+  const Store& moduleStore() const { return moduleStore_; }
+  struct Root {
+    std::string name;  // "<module>" or the function's qualified name
+    const Store* store;
+  };
+  // The module body and every function never called from analysed code.
+  std::vector<Root> roots() const;
+  const Summary* summary(const FunctionDef* def);
+  const FunctionDef* findFunction(std::string_view qualname) const;
+  const ClassDef* findClass(std::string_view qualname) const;
+  // Module-level name -> qualified name for imports ("FSDP" -> "torch...FullyShardedDataParallel").
+  const std::map<std::string, std::string, std::less<>>& imports() const { return imports_; }
+  const std::string& moduleName() const { return moduleName_; }
+
+ private:
+  friend class Interp;
+  void collectDefinitions(TSNode body, const ClassDef* cls, const std::string& prefix, bool topLevel);
+  void collectImport(TSNode stmt, std::map<std::string, std::string, std::less<>>& into) const;
+
+  const SourceFile& file_;
+  TSNode root_;
+  CallModel& model_;
+  std::string moduleName_;
+  std::vector<std::unique_ptr<FunctionDef>> functions_;
+  std::vector<std::unique_ptr<ClassDef>> classes_;
+  std::map<std::string, const FunctionDef*, std::less<>> topFunctions_;  // by simple name
+  std::map<std::string, const ClassDef*, std::less<>> topClasses_;
+  std::map<std::string, std::string, std::less<>> imports_;
+  std::map<const FunctionDef*, std::unique_ptr<Summary>> summaries_;
+  std::set<const FunctionDef*> inProgress_;
+  std::set<const FunctionDef*> called_;
+  Store moduleStore_;
+};
+
+// The interpreter over one Store. Public so that a CallModel can create objects
+// and record domain events while it handles a call.
+class Interp {
+ public:
+  Interp(FileAnalysis& fa, Store& store, Frame& frame);
+
+  Store& store() { return st_; }
+  const SourceFile& file() const { return fa_.file_; }
+  PointId newPoint();
+  ObjId newObject(ObjKind kind, std::string name, const Origin& origin);
+  ObjId derive(ObjId parent, std::string edge);
+  ObjId ref(const std::string& qualname);
+  void domainEvent(std::string kind, ObjId target, const Origin& origin,
+                   std::map<std::string, std::string, std::less<>> attrs = {}, std::vector<ValueSet> args = {});
+  // The literal text when `vs` is exactly one literal ("True", "2", "fsdp"), else empty.
+  std::optional<std::string> literal(const ValueSet& vs) const;
+
+  void execBlock(TSNode block);
+  void execStatement(TSNode stmt);
+  ValueSet eval(TSNode expr);
+  ValueSet lookupName(std::string_view name);
+  ValueSet getAttr(ObjId obj, std::string_view attr);
+  void assign(TSNode target, const ValueSet& value, const Origin& origin);
+  void instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite, ValueSet& result);
+  Origin originOf(TSNode n) const;
+  Frame& frame() { return frame_; }
+
+ private:
+  ValueSet evalCall(TSNode call);
+  ValueSet callValue(ObjId callee, CallSite& site, TSNode node);
+  ValueSet evalComprehension(TSNode n);
+  void execIf(TSNode n);
+  void execLoop(TSNode n, bool isFor);
+  void execTry(TSNode n);
+  void execWith(TSNode n);
+  void execMatch(TSNode n);
+  void execImport(TSNode n);
+  void execDefinition(TSNode n);
+  int openArm(int construct, int index, bool loop);
+  std::string text(TSNode n) const;
+  std::string envKeyFor(ObjId obj, std::string_view attr) const;
+  std::vector<ValueSet> bindArgs(const FunctionDef& def, const CallSite& site, ObjId self);
+
+  FileAnalysis& fa_;
+  Store& st_;
+  Frame& frame_;
+  std::map<std::pair<ObjId, std::string>, ObjId> derived_;
+  std::unordered_map<std::string, ObjId> refs_;
+  std::unordered_map<std::string, ObjId> literals_;
+  std::map<const void*, ObjId> defs_;
+  int ordinal_ = 0;
+};
+
+struct Frame {
+  std::unordered_map<std::string, ValueSet> env;
+  bool reachable = true;
+  int arm = -1;
+  ValueSet returns;
+  bool isModule = false;
+  std::unordered_map<std::string, ObjId> globals;  // Global objects created for free names
+};
+
+}  // namespace shardlint::semantic

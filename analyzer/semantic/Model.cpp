@@ -1,0 +1,141 @@
+#include "semantic/Model.h"
+
+#include <algorithm>
+
+namespace shardlint::semantic {
+
+void addValue(ValueSet& vs, ObjId id) {
+  if (id == kNoObj) return;
+  auto it = std::lower_bound(vs.begin(), vs.end(), id);
+  if (it == vs.end() || *it != id) vs.insert(it, id);
+}
+
+void addValues(ValueSet& vs, const ValueSet& more) {
+  for (ObjId id : more) addValue(vs, id);
+}
+
+ValueSet Event::allArgs() const {
+  ValueSet out;
+  for (const auto& a : args) addValues(out, a);
+  for (const auto& kw : kwargs) addValues(out, kw.second);
+  return out;
+}
+
+std::vector<int> Store::armChain(int arm) const {
+  std::vector<int> chain;
+  for (int a = arm; a >= 0; a = arms[static_cast<size_t>(a)].parent) chain.push_back(a);
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+bool Store::mayHappenBefore(PointId a, PointId b) const {
+  if (a < 0 || b < 0 || a == b) return false;
+  const Point& pa = points[static_cast<size_t>(a)];
+  const Point& pb = points[static_cast<size_t>(b)];
+  std::vector<int> A = armChain(pa.arm), B = armChain(pb.arm);
+  size_t k = 0;
+  while (k < A.size() && k < B.size() && A[k] == B[k]) ++k;
+  bool inLoop = false;
+  for (size_t i = 0; i < k; ++i) inLoop = inLoop || arms[static_cast<size_t>(A[i])].loop;
+  // Leaving an arm that always returns or raises never reaches b.
+  for (size_t i = k; i < A.size(); ++i)
+    if (arms[static_cast<size_t>(A[i])].terminates) return false;
+  bool exclusive = k < A.size() && k < B.size() &&
+                   arms[static_cast<size_t>(A[k])].construct == arms[static_cast<size_t>(B[k])].construct &&
+                   arms[static_cast<size_t>(A[k])].index != arms[static_cast<size_t>(B[k])].index;
+  if (exclusive) return inLoop;
+  if (pa.ordinal < pb.ordinal) return true;
+  return inLoop;
+}
+
+bool Store::dominates(PointId a, PointId b) const {
+  if (a < 0 || b < 0) return false;
+  const Point& pa = points[static_cast<size_t>(a)];
+  const Point& pb = points[static_cast<size_t>(b)];
+  if (pa.ordinal >= pb.ordinal) return false;
+  std::vector<int> A = armChain(pa.arm), B = armChain(pb.arm);
+  if (A.size() > B.size()) return false;
+  return std::equal(A.begin(), A.end(), B.begin());
+}
+
+bool Store::derivesFrom(ObjId o, ObjId ancestor) const {
+  for (ObjId cur = o; cur != kNoObj; cur = obj(cur).kind == ObjKind::Derived ? obj(cur).parent : kNoObj)
+    if (cur == ancestor) return true;
+  return false;
+}
+
+ObjId Store::rootOf(ObjId o) const {
+  while (o != kNoObj && obj(o).kind == ObjKind::Derived) o = obj(o).parent;
+  return o;
+}
+
+bool Store::pathFrom(ObjId o, ObjId ancestor, std::vector<std::string_view>& edges) const {
+  edges.clear();
+  for (ObjId cur = o; cur != kNoObj; cur = obj(cur).kind == ObjKind::Derived ? obj(cur).parent : kNoObj) {
+    if (cur == ancestor) {
+      std::reverse(edges.begin(), edges.end());
+      return true;
+    }
+    if (obj(cur).kind == ObjKind::Derived) edges.push_back(obj(cur).name);
+  }
+  edges.clear();
+  return false;
+}
+
+void Store::flatten(const ValueSet& vs, ValueSet& out) const {
+  for (ObjId id : vs) {
+    const Obj& o = obj(id);
+    if (o.kind == ObjKind::Container) {
+      for (const auto& e : o.elements) flatten(e, out);
+    } else {
+      addValue(out, id);
+    }
+  }
+}
+
+std::string Store::describe(ObjId id) const {
+  if (id == kNoObj) return "?";
+  const Obj& o = obj(id);
+  switch (o.kind) {
+    case ObjKind::Derived: return describe(o.parent) + o.name;
+    case ObjKind::Instance: return o.label.empty() ? o.name + "(...)" : o.label;
+    case ObjKind::Container:
+      return o.containerKind == 'd' ? "{...}" : o.containerKind == 't' ? "(...)" : "[...]";
+    case ObjKind::Literal: return o.name;
+    case ObjKind::Arg: return o.name;
+    default: return o.name;
+  }
+}
+
+std::string Store::dump() const {
+  std::string out;
+  auto set = [&](const ValueSet& vs) {
+    std::string s = "{";
+    for (ObjId id : vs) s += (s.size() > 1 ? "," : "") + std::to_string(id);
+    return s + "}";
+  };
+  for (size_t i = 0; i < objects.size(); ++i) {
+    const Obj& o = objects[i];
+    if (o.kind == ObjKind::Literal || o.kind == ObjKind::Ref || o.kind == ObjKind::Function || o.kind == ObjKind::Class)
+      continue;
+    out += "obj " + std::to_string(i) + " " + describe(static_cast<ObjId>(i)) + " @p" + std::to_string(o.point);
+    for (const auto& [k, v] : o.tags) out += " " + k + "=" + v;
+    for (const auto& in : o.inputs) out += " in" + set(in);
+    if (o.kind == ObjKind::Container) for (const auto& e : o.elements) out += " el" + set(e);
+    out += "\n";
+  }
+  static const char* kinds[] = {"call", "method", "setattr", "domain"};
+  for (const Event& e : events) {
+    out += std::string("ev p") + std::to_string(e.point) + " ord" +
+           std::to_string(points[static_cast<size_t>(e.point)].ordinal) + " arm" +
+           std::to_string(points[static_cast<size_t>(e.point)].arm) + " " + kinds[static_cast<int>(e.kind)] + " " +
+           e.name + " target=" + (e.target == kNoObj ? std::string("-") : describe(e.target));
+    for (const auto& a : e.args) out += " " + set(a);
+    for (const auto& [k, v] : e.kwargs) out += " " + k + "=" + set(v);
+    for (const auto& [k, v] : e.attrs) out += " " + k + ":" + v;
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace shardlint::semantic

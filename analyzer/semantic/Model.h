@@ -1,0 +1,161 @@
+// The semantic model of one Python file: abstract objects, program points with
+// their branch structure, and ordered events. Rules read it; the interpreter
+// (Interpreter.h) builds it. Nothing here knows FSDP: domain meaning is added by a
+// CallModel (see CallModel.h) through tags, inputs and domain events.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/SourceFile.h"
+
+namespace shardlint::semantic {
+
+using ObjId = int32_t;
+using PointId = int32_t;
+constexpr ObjId kNoObj = -1;
+constexpr PointId kNoPoint = -1;
+
+// A set of abstract objects an expression may evaluate to. Sorted, unique.
+// Empty means "unknown".
+using ValueSet = std::vector<ObjId>;
+void addValue(ValueSet& vs, ObjId id);
+void addValues(ValueSet& vs, const ValueSet& more);
+
+enum class ObjKind : uint8_t {
+  Ref,        // a qualified name that is not defined in the analysed code (torch.optim.AdamW, torch)
+  Function,   // a function or method defined in the analysed code
+  Class,      // a class defined in the analysed code
+  Instance,   // the result of calling something (a constructed object)
+  Derived,    // an attribute, item, element or method result of another object
+  Container,  // a list / tuple / set / dict display
+  Arg,        // a parameter of the function whose summary is being computed
+  Global,     // a module-level variable read by a function (bound at each call site)
+  Literal,    // a constant (True, 2, "fsdp")
+};
+
+// Where something happened: its own source range plus the call sites through
+// which a function summary put it into the analysed body (outermost first).
+struct Origin {
+  ByteRange range;
+  std::vector<ByteRange> via;
+  ByteRange primary() const { return via.empty() ? range : via.front(); }
+  // Where this origin shows in the frame that `context` was reached through:
+  // the first call site below the call chain both share, or the range itself.
+  ByteRange primaryIn(const Origin& context) const {
+    size_t k = 0;
+    while (k < via.size() && k < context.via.size() && via[k].begin == context.via[k].begin &&
+           via[k].end == context.via[k].end)
+      ++k;
+    return k < via.size() ? via[k] : range;
+  }
+};
+
+struct FunctionDef;
+struct ClassDef;
+
+struct Obj {
+  ObjKind kind = ObjKind::Instance;
+  // Ref/Instance: qualified name of the callee; Function/Class: qualified name;
+  // Derived: the edge (".name", "[0]", "['k']", "[*]", ".name()"); Literal: the value
+  // (strings unquoted); Arg: the parameter name; Global: the variable name.
+  std::string name;
+  std::string label;      // the first name or attribute it was bound to ("model", "self.opt")
+  ObjId parent = kNoObj;  // Derived only
+  int argIndex = -1;      // Arg only
+  char containerKind = 0;               // Container: 'l' list, 't' tuple, 's' set, 'd' dict
+  std::vector<ValueSet> elements;       // Container elements (dict: values)
+  std::vector<std::string> keys;        // Container dict keys (literal text, "" if not a literal)
+  const FunctionDef* function = nullptr;  // Function
+  const ClassDef* cls = nullptr;          // Class, or Instance of a class defined in the file
+  Origin origin;
+  PointId point = kNoPoint;
+  // Domain annotations (set by the CallModel).
+  std::map<std::string, std::string, std::less<>> tags;
+  std::vector<ValueSet> inputs;
+  std::vector<Origin> inputOrigins;  // where each input expression appeared (same length as inputs)
+
+  bool hasTag(std::string_view t) const { return tags.find(t) != tags.end(); }
+  std::string_view tag(std::string_view t) const {
+    auto it = tags.find(t);
+    return it == tags.end() ? std::string_view() : std::string_view(it->second);
+  }
+};
+
+enum class EventKind : uint8_t {
+  Call,        // a call of a qualified name or of a function defined in the file
+  MethodCall,  // obj.method(...)
+  SetAttr,     // obj.attr = value
+  Domain,      // an event a CallModel recorded (e.g. "wrap")
+};
+
+struct Event {
+  EventKind kind = EventKind::Call;
+  std::string name;  // callee qualname / method name / attribute name / domain kind
+  ObjId target = kNoObj;
+  std::vector<ValueSet> args;
+  std::vector<std::pair<std::string, ValueSet>> kwargs;
+  std::map<std::string, std::string, std::less<>> attrs;
+  Origin origin;
+  PointId point = kNoPoint;
+
+  std::string_view attr(std::string_view k) const {
+    auto it = attrs.find(k);
+    return it == attrs.end() ? std::string_view() : std::string_view(it->second);
+  }
+  // Every object mentioned by the event's arguments.
+  ValueSet allArgs() const;
+};
+
+// A branch arm: one arm of an if/elif/else, a case, an except handler, the body
+// of a loop (which may run zero or many times) or of a try (which may stop part-way).
+struct Arm {
+  int construct = -1;
+  int index = 0;
+  bool loop = false;
+  int parent = -1;
+  bool terminates = false;  // the arm always ends in return/raise
+};
+
+struct Point {
+  int ordinal = 0;
+  int arm = -1;
+};
+
+class Store {
+ public:
+  std::vector<Obj> objects;
+  std::vector<Event> events;
+  std::vector<Point> points;
+  std::vector<Arm> arms;
+  int constructs = 0;
+
+  const Obj& obj(ObjId id) const { return objects.at(static_cast<size_t>(id)); }
+  Obj& obj(ObjId id) { return objects.at(static_cast<size_t>(id)); }
+
+  // Ordering queries (flow-sensitive, not path-sensitive).
+  // True when some path executes `a` and later `b` (loops allow b's earlier text to run after a).
+  bool mayHappenBefore(PointId a, PointId b) const;
+  // True when `a` runs before `b` on every path that reaches `b`.
+  bool dominates(PointId a, PointId b) const;
+
+  // Lineage queries.
+  bool derivesFrom(ObjId o, ObjId ancestor) const;  // o == ancestor or o is derived from it
+  ObjId rootOf(ObjId o) const;
+  // Containers expanded recursively into their leaf objects.
+  void flatten(const ValueSet& vs, ValueSet& out) const;
+  // A readable object key: "model.layers[*]", "AdamW(...)".
+  std::string describe(ObjId o) const;
+  // The edge names from `ancestor` down to `o` ("" when o == ancestor); false if unrelated.
+  bool pathFrom(ObjId o, ObjId ancestor, std::vector<std::string_view>& edges) const;
+  // A readable dump of objects and events (for debugging and tests).
+  std::string dump() const;
+
+ private:
+  std::vector<int> armChain(int arm) const;  // root first
+};
+
+}  // namespace shardlint::semantic

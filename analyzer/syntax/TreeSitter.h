@@ -1,0 +1,108 @@
+// RAII owners for the tree-sitter C API and a node-kind table for Python.
+#pragma once
+#include <tree_sitter/api.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/SourceFile.h"
+
+extern "C" const TSLanguage* tree_sitter_python(void);
+
+namespace shardlint::syntax {
+
+// Python node kinds the engine dispatches on. Every name is checked against the
+// grammar once at start-up (PyKinds::instance()).
+#define SHARDLINT_PY_KINDS(X)                                                                      \
+  X(module) X(block) X(comment) X(identifier) X(attribute) X(call) X(argument_list)                \
+  X(keyword_argument) X(subscript) X(expression_statement) X(assignment) X(augmented_assignment)   \
+  X(string) X(concatenated_string) X(integer) X(float_, "float") X(true_, "true")                  \
+  X(false_, "false") X(none) X(list) X(tuple) X(set) X(dictionary) X(pair) X(list_comprehension)   \
+  X(generator_expression) X(set_comprehension) X(dictionary_comprehension) X(for_in_clause)        \
+  X(if_clause) X(lambda) X(binary_operator) X(boolean_operator) X(not_operator)                    \
+  X(comparison_operator) X(unary_operator) X(conditional_expression) X(parenthesized_expression)   \
+  X(named_expression) X(await) X(list_splat) X(dictionary_splat) X(expression_list)                \
+  X(pattern_list) X(tuple_pattern) X(list_pattern) X(if_statement) X(elif_clause) X(else_clause)   \
+  X(for_statement) X(while_statement) X(try_statement) X(except_clause) X(finally_clause)          \
+  X(with_statement) X(with_clause) X(with_item) X(match_statement) X(case_clause)                  \
+  X(function_definition) X(class_definition) X(decorated_definition) X(parameters)                 \
+  X(default_parameter) X(typed_parameter) X(typed_default_parameter) X(list_splat_pattern)         \
+  X(dictionary_splat_pattern) X(return_statement) X(raise_statement) X(pass_statement)             \
+  X(break_statement) X(continue_statement) X(import_statement) X(import_from_statement)             \
+  X(future_import_statement) X(aliased_import) X(dotted_name) X(relative_import)                   \
+  X(import_prefix) X(wildcard_import) X(global_statement) X(nonlocal_statement)                    \
+  X(delete_statement) X(assert_statement) X(decorator) X(yield) X(string_content) X(slice)         \
+  X(keyword_separator) X(positional_separator) X(as_pattern)
+
+enum class Kind : uint16_t {
+  Other = 0,
+#define SHARDLINT_KIND_ENUM(name, ...) name,
+  SHARDLINT_PY_KINDS(SHARDLINT_KIND_ENUM)
+#undef SHARDLINT_KIND_ENUM
+  Error,
+  Count
+};
+
+class PyKinds {
+ public:
+  static const PyKinds& instance();  // throws std::runtime_error on grammar drift
+  Kind kind(TSNode n) const {
+    TSSymbol s = ts_node_symbol(n);
+    if (s == static_cast<TSSymbol>(-1)) return Kind::Error;  // ts_builtin_sym_error
+    return s < table_.size() ? table_[s] : Kind::Other;
+  }
+  TSFieldId field(std::string_view name) const;
+  static std::string_view name(Kind k);
+  const TSLanguage* language() const { return lang_; }
+
+ private:
+  PyKinds();
+  const TSLanguage* lang_;
+  std::vector<Kind> table_;
+};
+
+struct TreeDeleter {
+  void operator()(TSTree* t) const { ts_tree_delete(t); }
+};
+struct ParserDeleter {
+  void operator()(TSParser* p) const { ts_parser_delete(p); }
+};
+
+// Move-only owner of a parsed tree.
+class Tree {
+ public:
+  Tree() = default;
+  explicit Tree(TSTree* t) : tree_(t) {}
+  TSNode root() const { return ts_tree_root_node(tree_.get()); }
+  explicit operator bool() const { return static_cast<bool>(tree_); }
+  const TSTree* get() const { return tree_.get(); }
+
+ private:
+  std::unique_ptr<TSTree, TreeDeleter> tree_;
+};
+
+// Move-only owner of a parser. One per thread.
+class Parser {
+ public:
+  Parser();
+  Tree parse(std::string_view text);  // returns an empty Tree on failure (timeout or cancel)
+
+ private:
+  std::unique_ptr<TSParser, ParserDeleter> parser_;
+};
+
+// Small helpers over TSNode (a value that owns nothing).
+inline ByteRange rangeOf(TSNode n) { return {ts_node_start_byte(n), ts_node_end_byte(n)}; }
+inline std::string_view textOf(TSNode n, std::string_view src) {
+  return src.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n));
+}
+TSNode field(TSNode n, std::string_view name);
+std::vector<TSNode> namedChildren(TSNode n);
+// First ERROR or MISSING node in document order, if any.
+std::optional<TSNode> firstSyntaxError(TSNode root);
+
+}  // namespace shardlint::syntax

@@ -1,0 +1,69 @@
+"""Pretraining loop sharded with FSDP2 (fully_shard), done right. No findings expected.
+
+Launch: torchrun --nproc_per_node=8 examples/fsdp2_correct.py
+
+The blocks are sharded first, then the root, so tok_embeddings, norm and output land
+in the root's FSDP group. The optimizer is built afterwards from the DTensor
+parameters that fully_shard installed.
+"""
+import os
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+
+class Transformer(nn.Module):
+    def __init__(self, vocab_size=32000, dim=2048, n_layers=16, n_heads=16):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab_size, dim)
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(dim, n_heads, 4 * dim, batch_first=True, norm_first=True)
+            for _ in range(n_layers)
+        )
+        self.norm = nn.LayerNorm(dim)
+        self.output = nn.Linear(dim, vocab_size, bias=False)
+
+    def forward(self, tokens):
+        h = self.tok_embeddings(tokens)
+        mask = nn.Transformer.generate_square_subsequent_mask(tokens.size(1), device=tokens.device)
+        for layer in self.layers:
+            h = layer(h, src_mask=mask, is_causal=True)
+        return self.output(self.norm(h))
+
+
+def main():
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    mesh = init_device_mesh("cuda", (dist.get_world_size(),))
+
+    with torch.device("cuda"):
+        model = Transformer()
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in model.layers:
+        fully_shard(layer, mesh=mesh, mp_policy=mp_policy)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy)
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=1000)
+
+    for step in range(1000):
+        tokens = torch.randint(0, 32000, (4, 2049), device="cuda")
+        logits = model(tokens[:, :-1])
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        if step % 100 == 0 and dist.get_rank() == 0:
+            print(f"step {step} loss {loss.item():.4f}")
+
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+// The explicit, sorted list of rules. All FSDP knowledge lives under rules/.
+#pragma once
+#include <memory>
+
+#include "driver/Rule.h"
+
+namespace shardlint::rules {
+
+// The catalog the engine runs with: every rule's metadata (engine codes
+// included), the rule factories and the FSDP call model.
+const RuleCatalog& catalog();
+
+// Generated at build time from the rule .md pages (rules/CMakeLists.txt).
+std::string_view ruleDoc(std::string_view code);
+
+std::unique_ptr<Rule> makeSL101(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL102(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL103(const RuleInfo* info);
+
+}  // namespace shardlint::rules

@@ -1,0 +1,122 @@
+// SL101 optimizer-before-wrap: an optimizer built from a module's parameters
+// before FSDP replaces or flattens them, and still used after the wrap.
+#include <algorithm>
+
+#include "Registry.h"
+#include "fsdp/FsdpModel.h"
+
+namespace shardlint::rules {
+namespace {
+
+using namespace fsdp;
+using semantic::EventKind;
+using semantic::kNoObj;
+
+class OptimizerBeforeWrap final : public Rule {
+ public:
+  const RuleInfo& info() const override { return *info_; }
+  explicit OptimizerBeforeWrap(const RuleInfo* info) : info_(info) {}
+
+  void finish(RuleContext& cx) override {
+    for (const auto& root : cx.analysis().roots()) check(cx, *root.store);
+  }
+
+ private:
+  // Does event `e` use optimizer `opt` (call a method on it, read its state, pass it on)?
+  static bool uses(const Store& st, const Event& e, ObjId opt) {
+    if (e.kind == EventKind::Domain) return false;
+    if (e.target != kNoObj && (e.kind == EventKind::MethodCall) && st.derivesFrom(e.target, opt)) return true;
+    if (e.kind == EventKind::SetAttr) return false;
+    ValueSet flat;
+    st.flatten(e.allArgs(), flat);
+    return std::any_of(flat.begin(), flat.end(), [&](ObjId a) { return st.derivesFrom(a, opt); });
+  }
+
+  // Param groups re-assigned after the wrap (`opt.param_groups[0]["params"] = ...`) or accelerate/Fabric re-pointing.
+  static bool refreshed(const Store& st, const Event& e, ObjId opt) {
+    if (e.kind == EventKind::Domain && e.name == "repoint" && e.target == opt) return true;
+    if (e.kind == EventKind::SetAttr && e.name == "['params']" && e.target != kNoObj) {
+      std::vector<std::string_view> edges;
+      return st.pathFrom(e.target, opt, edges) && !edges.empty() && edges[0] == ".param_groups";
+    }
+    if (e.kind == EventKind::SetAttr && e.name == "param_groups" && e.target == opt) return true;
+    return false;
+  }
+
+  static std::string whatHappens(const Event& wrap) {
+    std::string_view api = wrap.attr("api");
+    if (api == "fully_shard")
+      return "`fully_shard` replaces every parameter with a new sharded DTensor parameter, so the optimizer keeps "
+             "stepping the old full-size tensors, which never receive gradients: training silently does nothing";
+    if (api == "fsdp1")
+      return "FSDP1 without `use_orig_params=True` flattens the parameters into a FlatParameter, so the optimizer "
+             "keeps stale tensors that never receive gradients: training silently does nothing";
+    if (api == "accelerate")
+      return "accelerate FSDP1 with `use_orig_params=False` wraps the model without re-pointing the optimizer, so it "
+             "keeps stale tensors: training silently does nothing";
+    return "Fabric's FSDP `setup_module` replaces the parameters while the pre-built optimizer keeps the old ones: "
+           "training silently does nothing";
+  }
+
+  static std::string fix(const Event& wrap) {
+    std::string_view api = wrap.attr("api");
+    if (api == "accelerate")
+      return "set `use_orig_params=True` in the plugin, or build the optimizer from the prepared model";
+    if (api == "fabric") return "pass model and optimizer together to `fabric.setup(model, optimizer)`";
+    return "build the optimizer after wrapping, from the wrapped model's parameters";
+  }
+
+  void check(RuleContext& cx, const Store& st) {
+    auto wraps = domainEvents(st, "wrap");
+    for (ObjId opt : optimizers(st)) {
+      const auto& o = st.obj(opt);
+      if (o.inputs.empty()) continue;
+      ValueSet sources = paramSources(st, o.inputs[0]);
+      bool reported = false;
+      for (const Event* w : wraps) {
+        if (reported) break;
+        if (w->attr("replaces") != "1" || w->target == kNoObj) continue;
+        if (!st.mayHappenBefore(o.point, w->point)) continue;
+        Lineage target = lineageOf(st, w->target);
+        bool related = std::any_of(sources.begin(), sources.end(), [&](ObjId s) {
+          Lineage src = lineageOf(st, s);
+          return within(src, target) || within(target, moduleOfSource(src));
+        });
+        if (!related) continue;
+        // A use of this optimizer object after the wrap, not preceded by a refresh.
+        const Event* use = nullptr;
+        for (const Event& e : st.events) {
+          if (!uses(st, e, opt) || !st.mayHappenBefore(w->point, e.point)) continue;
+          bool fresh = std::any_of(st.events.begin(), st.events.end(), [&](const Event& r) {
+            return refreshed(st, r, opt) && st.mayHappenBefore(w->point, r.point) &&
+                   (st.dominates(r.point, e.point) || r.point == e.point);
+          });
+          if (fresh) continue;
+          use = &e;
+          break;
+        }
+        if (!use) continue;
+        Lineage module = moduleOfSource(lineageOf(st, sources.empty() ? kNoObj : sources.front()));
+        std::string msg = "optimizer is built from the parameters of `" + render(st, module) +
+                          "` before " + std::string(wrapApiName(*w)) + " wraps it; " + whatHappens(*w) + "; " +
+                          fix(*w);
+        std::vector<Note> notes;
+        ByteRange primary = o.origin.primaryIn(w->origin);
+        notes.push_back(cx.note(w->origin.primaryIn(o.origin), "the model is wrapped here, after the optimizer was built"));
+        if (primary.begin != o.origin.range.begin)
+          notes.push_back(cx.note(o.origin.range, "the optimizer is constructed here"));
+        notes.push_back(cx.note(use->origin.primaryIn(o.origin), "the stale optimizer is used here"));
+        cx.report(info(), primary, std::move(msg), std::move(notes));
+        reported = true;
+      }
+    }
+  }
+
+  const RuleInfo* info_;
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> makeSL101(const RuleInfo* info) { return std::make_unique<OptimizerBeforeWrap>(info); }
+
+}  // namespace shardlint::rules

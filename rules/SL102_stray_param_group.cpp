@@ -1,0 +1,187 @@
+// SL102 stray-param-group: an optimizer of an FSDP-wrapped model holds tensors
+// that no FSDP unit manages.
+#include <algorithm>
+#include <set>
+
+#include "Registry.h"
+#include "fsdp/FsdpModel.h"
+
+namespace shardlint::rules {
+namespace {
+
+using namespace fsdp;
+using semantic::EventKind;
+using semantic::kNoObj;
+using semantic::ObjKind;
+
+class StrayParamGroup final : public Rule {
+ public:
+  explicit StrayParamGroup(const RuleInfo* info) : info_(info) {}
+  const RuleInfo& info() const override { return *info_; }
+
+  void finish(RuleContext& cx) override {
+    for (const auto& root : cx.analysis().roots()) check(cx, *root.store);
+  }
+
+ private:
+  struct Stray {
+    ObjId source;
+    Lineage lineage;
+  };
+
+  // Is the source managed by some FSDP wrap: inside a wrapped module, or attached to
+  // one (`model.head = head`) before that module was wrapped?
+  static bool managed(const Store& st, const Lineage& src, const std::vector<const Event*>& wraps) {
+    for (const Event* w : wraps) {
+      if (w->target == kNoObj) continue;
+      Lineage t = lineageOf(st, w->target);
+      if (within(src, t)) return true;
+      for (const Event& e : st.events) {
+        if (e.kind != EventKind::SetAttr || e.target == kNoObj || e.args.empty()) continue;
+        if (!std::binary_search(e.args[0].begin(), e.args[0].end(), src.root)) continue;
+        if (within(lineageOf(st, e.target), t) && st.mayHappenBefore(e.point, w->point)) return true;
+      }
+    }
+    return false;
+  }
+
+  static std::string describeStray(const Store& st, const Stray& s) {
+    const auto& r = st.obj(s.lineage.root);
+    if (r.hasTag("free_param")) return "a free `nn.Parameter`";
+    if (r.hasTag("tensor")) return "a plain tensor";
+    return "parameters of `" + render(st, moduleOfSource(s.lineage)) + "`, a module no FSDP unit wraps";
+  }
+
+  // Sources in `sources` that stem from objects created in the analysed code and
+  // that no wrap manages.
+  std::vector<Stray> strays(const Store& st, const ValueSet& sources, const std::vector<const Event*>& wraps) {
+    std::vector<Stray> out;
+    for (ObjId s : sources) {
+      Lineage l = lineageOf(st, s);
+      if (!isCreatedHere(st, l) || managed(st, l, wraps)) continue;
+      const auto& r = st.obj(l.root);
+      if (r.hasTag("tensor") && !r.hasTag("requires_grad")) continue;  // not trainable
+      out.push_back({s, std::move(l)});
+    }
+    return out;
+  }
+
+  // Wraps that manage some of the optimizer's sources, i.e. the model it optimizes.
+  static std::vector<const Event*> wrapsOfModel(const Store& st, const ValueSet& sources,
+                                                const std::vector<const Event*>& wraps) {
+    std::vector<const Event*> out;
+    for (const Event* w : wraps) {
+      if (w->target == kNoObj) continue;
+      Lineage t = lineageOf(st, w->target);
+      for (ObjId s : sources) {
+        Lineage l = lineageOf(st, s);
+        if (within(l, t) || within(t, moduleOfSource(l))) {
+          out.push_back(w);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+  void reportStray(RuleContext& cx, const Store& st, const semantic::Origin& at, const Stray& s, const Event& w,
+                   std::string_view context, std::string consequence) {
+    ByteRange primary = at.primaryIn(w.origin);
+    std::string msg = std::string(context) + " " + describeStray(st, s) + " that no FSDP unit manages; " +
+                      consequence;
+    std::vector<Note> notes;
+    notes.push_back(cx.note(st.obj(s.lineage.root).origin.primaryIn(at), "the stray tensor is created here"));
+    notes.push_back(cx.note(w.origin.primaryIn(at), std::string("the model is wrapped by ") +
+                                                     std::string(wrapApiName(w)) + " here"));
+    cx.report(info(), primary, std::move(msg), std::move(notes));
+  }
+
+  static std::string rawConsequence(const Event& w) {
+    if (w.attr("fsdp_version") == "2")
+      return "FSDP2 mixes plain tensors with DTensors at `step()` and their gradients are never reduced across "
+             "ranks, so ranks diverge; wrap the module that owns them (or register them on the wrapped model) "
+             "before building the optimizer";
+    return "FSDP never reduces their gradients, so each rank applies its local gradient and ranks silently "
+           "diverge; register them on the wrapped model or wrap their module";
+  }
+
+  void check(RuleContext& cx, const Store& st) {
+    auto wraps = domainEvents(st, "wrap");
+    if (wraps.empty()) return;
+    std::set<uint32_t> done;
+    for (ObjId opt : optimizers(st)) {
+      const auto& o = st.obj(opt);
+      ValueSet ctorSources = o.inputs.empty() ? ValueSet{} : paramSources(st, o.inputs[0]);
+      auto modelWraps = wrapsOfModel(st, ctorSources, wraps);
+      // (b) accelerate FSDP2: everything in the optimizer at `prepare` must be a model parameter.
+      for (const Event* rp : domainEvents(st, "repoint")) {
+        if (rp->target != opt || rp->attr("fsdp_version") != "2") continue;
+        const Event* w = nullptr;
+        for (const Event* cand : wraps)
+          if (cand->attr("prepare") == rp->attr("prepare")) w = cand;
+        if (!w) continue;
+        Lineage model = lineageOf(st, w->target);
+        auto notModel = [&](const ValueSet& srcs) {
+          std::vector<Stray> out;
+          for (ObjId s : srcs) {
+            Lineage l = lineageOf(st, s);
+            if (within(l, model) || !isCreatedHere(st, l)) continue;
+            const auto& r = st.obj(l.root);
+            if (r.hasTag("tensor") && !r.hasTag("requires_grad")) continue;
+            out.push_back({s, l});
+          }
+          return out;
+        };
+        std::string consequence =
+            "accelerate's FSDP2 `prepare` raises `KeyError: A parameter in the optimizer couldn't be switched to its "
+            "sharded version`; register it on the model (e.g. as `model.<name>`) or keep it out of this optimizer";
+        auto bad = notModel(ctorSources);
+        if (!bad.empty() && !o.inputOrigins.empty() && done.insert(o.inputOrigins[0].range.begin).second)
+          reportStray(cx, st, o.inputOrigins[0], bad.front(), *w, "the optimizer's param groups hold",
+                      consequence);
+        for (const Event& e : st.events) {
+          if (e.kind != EventKind::MethodCall || e.name != "add_param_group" || e.target != opt || e.args.empty())
+            continue;
+          if (!st.mayHappenBefore(e.point, w->point)) continue;
+          auto badGroup = notModel(paramSources(st, e.args[0]));
+          if (!badGroup.empty() && done.insert(e.origin.range.begin).second)
+            reportStray(cx, st, e.origin, badGroup.front(), *w, "`add_param_group` before `prepare` adds",
+                        consequence);
+        }
+      }
+      std::vector<const Event*> rawModelWraps;
+      for (const Event* w : modelWraps)
+        if (w->attr("api") == "fully_shard" || w->attr("api") == "fsdp1") rawModelWraps.push_back(w);
+      if (rawModelWraps.empty()) continue;
+      // (c) constructed after the wrap, mixing model parameters with stray tensors.
+      for (const Event* w : rawModelWraps) {
+        if (!st.mayHappenBefore(w->point, o.point) || o.inputOrigins.empty()) continue;
+        auto bad = strays(st, ctorSources, wraps);
+        if (!bad.empty() && done.insert(o.inputOrigins[0].range.begin).second)
+          reportStray(cx, st, o.inputOrigins[0], bad.front(), *w, "the optimizer of a wrapped model holds",
+                      rawConsequence(*w));
+        break;
+      }
+      // (a) add_param_group after the wrap.
+      for (const Event& e : st.events) {
+        if (e.kind != EventKind::MethodCall || e.name != "add_param_group" || e.target != opt || e.args.empty())
+          continue;
+        const Event* w = nullptr;
+        for (const Event* cand : rawModelWraps)
+          if (st.mayHappenBefore(cand->point, e.point)) w = cand;
+        if (!w) continue;
+        auto bad = strays(st, paramSources(st, e.args[0]), wraps);
+        if (!bad.empty() && done.insert(e.origin.range.begin).second)
+          reportStray(cx, st, e.origin, bad.front(), *w, "`add_param_group` adds", rawConsequence(*w));
+      }
+    }
+  }
+
+  const RuleInfo* info_;
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> makeSL102(const RuleInfo* info) { return std::make_unique<StrayParamGroup>(info); }
+
+}  // namespace shardlint::rules

@@ -1,0 +1,128 @@
+// SL103 unsharded-params: trainable parameters the optimizer holds are left
+// outside every FSDP unit (blocks sharded but not the root; ignored_* params).
+#include <algorithm>
+#include <set>
+
+#include "Registry.h"
+#include "fsdp/FsdpModel.h"
+
+namespace shardlint::rules {
+namespace {
+
+using namespace fsdp;
+using semantic::EventKind;
+using semantic::kNoObj;
+
+class UnshardedParams final : public Rule {
+ public:
+  explicit UnshardedParams(const RuleInfo* info) : info_(info) {}
+  const RuleInfo& info() const override { return *info_; }
+
+  void finish(RuleContext& cx) override {
+    for (const auto& root : cx.analysis().roots()) check(cx, *root.store);
+  }
+
+ private:
+  // Gradients of something inside `module` explicitly all-reduced (best effort).
+  static bool allReduced(const Store& st, const Lineage& module) {
+    for (const Event& e : st.events) {
+      if (e.kind != EventKind::Call || e.name.size() < 10 || e.name.compare(e.name.size() - 10, 10, "all_reduce") != 0)
+        continue;
+      for (ObjId a : e.allArgs())
+        if (within(lineageOf(st, a), module)) return true;
+    }
+    return false;
+  }
+
+  // A freeze of something inside `module` that is not inside one of the sharded units.
+  static bool frozenOutside(const Store& st, const Lineage& module, const std::vector<Lineage>& units) {
+    for (const Event& e : st.events) {
+      bool freeze = (e.kind == EventKind::MethodCall && e.name == "requires_grad_") ||
+                    (e.kind == EventKind::SetAttr && e.name == "requires_grad");
+      if (!freeze || e.target == kNoObj) continue;
+      Lineage t = lineageOf(st, e.target);
+      if (!within(t, module) && !within(module, moduleOfSource(t))) continue;
+      if (!frozen(st, t)) continue;
+      bool insideUnit = std::any_of(units.begin(), units.end(), [&](const Lineage& u) { return within(t, u); });
+      if (!insideUnit) return true;
+    }
+    return false;
+  }
+
+  void check(RuleContext& cx, const Store& st) {
+    auto wraps = domainEvents(st, "wrap");
+    if (wraps.empty()) return;
+    std::set<std::pair<ObjId, std::string>> done;
+    for (ObjId opt : optimizers(st)) {
+      const auto& o = st.obj(opt);
+      if (o.inputs.empty()) continue;
+      for (ObjId s : paramSources(st, o.inputs[0])) {
+        Lineage src = lineageOf(st, s);
+        // (a) blocks sharded, root never.
+        if (isWholeParams(src)) {
+          Lineage module = moduleOfSource(src);
+          bool covered = false;
+          std::vector<const Event*> below;
+          std::vector<Lineage> units;
+          for (const Event* w : wraps) {
+            if (w->target == kNoObj) continue;
+            Lineage t = lineageOf(st, w->target);
+            if (within(module, t)) covered = true;
+            else if (within(t, module) && w->attr("api") == "fully_shard") {
+              below.push_back(w);
+              units.push_back(t);
+            }
+          }
+          std::string key = render(st, module);
+          if (!covered && !below.empty() && !frozenOutside(st, module, units) && !allReduced(st, module) &&
+              done.insert({module.root, key}).second) {
+            const Event* first = *std::min_element(below.begin(), below.end(), [&](const Event* a, const Event* b) {
+              return st.points[static_cast<size_t>(a->point)].ordinal < st.points[static_cast<size_t>(b->point)].ordinal;
+            });
+            std::string msg = "`fully_shard` is applied to submodules of `" + key +
+                              "` but never to `" + key +
+                              "` itself, while the optimizer holds all of its parameters; the parameters outside "
+                              "the sharded blocks (embeddings, final norm, head) stay plain replicated tensors whose "
+                              "gradients are never reduced, so ranks silently diverge; call `fully_shard(" +
+                              key + ")` after sharding the blocks";
+            std::vector<Note> notes;
+            ByteRange primary = first->origin.primaryIn(o.origin);
+            if (primary.begin != first->origin.range.begin)
+              notes.push_back(cx.note(first->origin.range, "`fully_shard` is applied to a submodule here"));
+            notes.push_back(cx.note(o.origin.primaryIn(first->origin), "the optimizer takes all parameters of `" + key + "` here"));
+            cx.report(info(), primary, std::move(msg), std::move(notes));
+          }
+        }
+        // (b) ignored_params / ignored_modules / ignored_states holding trainable optimized parameters.
+        for (const Event* w : wraps) {
+          if (w->attr("ignored") != "1" || w->args.empty()) continue;
+          for (ObjId ig : w->args[0]) {
+            Lineage il = lineageOf(st, ig);
+            bool overlaps = within(src, il) || within(il, moduleOfSource(src)) || within(il, src);
+            if (!overlaps || frozen(st, il)) continue;
+            if (!done.insert({ig, "ignored@" + std::to_string(w->origin.primary().begin)}).second) continue;
+            std::string what = render(st, il);
+            std::string msg = "`" + what + "` is excluded from FSDP (`ignored_*`) but its parameters are trainable "
+                              "and held by the optimizer; ignored parameters are not sharded and their gradients are "
+                              "never reduced, so ranks silently diverge; freeze them or keep them out of the "
+                              "optimizer, or stop ignoring them";
+            std::vector<Note> notes;
+            ByteRange primary = w->origin.primaryIn(o.origin);
+            if (primary.begin != w->origin.range.begin)
+              notes.push_back(cx.note(w->origin.range, "the wrap that ignores them"));
+            notes.push_back(cx.note(o.origin.primaryIn(w->origin), "the optimizer that holds them is built here"));
+            cx.report(info(), primary, std::move(msg), std::move(notes));
+          }
+        }
+      }
+    }
+  }
+
+  const RuleInfo* info_;
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> makeSL103(const RuleInfo* info) { return std::make_unique<UnshardedParams>(info); }
+
+}  // namespace shardlint::rules

@@ -1,0 +1,13 @@
+# Writes a C++ file mapping each rule code to its Markdown page.
+file(GLOB DOCS ${DIR}/SL*.md)
+list(SORT DOCS)
+set(body "#include <string_view>\n#include \"Registry.h\"\nnamespace shardlint::rules {\nstd::string_view ruleDoc(std::string_view code) {\n")
+foreach(doc ${DOCS})
+  get_filename_component(name ${doc} NAME_WE)
+  string(SUBSTRING ${name} 0 5 code)
+  file(READ ${doc} text)
+  string(APPEND body "  if (code == \"${code}\") return R\"shardlintdoc(${text})shardlintdoc\";\n")
+endforeach()
+string(APPEND body "  return {};\n}\n}  // namespace shardlint::rules\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

@@ -1,0 +1,431 @@
+#include "fsdp/FsdpModel.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "semantic/Interpreter.h"
+
+namespace shardlint::rules::fsdp {
+
+using semantic::CallSite;
+using semantic::EventKind;
+using semantic::kNoObj;
+using semantic::Obj;
+using semantic::ObjKind;
+
+namespace {
+
+bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool endsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+std::string_view lastComponent(std::string_view q) {
+  auto dot = q.rfind('.');
+  return dot == std::string_view::npos ? q : q.substr(dot + 1);
+}
+
+std::optional<std::string> literalOf(const Store& st, const ValueSet* vs) {
+  if (!vs || vs->size() != 1) return std::nullopt;
+  const Obj& o = st.obj((*vs)[0]);
+  if (o.kind != ObjKind::Literal) return std::nullopt;
+  return o.name;
+}
+
+bool anyTagged(const Store& st, const ValueSet& vs, std::string_view tag) {
+  return std::any_of(vs.begin(), vs.end(), [&](ObjId id) { return st.obj(id).hasTag(tag); });
+}
+
+ValueSet flattenModules(const Store& st, const ValueSet& vs) {
+  ValueSet out;
+  st.flatten(vs, out);
+  out.erase(std::remove_if(out.begin(), out.end(), [&](ObjId id) { return st.obj(id).kind == ObjKind::Literal; }),
+            out.end());
+  return out;
+}
+
+ValueSet makeResult(semantic::Interp& in, const std::vector<ValueSet>& values, const semantic::Origin& origin) {
+  if (values.size() == 1) return values[0];
+  ObjId c = in.newObject(ObjKind::Container, "", origin);
+  in.store().obj(c).containerKind = 't';
+  in.store().obj(c).elements = values;
+  return {c};
+}
+
+std::string calleeText(const CallSite& site) {
+  std::string_view src = site.in.file().text;
+  std::string_view call = src.substr(site.origin.range.begin, site.origin.range.end - site.origin.range.begin);
+  auto paren = call.find('(');
+  return std::string(call.substr(0, paren));
+}
+
+bool handlePrepare(CallSite& site, const Obj& acc) {
+  Store& st = site.in.store();
+  std::string fsdp(acc.tag("fsdp"));
+  std::string orig(acc.tag("use_orig_params"));
+  std::string prepareId = std::to_string(site.origin.range.begin);
+  std::vector<ValueSet> results;
+  std::vector<ObjId> optimizersSeen;
+  std::string call = calleeText(site);
+  for (const ValueSet& arg : site.args) {
+    if (fsdp.empty() || anyTagged(st, arg, "optimizer") || anyTagged(st, arg, "dataloader") ||
+        anyTagged(st, arg, "scheduler")) {
+      for (ObjId id : arg)
+        if (st.obj(id).hasTag("optimizer")) optimizersSeen.push_back(id);
+      results.push_back(arg);
+      continue;
+    }
+    ValueSet out;
+    for (ObjId m : arg) {
+      std::string replaces = fsdp == "2" ? "1" : orig == "False" ? "1" : orig == "True" ? "0" : "?";
+      site.in.domainEvent("wrap", m, site.origin,
+                          {{"api", "accelerate"}, {"fsdp_version", fsdp}, {"replaces", replaces},
+                           {"prepare", prepareId}, {"call", call}});
+      if (fsdp == "2") {
+        semantic::addValue(out, m);
+      } else {
+        ObjId w = site.in.newObject(ObjKind::Instance, "accelerate.prepared_model", site.origin);
+        st.obj(w).tags["fsdp_wrapper"] = "accelerate";
+        st.obj(w).inputs = {{m}};
+        semantic::addValue(out, w);
+      }
+    }
+    results.push_back(out);
+  }
+  if (!fsdp.empty())
+    for (ObjId o : optimizersSeen)
+      site.in.domainEvent("repoint", o, site.origin,
+                          {{"prepare", prepareId}, {"fsdp_version", fsdp}, {"call", call}});
+  site.result = makeResult(site.in, results, site.origin);
+  return true;
+}
+
+bool handleFabric(CallSite& site, const Obj& fabric) {
+  bool fsdp = fabric.hasTag("fsdp");
+  std::string call = calleeText(site);
+  if (site.method == "setup" || site.method == "setup_module") {
+    if (site.args.empty()) return false;
+    if (fsdp)
+      for (ObjId m : site.args[0])
+        site.in.domainEvent("wrap", m, site.origin,
+                            {{"api", "fabric"}, {"fsdp_version", "1"}, {"replaces", "1"}, {"call", call}});
+    if (fsdp && site.method == "setup")
+      for (size_t i = 1; i < site.args.size(); ++i)
+        for (ObjId o : site.args[i])
+          if (site.in.store().obj(o).hasTag("optimizer")) site.in.domainEvent("repoint", o, site.origin, {{"call", call}});
+    site.result = makeResult(site.in, site.args, site.origin);
+    return true;
+  }
+  if (site.method == "setup_optimizers") {
+    site.result = makeResult(site.in, site.args, site.origin);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool isOptimizerQualname(std::string_view q) {
+  std::string_view last = lastComponent(q);
+  if (last.empty() || !std::isupper(static_cast<unsigned char>(last[0]))) return false;
+  if (startsWith(q, "torch.optim.lr_scheduler") || startsWith(q, "torch.optim.swa_utils")) return false;
+  if (last == "Optimizer" || last == "LRScheduler") return false;
+  if (startsWith(q, "torch.optim.")) return true;
+  if (startsWith(q, "bitsandbytes.optim.") || startsWith(q, "apex.optimizers.") ||
+      startsWith(q, "deepspeed.ops.adam.") || startsWith(q, "timm.optim.") || startsWith(q, "torch_optimizer."))
+    return true;
+  if (q == "transformers.AdamW" || q == "transformers.Adafactor" || q == "transformers.optimization.AdamW" ||
+      q == "transformers.optimization.Adafactor" || q == "lion_pytorch.Lion" ||
+      q == "torch.distributed.optim.ZeroRedundancyOptimizer")
+    return true;
+  return false;
+}
+
+bool isFullyShard(std::string_view q) {
+  return startsWith(q, "torch.distributed.") && endsWith(q, ".fully_shard") &&
+         q.find("fsdp") != std::string_view::npos;
+}
+
+bool isFsdp1Class(std::string_view q) {
+  return startsWith(q, "torch.distributed.fsdp") && endsWith(q, ".FullyShardedDataParallel");
+}
+
+bool FsdpCallModel::onCall(CallSite& site) {
+  Store& st = site.in.store();
+  if (site.receiver != kNoObj) {
+    const Obj recv = st.obj(site.receiver);
+    if (recv.hasTag("accelerator") && site.method == "prepare") return handlePrepare(site, recv);
+    if (recv.hasTag("fabric")) return handleFabric(site, recv);
+    const std::string& m = site.method;
+    if (m == "requires_grad_") {
+      auto lit = literalOf(st, site.arg(0, "requires_grad"));
+      if (!lit || *lit == "True") st.obj(site.receiver).tags["requires_grad"] = "1";
+      site.result = {site.receiver};
+      return true;
+    }
+    if (m == "to" || m == "cuda" || m == "cpu" || m == "half" || m == "bfloat16" || m == "float" || m == "train" ||
+        m == "eval" || m == "to_empty" || m == "apply") {
+      site.result = {site.receiver};
+      return true;
+    }
+    return false;
+  }
+
+  const std::string& q = site.qualname;
+  bool localOptimizer = false;
+  if (site.cls) {
+    for (const auto& b : site.cls->allBases())
+      if (b == "torch.optim.Optimizer" || b == "torch.optim.optimizer.Optimizer" || isOptimizerQualname(b))
+        localOptimizer = true;
+  }
+  if (localOptimizer || (!site.cls && isOptimizerQualname(q))) {
+    ObjId o = site.cls ? site.result.at(0) : site.in.newObject(ObjKind::Instance, q, site.origin);
+    Obj& obj = st.obj(o);
+    obj.tags["optimizer"] = std::string(lastComponent(q));
+    if (const ValueSet* params = site.arg(0, "params")) {
+      obj.inputs = {*params};
+      obj.inputOrigins = {site.argOrigin(0, "params").value_or(site.origin)};
+    }
+    site.result = {o};
+    return true;
+  }
+  if (site.cls) return false;
+  if (q == "torch.nn.Parameter" || q == "torch.nn.parameter.Parameter") {
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    st.obj(o).tags["free_param"] = "1";
+    site.result = {o};
+    return true;
+  }
+  if (startsWith(q, "torch.") && q.find('.', 6) == std::string::npos) {
+    std::string_view f = lastComponent(q);
+    if (f == "randn" || f == "rand" || f == "zeros" || f == "ones" || f == "empty" || f == "full" ||
+        f == "tensor" || f == "zeros_like" || f == "ones_like" || f == "randn_like" || f == "empty_like") {
+      ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+      st.obj(o).tags["tensor"] = "1";
+      if (literalOf(st, site.kwarg("requires_grad")) == std::optional<std::string>("True"))
+        st.obj(o).tags["requires_grad"] = "1";
+      site.result = {o};
+      return true;
+    }
+  }
+  if (isFullyShard(q) || isFsdp1Class(q)) {
+    const ValueSet* modArg = site.arg(0, "module");
+    if (!modArg) return false;
+    bool fsdp1 = isFsdp1Class(q);
+    std::map<std::string, std::string, std::less<>> attrs{{"api", fsdp1 ? "fsdp1" : "fully_shard"},
+                                                          {"fsdp_version", fsdp1 ? "1" : "2"},
+                                                          {"call", calleeText(site)}};
+    ValueSet ignored;
+    if (fsdp1) {
+      const ValueSet* orig = site.kwarg("use_orig_params");
+      auto lit = literalOf(st, orig);
+      attrs["replaces"] = !orig ? "1" : lit == std::optional<std::string>("True") ? "0"
+                                     : lit == std::optional<std::string>("False") ? "1" : "?";
+      if (site.kwarg("auto_wrap_policy")) attrs["auto_wrap"] = "1";
+      for (const char* k : {"ignored_modules", "ignored_states"})
+        if (const ValueSet* v = site.kwarg(k)) semantic::addValues(ignored, flattenModules(st, *v));
+    } else {
+      attrs["replaces"] = "1";
+      if (const ValueSet* v = site.kwarg("ignored_params")) semantic::addValues(ignored, flattenModules(st, *v));
+    }
+    if (!ignored.empty()) attrs["ignored"] = "1";
+    for (ObjId m : flattenModules(st, *modArg)) site.in.domainEvent("wrap", m, site.origin, attrs, {ignored});
+    if (fsdp1) {
+      ObjId w = site.in.newObject(ObjKind::Instance, q, site.origin);
+      st.obj(w).tags["fsdp_wrapper"] = "fsdp1";
+      st.obj(w).inputs = {*modArg};
+      site.result = {w};
+    } else {
+      site.result = *modArg;
+    }
+    return true;
+  }
+  if (startsWith(q, "accelerate") && endsWith(q, "FullyShardedDataParallelPlugin")) {
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    Obj& obj = st.obj(o);
+    obj.tags["fsdp_plugin"] = "1";
+    obj.tags["fsdp_version"] = literalOf(st, site.kwarg("fsdp_version")).value_or("1");
+    obj.tags["use_orig_params"] = literalOf(st, site.kwarg("use_orig_params")).value_or("");
+    site.result = {o};
+    return true;
+  }
+  if (q == "accelerate.Accelerator" || q == "accelerate.accelerator.Accelerator") {
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    st.obj(o).tags["accelerator"] = "1";
+    if (const ValueSet* plugin = site.kwarg("fsdp_plugin")) {
+      for (ObjId p : *plugin) {
+        const Obj& po = st.obj(p);
+        if (!po.hasTag("fsdp_plugin")) continue;
+        std::string version(po.tag("fsdp_version")), orig(po.tag("use_orig_params"));
+        st.obj(o).tags["fsdp"] = version;
+        st.obj(o).tags["use_orig_params"] = orig;
+      }
+    }
+    site.result = {o};
+    return true;
+  }
+  if (q == "lightning.Fabric" || q == "lightning.fabric.Fabric" || q == "lightning_fabric.Fabric" ||
+      q == "lightning.fabric.fabric.Fabric") {
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    st.obj(o).tags["fabric"] = "1";
+    if (const ValueSet* strat = site.kwarg("strategy")) {
+      for (ObjId s : *strat) {
+        const Obj& so = st.obj(s);
+        std::string name = so.name;
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+        if ((so.kind == ObjKind::Literal && name.find("fsdp") != std::string::npos) ||
+            (so.kind == ObjKind::Instance && endsWith(so.name, "FSDPStrategy")))
+          st.obj(o).tags["fsdp"] = "1";
+      }
+    }
+    site.result = {o};
+    return true;
+  }
+  if (endsWith(q, ".DataLoader")) {
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    st.obj(o).tags["dataloader"] = "1";
+    site.result = {o};
+    return true;
+  }
+  if (startsWith(q, "torch.optim.lr_scheduler") ||
+      (startsWith(q, "transformers.") && q.find("schedule") != std::string::npos)) {
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    st.obj(o).tags["scheduler"] = "1";
+    site.result = {o};
+    return true;
+  }
+  return false;
+}
+
+// ------------------------------------------------------------------ queries
+
+Lineage lineageOf(const Store& st, ObjId o) {
+  std::vector<std::string> edges;
+  ObjId cur = o;
+  while (cur != kNoObj && st.obj(cur).kind == ObjKind::Derived) {
+    edges.push_back(st.obj(cur).name);
+    cur = st.obj(cur).parent;
+  }
+  std::reverse(edges.begin(), edges.end());
+  if (cur != kNoObj) {
+    const Obj& r = st.obj(cur);
+    if (r.hasTag("fsdp_wrapper") && r.inputs.size() == 1 && r.inputs[0].size() == 1) {
+      Lineage inner = lineageOf(st, r.inputs[0][0]);
+      size_t skip = !edges.empty() && (edges[0] == ".module" || edges[0] == "._fsdp_wrapped_module") ? 1 : 0;
+      inner.edges.insert(inner.edges.end(), edges.begin() + static_cast<long>(skip), edges.end());
+      return inner;
+    }
+  }
+  return Lineage{cur, std::move(edges)};
+}
+
+static bool edgeMatches(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  bool ai = !a.empty() && a[0] == '[', bi = !b.empty() && b[0] == '[';
+  return ai && bi && (a == "[*]" || b == "[*]");
+}
+
+bool within(const Lineage& a, const Lineage& b) {
+  if (a.root != b.root || a.root == kNoObj || b.edges.size() > a.edges.size()) return false;
+  for (size_t i = 0; i < b.edges.size(); ++i)
+    if (!edgeMatches(a.edges[i], b.edges[i])) return false;
+  return true;
+}
+
+static bool isParamsEdge(const std::string& e) {
+  return e == ".parameters()" || e == ".named_parameters()";
+}
+
+Lineage moduleOfSource(const Lineage& src) {
+  Lineage m = src;
+  for (size_t i = src.edges.size(); i-- > 0;) {
+    if (isParamsEdge(src.edges[i])) {
+      m.edges.resize(i);
+      return m;
+    }
+  }
+  while (!m.edges.empty() && m.edges.back()[0] == '[') m.edges.pop_back();
+  if (!m.edges.empty() && m.edges.back()[0] == '.' && m.edges.back().back() != ')') m.edges.pop_back();
+  return m;
+}
+
+bool isWholeParams(const Lineage& src) {
+  return std::any_of(src.edges.begin(), src.edges.end(), isParamsEdge);
+}
+
+std::string render(const Store& st, const Lineage& l) {
+  std::string s = l.root == kNoObj ? "?" : st.describe(l.root);
+  for (const auto& e : l.edges) s += e;
+  return s;
+}
+
+ValueSet paramSources(const Store& st, const ValueSet& arg) {
+  ValueSet out;
+  for (ObjId id : arg) {
+    const Obj& o = st.obj(id);
+    if (o.kind == ObjKind::Literal) continue;
+    if (o.kind == ObjKind::Container) {
+      for (size_t i = 0; i < o.elements.size(); ++i) {
+        if (o.containerKind == 'd' && i < o.keys.size() && o.keys[i] != "params" && !o.keys[i].empty() &&
+            o.keys[i] != "**")
+          continue;
+        semantic::addValues(out, paramSources(st, o.elements[i]));
+      }
+      continue;
+    }
+    semantic::addValue(out, id);
+  }
+  return out;
+}
+
+std::vector<ObjId> optimizers(const Store& st) {
+  std::vector<ObjId> out;
+  for (size_t i = 0; i < st.objects.size(); ++i)
+    if (st.objects[i].hasTag("optimizer")) out.push_back(static_cast<ObjId>(i));
+  return out;
+}
+
+std::vector<const Event*> domainEvents(const Store& st, std::string_view kind) {
+  std::vector<const Event*> out;
+  for (const Event& e : st.events)
+    if (e.kind == EventKind::Domain && e.name == kind) out.push_back(&e);
+  return out;
+}
+
+static bool isFalseLiteral(const Store& st, const ValueSet* vs) {
+  auto lit = literalOf(st, vs);
+  return lit && *lit == "False";
+}
+
+bool frozen(const Store& st, const Lineage& l) {
+  for (const Event& e : st.events) {
+    bool freeze = (e.kind == EventKind::MethodCall && e.name == "requires_grad_" &&
+                   ((!e.args.empty() && isFalseLiteral(st, &e.args[0])) ||
+                    std::any_of(e.kwargs.begin(), e.kwargs.end(), [&](const auto& kw) {
+                      return kw.first == "requires_grad" && isFalseLiteral(st, &kw.second);
+                    }))) ||
+                  (e.kind == EventKind::SetAttr && e.name == "requires_grad" && !e.args.empty() &&
+                   isFalseLiteral(st, &e.args[0]));
+    if (!freeze || e.target == kNoObj) continue;
+    Lineage t = lineageOf(st, e.target);
+    if (within(t, l) || within(l, moduleOfSource(t)) || within(l, t)) return true;
+  }
+  return false;
+}
+
+bool isCreatedHere(const Store& st, const Lineage& l) {
+  if (l.root == kNoObj) return false;
+  const Obj& r = st.obj(l.root);
+  return r.kind == ObjKind::Instance && !r.hasTag("optimizer") && !r.hasTag("accelerator") &&
+         !r.hasTag("dataloader") && !r.hasTag("scheduler") && !r.hasTag("fabric");
+}
+
+std::string_view wrapApiName(const Event& wrap) {
+  std::string_view api = wrap.attr("api");
+  if (api == "fully_shard") return "FSDP2 `fully_shard`";
+  if (api == "fsdp1") return "FSDP1 `FullyShardedDataParallel`";
+  if (api == "accelerate") return wrap.attr("fsdp_version") == "2" ? "accelerate FSDP2 `prepare`" : "accelerate FSDP1 `prepare`";
+  if (api == "fabric") return "Fabric FSDP `setup_module`";
+  return api;
+}
+
+}  // namespace shardlint::rules::fsdp

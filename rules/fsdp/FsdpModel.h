@@ -1,0 +1,56 @@
+// FSDP domain knowledge: which calls build optimizers, which wrap models, and
+// how accelerate / Fabric behave. Implements the engine's CallModel, plus the
+// queries the SL1xx rules share.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "semantic/CallModel.h"
+#include "semantic/Model.h"
+
+namespace shardlint::rules::fsdp {
+
+using semantic::Event;
+using semantic::ObjId;
+using semantic::Store;
+using semantic::ValueSet;
+
+class FsdpCallModel final : public semantic::CallModel {
+ public:
+  bool onCall(semantic::CallSite& site) override;
+};
+
+bool isOptimizerQualname(std::string_view q);
+bool isFullyShard(std::string_view q);
+bool isFsdp1Class(std::string_view q);
+
+// An object's lineage with FSDP wrappers looked through: `FSDP(model).module.x`
+// and `model.x` share a root.
+struct Lineage {
+  ObjId root = semantic::kNoObj;
+  std::vector<std::string> edges;
+};
+Lineage lineageOf(const Store& st, ObjId o);
+// a is b or lies inside b (an attribute, element or parameter of it). "[*]" matches any index.
+bool within(const Lineage& a, const Lineage& b);
+// The module a parameter source belongs to: `m.layers[0].parameters()[*]` -> `m.layers[0]`.
+Lineage moduleOfSource(const Lineage& src);
+// True when the source is all the parameters of its module (`m.parameters()`).
+bool isWholeParams(const Lineage& src);
+std::string render(const Store& st, const Lineage& l);
+
+// Parameter sources held by an optimizer's constructor argument (containers and
+// param-group dicts expanded; literals dropped).
+ValueSet paramSources(const Store& st, const ValueSet& arg);
+std::vector<ObjId> optimizers(const Store& st);
+std::vector<const Event*> domainEvents(const Store& st, std::string_view kind);
+// Is `o` (or anything in its lineage) frozen by requires_grad_(False) / requires_grad = False?
+bool frozen(const Store& st, const Lineage& l);
+// Does the object stem from something created in the analysed code as a free
+// tensor / parameter / separate module (as opposed to an unknown argument)?
+bool isCreatedHere(const Store& st, const Lineage& l);
+std::string_view wrapApiName(const Event& wrap);
+
+}  // namespace shardlint::rules::fsdp

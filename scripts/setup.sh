@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs everything shardlint needs and builds build/shardlint.
+# Idempotent: packages already present are not reinstalled, npm sources are
+# only fetched when the lockfile changed, and the build is incremental.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# --- Debian packages -------------------------------------------------------
+debs=(cmake g++ make ninja-build nodejs npm libyaml-cpp-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev libtomlplusplus-dev)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# node/npm may come from outside Debian (NodeSource or a preinstalled toolchain)
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+pkgs=()
+for p in "${missing[@]}"; do [ -n "$p" ] && pkgs+=("$p"); done
+if [ "${#pkgs[@]}" -gt 0 ]; then
+  log "installing Debian packages: ${pkgs[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+fi
+
+# --- pinned npm C sources (tree-sitter runtime + python grammar) -----------
+stamp="third_party/node_modules/.shardlint-lock.sha256"
+want="$(sha256sum third_party/package-lock.json | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "installing pinned tree-sitter sources from third_party/package-lock.json"
+  (cd third_party && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  echo "$want" > "$stamp"
+fi
+
+# --- build ----------------------------------------------------------------
+gen=()
+if [ ! -f build/CMakeCache.txt ]; then
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE="${SHARDLINT_BUILD_TYPE:-Release}" >/dev/null
+fi
+jobs="$(nproc 2>/dev/null || echo 2)"
+cmake --build build -j "$jobs"
+log "built $root/build/shardlint"
