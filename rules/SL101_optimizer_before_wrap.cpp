@@ -43,6 +43,21 @@ class OptimizerBeforeWrap final : public Rule {
     return false;
   }
 
+  // The same variable (label) re-bound to a new optimizer after the wrap, on every
+  // path that leaves the wrap's branch, before the use: the stale one is only
+  // reachable on paths that never wrapped.
+  static bool rebuiltAfter(const Store& st, ObjId opt, const Event& wrap, const Event& use) {
+    const auto& label = st.obj(opt).label;
+    if (label.empty()) return false;
+    for (ObjId other : optimizers(st)) {
+      const auto& r = st.obj(other);
+      if (other == opt || r.label != label) continue;
+      if (st.precedes(wrap.point, r.point) && st.armChainPrefix(r.point, wrap.point) && st.precedes(r.point, use.point))
+        return true;
+    }
+    return false;
+  }
+
   static std::string whatHappens(const Event& wrap) {
     std::string_view api = wrap.attr("api");
     if (api == "fully_shard")
@@ -78,6 +93,13 @@ class OptimizerBeforeWrap final : public Rule {
         if (w->attr("replaces") != "1" || w->target == kNoObj) continue;
         if (!st.mayHappenBefore(o.point, w->point)) continue;
         Lineage target = lineageOf(st, w->target);
+        // Only through a loop back edge: a model created afresh in that loop before the
+        // wrap is a different object from the one the earlier iteration's optimizer saw.
+        if (!st.precedes(o.point, w->point) && target.root != kNoObj) {
+          int loop = st.commonLoop(o.point, w->point);
+          semantic::PointId made = st.obj(target.root).point;
+          if (loop >= 0 && st.insideArm(made, loop) && st.precedes(made, w->point)) continue;
+        }
         bool related = std::any_of(sources.begin(), sources.end(), [&](ObjId s) {
           Lineage src = lineageOf(st, s);
           return within(src, target) || within(target, moduleOfSource(src));
@@ -91,7 +113,7 @@ class OptimizerBeforeWrap final : public Rule {
             return refreshed(st, r, opt) && st.mayHappenBefore(w->point, r.point) &&
                    (st.dominates(r.point, e.point) || r.point == e.point);
           });
-          if (fresh) continue;
+          if (fresh || rebuiltAfter(st, opt, *w, e)) continue;
           use = &e;
           break;
         }

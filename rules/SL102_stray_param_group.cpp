@@ -35,7 +35,7 @@ class StrayParamGroup final : public Rule {
     for (const Event* w : wraps) {
       if (w->target == kNoObj) continue;
       Lineage t = lineageOf(st, w->target);
-      if (within(src, t)) return true;
+      if (within(src, t) || within(t, moduleOfSource(src))) return true;
       for (const Event& e : st.events) {
         if (e.kind != EventKind::SetAttr || e.target == kNoObj || e.args.empty()) continue;
         if (!std::binary_search(e.args[0].begin(), e.args[0].end(), src.root)) continue;
@@ -116,16 +116,22 @@ class StrayParamGroup final : public Rule {
       // (b) accelerate FSDP2: everything in the optimizer at `prepare` must be a model parameter.
       for (const Event* rp : domainEvents(st, "repoint")) {
         if (rp->target != opt || rp->attr("fsdp_version") != "2") continue;
+        // Every non-optimizer argument of that `prepare` is a model candidate (loaders
+        // from unknown helpers included); a source inside any of them is a model parameter.
         const Event* w = nullptr;
-        for (const Event* cand : wraps)
-          if (cand->attr("prepare") == rp->attr("prepare")) w = cand;
+        std::vector<Lineage> models;
+        for (const Event* cand : wraps) {
+          if (cand->attr("prepare") != rp->attr("prepare")) continue;
+          if (!w) w = cand;
+          models.push_back(lineageOf(st, cand->target));
+        }
         if (!w) continue;
-        Lineage model = lineageOf(st, w->target);
         auto notModel = [&](const ValueSet& srcs) {
           std::vector<Stray> out;
           for (ObjId s : srcs) {
             Lineage l = lineageOf(st, s);
-            if (within(l, model) || !isCreatedHere(st, l)) continue;
+            bool inModel = std::any_of(models.begin(), models.end(), [&](const Lineage& m) { return within(l, m); });
+            if (inModel || !isCreatedHere(st, l)) continue;
             const auto& r = st.obj(l.root);
             if (r.hasTag("tensor") && !r.hasTag("requires_grad")) continue;
             out.push_back({s, l});

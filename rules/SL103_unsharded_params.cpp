@@ -23,6 +23,16 @@ class UnshardedParams final : public Rule {
   }
 
  private:
+  // `for block in module: fully_shard(block)` (or over .children() / .values()) shards
+  // every child of `module`, so nothing of it is left outside a unit.
+  static bool coversAllChildren(const Lineage& t, const Lineage& module) {
+    if (t.root != module.root || t.edges.size() <= module.edges.size() || !within(t, module)) return false;
+    static const char* kIter[] = {"[*]", "[1]", ".children()", ".named_children()", ".values()", ".items()"};
+    for (size_t i = module.edges.size(); i < t.edges.size(); ++i)
+      if (std::find(std::begin(kIter), std::end(kIter), t.edges[i]) == std::end(kIter)) return false;
+    return true;
+  }
+
   // Gradients of something inside `module` explicitly all-reduced (best effort).
   static bool allReduced(const Store& st, const Lineage& module) {
     for (const Event& e : st.events) {
@@ -67,7 +77,7 @@ class UnshardedParams final : public Rule {
           for (const Event* w : wraps) {
             if (w->target == kNoObj) continue;
             Lineage t = lineageOf(st, w->target);
-            if (within(module, t)) covered = true;
+            if (within(module, t) || coversAllChildren(t, module)) covered = true;
             else if (within(t, module) && w->attr("api") == "fully_shard") {
               below.push_back(w);
               units.push_back(t);

@@ -41,6 +41,9 @@ class CallModel {
   virtual ~CallModel() = default;
   // Return true when the call was understood (result filled in, events recorded).
   virtual bool onCall(CallSite& site) = 0;
+  // True for methods whose meaning depends on what the receiver is (accelerate's
+  // `prepare`): a function calling them on a parameter is interpreted per call site.
+  virtual bool receiverSensitive(std::string_view method) const { (void)method; return false; }
 };
 
 }  // namespace shardlint::semantic

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 #include <sstream>
 
 #include "syntax/TreeSitter.h"
@@ -15,6 +16,19 @@ namespace {
 constexpr size_t kMaxObjects = 200000;  // per store: bounds pathological summary fan-out
 
 Kind kindOf(TSNode n) { return PyKinds::instance().kind(n); }
+
+bool isBuiltinName(std::string_view n) {
+  static const std::set<std::string_view> names = {
+      "abs", "aiter", "all", "anext", "any", "ascii", "bin", "bool", "breakpoint", "bytearray", "bytes",
+      "callable", "chr", "classmethod", "compile", "complex", "delattr", "dict", "dir", "divmod", "enumerate",
+      "eval", "exec", "exit", "filter", "float", "format", "frozenset", "getattr", "globals", "hasattr", "hash",
+      "help", "hex", "id", "input", "int", "isinstance", "issubclass", "iter", "len", "list", "locals", "map",
+      "max", "memoryview", "min", "next", "object", "oct", "open", "ord", "pow", "print", "property", "quit",
+      "range", "repr", "reversed", "round", "set", "setattr", "slice", "sorted", "staticmethod", "str", "sum",
+      "super", "tuple", "type", "vars", "zip", "Exception", "ValueError", "KeyError", "RuntimeError",
+      "TypeError", "NotImplementedError", "AssertionError", "ImportError", "OSError", "StopIteration"};
+  return names.count(n) > 0;
+}
 
 bool isBuiltinPassThrough(std::string_view q) {
   return q == "list" || q == "tuple" || q == "set" || q == "frozenset" || q == "iter" || q == "sorted" ||
@@ -173,6 +187,7 @@ void FileAnalysis::collectDefinitions(TSNode body, const ClassDef* cls, const st
       f->qualname = prefix + "." + f->name;
       f->cls = cls;
       f->isStatic = isStatic;
+      f->nested = !cls && !topLevel;
       for (TSNode p : syntax::namedChildren(syntax::field(def, "parameters"))) {
         Kind pk = kindOf(p);
         if (pk == Kind::identifier) f->params.emplace_back(syntax::textOf(p, src));
@@ -242,6 +257,25 @@ void FileAnalysis::run() {
   Interp in(*this, moduleStore_, frame);
   in.execBlock(root_);
   for (const auto& f : functions_) summary(f.get());
+  int construct = moduleStore_.constructs++;
+  int index = 0;
+  for (const auto& f : functions_) {
+    if (f->nested || called_.count(f.get())) continue;
+    const Summary* s = summary(f.get());
+    if (!s) continue;
+    frame.arm = in.openArm(construct, index++, false);
+    frame.reachable = true;
+    std::vector<ValueSet> args;
+    Origin origin{syntax::rangeOf(syntax::field(f->node, "name")), {}};
+    for (size_t i = 0; i < f->params.size(); ++i) {
+      ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
+      moduleStore_.obj(id).argIndex = static_cast<int>(i);
+      args.push_back({id});
+    }
+    ValueSet ignored;
+    in.instantiate(*s, args, origin, ignored, false);
+    frame.arm = -1;
+  }
 }
 
 const Summary* FileAnalysis::summary(const FunctionDef* def) {
@@ -251,7 +285,7 @@ const Summary* FileAnalysis::summary(const FunctionDef* def) {
   auto s = std::make_unique<Summary>();
   s->def = def;
   Frame frame;
-  Interp in(*this, s->store, frame);
+  Interp in(*this, s->store, frame, s.get());
   Origin origin{syntax::rangeOf(syntax::field(def->node, "name")), {}};
   for (size_t i = 0; i < def->params.size(); ++i) {
     ObjId id = in.newObject(ObjKind::Arg, def->params[i], origin);
@@ -286,23 +320,15 @@ const ClassDef* FileAnalysis::findClass(std::string_view qualname) const {
   return nullptr;
 }
 
-std::vector<FileAnalysis::Root> FileAnalysis::roots() const {
-  std::vector<Root> out{{"<module>", &moduleStore_}};
-  for (const auto& f : functions_) {
-    if (called_.count(f.get())) continue;
-    auto it = summaries_.find(f.get());
-    if (it != summaries_.end()) out.push_back({f->qualname, &it->second->store});
-  }
-  return out;
-}
+std::vector<FileAnalysis::Root> FileAnalysis::roots() const { return {{"<module>", &moduleStore_}}; }
 
 // ---------------------------------------------------------------- Interp basics
 
-Interp::Interp(FileAnalysis& fa, Store& store, Frame& frame)
-    : fa_(fa), st_(store), frame_(frame), ordinal_(static_cast<int>(store.points.size())) {}
+Interp::Interp(FileAnalysis& fa, Store& store, Frame& frame, Summary* summary)
+    : fa_(fa), st_(store), frame_(frame), summary_(summary) {}
 
 PointId Interp::newPoint() {
-  st_.points.push_back(Point{ordinal_++, frame_.arm});
+  st_.points.push_back(Point{static_cast<int>(st_.points.size()), frame_.arm});
   return static_cast<PointId>(st_.points.size() - 1);
 }
 
@@ -318,17 +344,17 @@ ObjId Interp::newObject(ObjKind kind, std::string name, const Origin& origin) {
 
 ObjId Interp::derive(ObjId parent, std::string edge) {
   auto key = std::make_pair(parent, edge);
-  if (auto it = derived_.find(key); it != derived_.end()) return it->second;
+  if (auto it = st_.memo.derived.find(key); it != st_.memo.derived.end()) return it->second;
   ObjId id = newObject(ObjKind::Derived, edge, st_.obj(parent).origin);
   st_.obj(id).parent = parent;
-  derived_[key] = id;
+  st_.memo.derived[key] = id;
   return id;
 }
 
 ObjId Interp::ref(const std::string& qualname) {
-  if (auto it = refs_.find(qualname); it != refs_.end()) return it->second;
+  if (auto it = st_.memo.refs.find(qualname); it != st_.memo.refs.end()) return it->second;
   ObjId id = newObject(ObjKind::Ref, qualname, Origin{});
-  refs_[qualname] = id;
+  st_.memo.refs[qualname] = id;
   return id;
 }
 
@@ -352,7 +378,7 @@ std::optional<std::string> Interp::literal(const ValueSet& vs) const {
   return o.name;
 }
 
-Origin Interp::originOf(TSNode n) const { return Origin{syntax::rangeOf(n), {}}; }
+Origin Interp::originOf(TSNode n) const { return Origin{syntax::rangeOf(n), via_}; }
 
 std::string Interp::text(TSNode n) const { return std::string(syntax::textOf(n, fa_.file_.text)); }
 
@@ -370,20 +396,23 @@ ValueSet Interp::lookupName(std::string_view name) {
   if (auto it = frame_.env.find(key); it != frame_.env.end()) return it->second;
   if (auto it = fa_.imports_.find(name); it != fa_.imports_.end()) return {ref(it->second)};
   if (auto it = fa_.topFunctions_.find(name); it != fa_.topFunctions_.end()) {
-    auto d = defs_.find(it->second);
-    if (d != defs_.end()) return {d->second};
+    auto d = st_.memo.defs.find(it->second);
+    if (d != st_.memo.defs.end()) return {d->second};
     ObjId id = newObject(ObjKind::Function, it->second->qualname, Origin{});
     st_.obj(id).function = it->second;
-    return {defs_[it->second] = id};
+    return {st_.memo.defs[it->second] = id};
   }
   if (auto it = fa_.topClasses_.find(name); it != fa_.topClasses_.end()) {
-    auto d = defs_.find(it->second);
-    if (d != defs_.end()) return {d->second};
+    auto d = st_.memo.defs.find(it->second);
+    if (d != st_.memo.defs.end()) return {d->second};
     ObjId id = newObject(ObjKind::Class, it->second->qualname, Origin{});
     st_.obj(id).cls = it->second;
-    return {defs_[it->second] = id};
+    return {st_.memo.defs[it->second] = id};
   }
-  if (!frame_.isModule) {
+  if (frame_.globalsFrame) {
+    if (auto it = frame_.globalsFrame->env.find(key); it != frame_.globalsFrame->env.end()) return it->second;
+  }
+  if (!frame_.isModule && !isBuiltinName(name)) {
     if (auto it = frame_.globals.find(key); it != frame_.globals.end()) return {it->second};
     ObjId id = newObject(ObjKind::Global, key, Origin{});
     frame_.globals[key] = id;
@@ -397,11 +426,11 @@ ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
   if (o.kind == ObjKind::Ref) return {ref(o.name + "." + std::string(attr))};
   if (o.kind == ObjKind::Class && o.cls) {
     if (const FunctionDef* f = o.cls->findMethod(attr)) {
-      auto d = defs_.find(f);
-      if (d != defs_.end()) return {d->second};
+      auto d = st_.memo.defs.find(f);
+      if (d != st_.memo.defs.end()) return {d->second};
       ObjId id = newObject(ObjKind::Function, f->qualname, Origin{});
       st_.obj(id).function = f;
-      return {defs_[f] = id};
+      return {st_.memo.defs[f] = id};
     }
   }
   if (auto it = frame_.env.find(envKeyFor(obj, attr)); it != frame_.env.end()) return it->second;
@@ -462,7 +491,17 @@ void Interp::execStatement(TSNode st) {
     case Kind::class_definition:
     case Kind::decorated_definition: execDefinition(st); break;
     case Kind::return_statement: {
-      if (ts_node_named_child_count(st) > 0) addValues(frame_.returns, eval(ts_node_named_child(st, 0)));
+      if (ts_node_named_child_count(st) > 0) {
+        ValueSet v = eval(ts_node_named_child(st, 0));
+        addValues(frame_.returns, v);
+        Event e;
+        e.kind = EventKind::Return;
+        e.name = "return";
+        e.args = {v};
+        e.origin = originOf(st);
+        e.point = newPoint();
+        st_.events.push_back(std::move(e));
+      }
       frame_.reachable = false;
       break;
     }
@@ -506,11 +545,11 @@ void Interp::execDefinition(TSNode n) {
     for (const auto& f : fa_.functions_) {
       if (ts_node_start_byte(f->node) != start) continue;
       ObjId id;
-      if (auto d = defs_.find(f.get()); d != defs_.end()) id = d->second;
+      if (auto d = st_.memo.defs.find(f.get()); d != st_.memo.defs.end()) id = d->second;
       else {
         id = newObject(ObjKind::Function, f->qualname, originOf(def));
         st_.obj(id).function = f.get();
-        defs_[f.get()] = id;
+        st_.memo.defs[f.get()] = id;
       }
       frame_.env[name] = {id};
       return;
@@ -519,11 +558,11 @@ void Interp::execDefinition(TSNode n) {
     for (const auto& c : fa_.classes_) {
       if (ts_node_start_byte(c->node) != start) continue;
       ObjId id;
-      if (auto d = defs_.find(c.get()); d != defs_.end()) id = d->second;
+      if (auto d = st_.memo.defs.find(c.get()); d != st_.memo.defs.end()) id = d->second;
       else {
         id = newObject(ObjKind::Class, c->qualname, originOf(def));
         st_.obj(id).cls = c.get();
-        defs_[c.get()] = id;
+        st_.memo.defs[c.get()] = id;
       }
       frame_.env[name] = {id};
       return;
@@ -693,6 +732,17 @@ void Interp::execMatch(TSNode n) {
   frame_.env = join(outs);
 }
 
+std::string Interp::subscriptEdge(TSNode sub) {
+  if (ts_node_is_null(sub)) return "[*]";
+  Kind k = kindOf(sub);
+  if (k == Kind::integer) return "[" + text(sub) + "]";
+  if (k == Kind::unary_operator && kindOf(syntax::field(sub, "argument")) == Kind::integer) return "[" + text(sub) + "]";
+  if (k == Kind::string) {
+    if (auto lit = literal(eval(sub))) return "['" + *lit + "']";
+  }
+  return "[*]";
+}
+
 void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) {
   if (ts_node_is_null(target)) return;
   switch (kindOf(target)) {
@@ -708,6 +758,7 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
         frame_.env[envKeyFor(o, attr)] = value;
         for (ObjId v : value)
           if (st_.obj(v).kind == ObjKind::Instance && st_.obj(v).label.empty()) st_.obj(v).label = text(target);
+        st_.noteOwnership(o, attr, value);
         Event e;
         e.kind = EventKind::SetAttr;
         e.name = attr;
@@ -721,7 +772,7 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
     }
     case Kind::subscript: {
       TSNode sub = syntax::field(target, "subscript");
-      std::string key = "[" + (ts_node_is_null(sub) ? std::string("*") : text(sub)) + "]";
+      std::string key = subscriptEdge(sub);
       for (ObjId o : eval(syntax::field(target, "value"))) {
         frame_.env["#" + std::to_string(o) + key] = value;
         Event e;
@@ -787,9 +838,8 @@ ValueSet Interp::eval(TSNode n) {
       TSNode sub = syntax::field(n, "subscript");
       ValueSet subv = eval(sub);
       std::optional<std::string> lit = literal(subv);
-      Kind sk = ts_node_is_null(sub) ? Kind::Other : kindOf(sub);
-      bool literalKey = lit && (sk == Kind::integer || sk == Kind::string || sk == Kind::unary_operator);
-      std::string edge = "[" + (literalKey ? text(sub) : std::string("*")) + "]";
+      std::string edge = subscriptEdge(sub);
+      bool literalKey = edge != "[*]";
       ValueSet out;
       for (ObjId v : base) {
         const Obj& o = st_.obj(v);
@@ -870,10 +920,10 @@ ValueSet Interp::eval(TSNode n) {
         }
       };
       collect(n);
-      auto it = literals_.find("s:" + value);
-      if (it != literals_.end()) return {it->second};
+      auto it = st_.memo.literals.find("s:" + value);
+      if (it != st_.memo.literals.end()) return {it->second};
       ObjId id = newObject(ObjKind::Literal, value, originOf(n));
-      literals_["s:" + value] = id;
+      st_.memo.literals["s:" + value] = id;
       return {id};
     }
     case Kind::integer:
@@ -882,20 +932,20 @@ ValueSet Interp::eval(TSNode n) {
     case Kind::false_:
     case Kind::none: {
       std::string value = text(n);
-      auto it = literals_.find(value);
-      if (it != literals_.end()) return {it->second};
+      auto it = st_.memo.literals.find(value);
+      if (it != st_.memo.literals.end()) return {it->second};
       ObjId id = newObject(ObjKind::Literal, value, originOf(n));
-      literals_[value] = id;
+      st_.memo.literals[value] = id;
       return {id};
     }
     case Kind::unary_operator: {
       ValueSet v = eval(syntax::field(n, "argument"));
       if (auto lit = literal(v); lit && text(syntax::field(n, "operator")) == "-") {
         std::string value = "-" + *lit;
-        auto it = literals_.find(value);
-        if (it != literals_.end()) return {it->second};
+        auto it = st_.memo.literals.find(value);
+        if (it != st_.memo.literals.end()) return {it->second};
         ObjId id = newObject(ObjKind::Literal, value, originOf(n));
-        literals_[value] = id;
+        st_.memo.literals[value] = id;
         return {id};
       }
       return {};
@@ -1079,11 +1129,17 @@ ValueSet Interp::evalCall(TSNode call) {
       const ClassDef* cls = ro.kind == ObjKind::Instance ? ro.cls : nullptr;
       const FunctionDef* m = cls ? cls->findMethod(method) : nullptr;
       if (m) {
-        if (const Summary* s = fa_.summary(m)) {
-          fa_.called_.insert(m);
-          instantiate(*s, bindArgs(*m, site, r), site.origin, result);
-        }
+        addValues(result, callFunction(*m, bindArgs(*m, site, r), site.origin));
         continue;
+      }
+      if (summary_ && fa_.model_.receiverSensitive(method)) {
+        ObjKind rk = st_.obj(st_.rootOf(r)).kind;
+        if (rk == ObjKind::Arg || rk == ObjKind::Global) summary_->contextDependent = true;
+      }
+      if (summary_ && ro.kind != ObjKind::Instance) {
+        // A method of a class defined in the file called on a parameter: what runs depends on the caller.
+        for (const auto& c : fa_.classes_)
+          if (c->methods.count(method)) summary_->contextDependent = true;
       }
       if (fa_.model_.onCall(ms)) addValues(result, ms.result);
       else addValue(result, derive(r, "." + method + "()"));
@@ -1155,13 +1211,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
     }
     case ObjKind::Function: {
       record(co.name);
-      const FunctionDef* def = co.function;
-      ValueSet result;
-      if (const Summary* s = fa_.summary(def)) {
-        fa_.called_.insert(def);
-        instantiate(*s, bindArgs(*def, site, kNoObj), site.origin, result);
-      }
-      return result;
+      return callFunction(*co.function, bindArgs(*co.function, site, kNoObj), site.origin);
     }
     case ObjKind::Class: {
       record(co.name);
@@ -1171,16 +1221,14 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       site.cls = co.cls;
       site.result = {inst};
       fa_.model_.onCall(site);
-      if (const FunctionDef* init = co.cls->findMethod("__init__")) {
-        if (const Summary* s = fa_.summary(init)) {
-          fa_.called_.insert(init);
-          ValueSet ignored;
-          instantiate(*s, bindArgs(*init, site, inst), site.origin, ignored);
-        }
-      }
+      if (const FunctionDef* init = co.cls->findMethod("__init__")) callFunction(*init, bindArgs(*init, site, inst), site.origin);
       return {inst};
     }
     default: {
+      if (summary_) {
+        ObjKind rk = st_.obj(st_.rootOf(callee)).kind;
+        if (rk == ObjKind::Arg || rk == ObjKind::Global) summary_->contextDependent = true;
+      }
       // Calling an object: `model(x)` runs its forward.
       Event e;
       e.kind = EventKind::MethodCall;
@@ -1200,11 +1248,45 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
   }
 }
 
+ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite) {
+  const Summary* s = fa_.summary(&def);
+  ValueSet result;
+  if (!s) {  // recursion: its effects are unknown here
+    if (summary_) summary_->truncated = true;
+    return result;
+  }
+  fa_.called_.insert(&def);
+  constexpr size_t kMaxInlineDepth = 8;
+  if (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth) {
+    if (summary_ && s->contextDependent) summary_->contextDependent = true;
+    instantiate(*s, args, callsite, result);
+    return result;
+  }
+  // Interpret the body in the caller's context: parameters bound to the actual
+  // values, module globals visible, attribute stores shared.
+  Frame callee;
+  callee.arm = frame_.arm;
+  callee.globalsFrame = frame_.isModule ? &frame_ : frame_.globalsFrame;
+  for (const auto& [k, v] : frame_.env)
+    if (!k.empty() && k[0] == '#') callee.env.emplace(k, v);
+  for (size_t i = 0; i < def.params.size() && i < args.size(); ++i) callee.env[def.params[i]] = args[i];
+  Interp in(fa_, st_, callee);
+  in.via_ = callsite.via;
+  in.via_.push_back(callsite.range);
+  in.inlining_ = inlining_;
+  in.inlining_.insert(&def);
+  in.execBlock(syntax::field(def.node, "body"));
+  for (const auto& [k, v] : callee.env)
+    if (!k.empty() && k[0] == '#') frame_.env[k] = v;
+  return callee.returns;
+}
+
 void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite,
-                         ValueSet& result) {
+                         ValueSet& result, bool recordVia) {
   if (st_.objects.size() + s.store.objects.size() > kMaxObjects) return;
   const Store& ss = s.store;
   auto via = [&](const Origin& o) {
+    if (!recordVia) return o;
     Origin out;
     out.range = o.range;
     out.via = callsite.via;
@@ -1225,7 +1307,7 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
   std::vector<PointId> pointMap(ss.points.size());
   for (size_t i = 0; i < ss.points.size(); ++i) {
     int arm = ss.points[i].arm < 0 ? frame_.arm : armMap[static_cast<size_t>(ss.points[i].arm)];
-    st_.points.push_back(Point{ordinal_++, arm});
+    st_.points.push_back(Point{static_cast<int>(st_.points.size()), arm});
     pointMap[i] = static_cast<PointId>(st_.points.size() - 1);
   }
   auto mapPoint = [&](PointId p) { return p < 0 ? newPoint() : pointMap[static_cast<size_t>(p)]; };
@@ -1247,13 +1329,13 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
       case ObjKind::Function:
       case ObjKind::Class: {
         const void* key = o.function ? static_cast<const void*>(o.function) : static_cast<const void*>(o.cls);
-        if (auto d = defs_.find(key); d != defs_.end()) {
+        if (auto d = st_.memo.defs.find(key); d != st_.memo.defs.end()) {
           map[i] = {d->second};
         } else {
           ObjId id = newObject(o.kind, o.name, o.origin);
           st_.obj(id).function = o.function;
           st_.obj(id).cls = o.cls;
-          defs_[key] = id;
+          st_.memo.defs[key] = id;
           map[i] = {id};
         }
         break;
@@ -1280,13 +1362,23 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
         copy.tags = o.tags;
         copy.origin = via(o.origin);
         copy.point = mapPoint(o.point);
-        for (const auto& e : o.elements) copy.elements.push_back(mapSet(e));
-        for (const auto& in : o.inputs) copy.inputs.push_back(mapSet(in));
         for (const auto& io : o.inputOrigins) copy.inputOrigins.push_back(via(io));
         st_.objects.push_back(std::move(copy));
         map[i] = {static_cast<ObjId>(st_.objects.size() - 1)};
         break;
       }
+    }
+  }
+  // Second pass: contents may refer to objects created later (`xs = []; xs.append(p)`).
+  for (size_t i = 0; i < ss.objects.size(); ++i) {
+    const Obj& o = ss.objects[i];
+    if (o.kind != ObjKind::Instance && o.kind != ObjKind::Container && o.kind != ObjKind::Literal) continue;
+    Obj& copy = st_.obj(map[i].front());
+    for (const auto& e : o.elements) copy.elements.push_back(mapSet(e));
+    for (const auto& in : o.inputs) copy.inputs.push_back(mapSet(in));
+    if (o.owner != kNoObj && !map[static_cast<size_t>(o.owner)].empty()) {
+      copy.owner = map[static_cast<size_t>(o.owner)].front();
+      copy.ownerEdge = o.ownerEdge;
     }
   }
   for (const Event& e : ss.events) {
@@ -1306,6 +1398,7 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     for (ObjId t : targets) {
       Event copy = base;
       copy.target = t;
+      if (copy.kind == EventKind::SetAttr && !copy.args.empty()) st_.noteOwnership(t, copy.name, copy.args[0]);
       st_.events.push_back(std::move(copy));
     }
   }

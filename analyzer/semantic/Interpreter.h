@@ -29,6 +29,7 @@ struct FunctionDef {
   std::vector<std::string> params;  // positional-or-keyword names, `self` included for methods
   const ClassDef* cls = nullptr;
   bool isStatic = false;
+  bool nested = false;  // defined inside another function's body
 };
 
 struct ClassDef {
@@ -50,6 +51,10 @@ struct Summary {
   ValueSet returns;
   std::vector<std::pair<std::string, ValueSet>> attrWrites;  // object key ("#3.opt") -> value at exit
   bool truncated = false;  // a recursive call or a size limit cut it short
+  // The body's meaning depends on what its parameters or module globals are at the
+  // call site (a framework method called on them, a call of a parameter). Callers
+  // then interpret the body in their own context instead of instantiating this.
+  bool contextDependent = false;
   // Readable facts, one per line, relative to the parameters ("arg0" ...).
   std::string describe() const;
 };
@@ -71,7 +76,9 @@ class FileAnalysis {
     std::string name;  // "<module>" or the function's qualified name
     const Store* store;
   };
-  // The module body and every function never called from analysed code.
+  // The stores rules check. Functions never called from the analysed code are
+  // analysed in the module store (after its body, each in its own exclusive arm,
+  // parameters unknown, module globals as they stand at the end of the module).
   std::vector<Root> roots() const;
   const Summary* summary(const FunctionDef* def);
   const FunctionDef* findFunction(std::string_view qualname) const;
@@ -104,7 +111,7 @@ class FileAnalysis {
 // and record domain events while it handles a call.
 class Interp {
  public:
-  Interp(FileAnalysis& fa, Store& store, Frame& frame);
+  Interp(FileAnalysis& fa, Store& store, Frame& frame, Summary* summary = nullptr);
 
   Store& store() { return st_; }
   const SourceFile& file() const { return fa_.file_; }
@@ -123,7 +130,12 @@ class Interp {
   ValueSet lookupName(std::string_view name);
   ValueSet getAttr(ObjId obj, std::string_view attr);
   void assign(TSNode target, const ValueSet& value, const Origin& origin);
-  void instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite, ValueSet& result);
+  // Puts a summary's objects and events into this store as if the function ran
+  // here. `recordVia` false: no call site is added to origins (used for functions
+  // never called from the analysed code, which are analysed in place).
+  void instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite, ValueSet& result,
+                   bool recordVia = true);
+  int openArm(int construct, int index, bool loop);
   Origin originOf(TSNode n) const;
   Frame& frame() { return frame_; }
 
@@ -138,19 +150,20 @@ class Interp {
   void execMatch(TSNode n);
   void execImport(TSNode n);
   void execDefinition(TSNode n);
-  int openArm(int construct, int index, bool loop);
   std::string text(TSNode n) const;
+  std::string subscriptEdge(TSNode sub);
   std::string envKeyFor(ObjId obj, std::string_view attr) const;
   std::vector<ValueSet> bindArgs(const FunctionDef& def, const CallSite& site, ObjId self);
+
+  ValueSet callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite);
+  ObjId defObject(ObjKind kind, const void* def, const std::string& qualname, const Origin& origin);
 
   FileAnalysis& fa_;
   Store& st_;
   Frame& frame_;
-  std::map<std::pair<ObjId, std::string>, ObjId> derived_;
-  std::unordered_map<std::string, ObjId> refs_;
-  std::unordered_map<std::string, ObjId> literals_;
-  std::map<const void*, ObjId> defs_;
-  int ordinal_ = 0;
+  std::vector<ByteRange> via_;               // call sites of the functions being inlined, outermost first
+  std::set<const FunctionDef*> inlining_;    // recursion guard for inlining
+  Summary* summary_ = nullptr;               // set while computing a summary
 };
 
 struct Frame {
@@ -160,6 +173,7 @@ struct Frame {
   ValueSet returns;
   bool isModule = false;
   std::unordered_map<std::string, ObjId> globals;  // Global objects created for free names
+  Frame* globalsFrame = nullptr;  // the module frame, for functions interpreted in a caller's context
 };
 
 }  // namespace shardlint::semantic

@@ -58,10 +58,58 @@ bool Store::dominates(PointId a, PointId b) const {
   return std::equal(A.begin(), A.end(), B.begin());
 }
 
+bool Store::precedes(PointId a, PointId b) const {
+  if (a < 0 || b < 0) return false;
+  return points[static_cast<size_t>(a)].ordinal < points[static_cast<size_t>(b)].ordinal && mayHappenBefore(a, b);
+}
+
+int Store::commonLoop(PointId a, PointId b) const {
+  if (a < 0 || b < 0) return -1;
+  std::vector<int> A = armChain(points[static_cast<size_t>(a)].arm), B = armChain(points[static_cast<size_t>(b)].arm);
+  int loop = -1;
+  for (size_t k = 0; k < A.size() && k < B.size() && A[k] == B[k]; ++k)
+    if (arms[static_cast<size_t>(A[k])].loop) loop = A[k];
+  return loop;
+}
+
+bool Store::insideArm(PointId p, int arm) const {
+  if (p < 0 || arm < 0) return false;
+  for (int a = points[static_cast<size_t>(p)].arm; a >= 0; a = arms[static_cast<size_t>(a)].parent)
+    if (a == arm) return true;
+  return false;
+}
+
+bool Store::armChainPrefix(PointId outer, PointId inner) const {
+  if (outer < 0 || inner < 0) return false;
+  std::vector<int> A = armChain(points[static_cast<size_t>(outer)].arm),
+                   B = armChain(points[static_cast<size_t>(inner)].arm);
+  return A.size() <= B.size() && std::equal(A.begin(), A.end(), B.begin());
+}
+
 bool Store::derivesFrom(ObjId o, ObjId ancestor) const {
   for (ObjId cur = o; cur != kNoObj; cur = obj(cur).kind == ObjKind::Derived ? obj(cur).parent : kNoObj)
     if (cur == ancestor) return true;
   return false;
+}
+
+bool Store::contains(ObjId ancestor, ObjId o) const {
+  for (int depth = 0; o != kNoObj && depth < 64; ++depth) {
+    if (o == ancestor) return true;
+    const Obj& cur = obj(o);
+    o = cur.kind == ObjKind::Derived ? cur.parent : cur.owner;
+  }
+  return false;
+}
+
+void Store::noteOwnership(ObjId target, const std::string& attr, const ValueSet& value) {
+  if (attr.empty() || attr[0] == '[') return;
+  for (ObjId v : value) {
+    Obj& o = obj(v);
+    if ((o.kind != ObjKind::Instance && o.kind != ObjKind::Container) || o.owner != kNoObj || v == target) continue;
+    if (contains(v, target)) continue;  // no cycles
+    o.owner = target;
+    o.ownerEdge = "." + attr;
+  }
 }
 
 ObjId Store::rootOf(ObjId o) const {
@@ -124,7 +172,7 @@ std::string Store::dump() const {
     if (o.kind == ObjKind::Container) for (const auto& e : o.elements) out += " el" + set(e);
     out += "\n";
   }
-  static const char* kinds[] = {"call", "method", "setattr", "domain"};
+  static const char* kinds[] = {"call", "method", "setattr", "domain", "return"};
   for (const Event& e : events) {
     out += std::string("ev p") + std::to_string(e.point) + " ord" +
            std::to_string(points[static_cast<size_t>(e.point)].ordinal) + " arm" +

@@ -65,6 +65,10 @@ struct Obj {
   std::string name;
   std::string label;      // the first name or attribute it was bound to ("model", "self.opt")
   ObjId parent = kNoObj;  // Derived only
+  // Containment through attribute stores: `self.encoder = Encoder()` makes the
+  // encoder owned by `self` under ".encoder" (first store wins).
+  ObjId owner = kNoObj;
+  std::string ownerEdge;
   int argIndex = -1;      // Arg only
   char containerKind = 0;               // Container: 'l' list, 't' tuple, 's' set, 'd' dict
   std::vector<ValueSet> elements;       // Container elements (dict: values)
@@ -90,6 +94,7 @@ enum class EventKind : uint8_t {
   MethodCall,  // obj.method(...)
   SetAttr,     // obj.attr = value
   Domain,      // an event a CallModel recorded (e.g. "wrap")
+  Return,      // `return value` (args[0] is the value)
 };
 
 struct Event {
@@ -132,6 +137,14 @@ class Store {
   std::vector<Point> points;
   std::vector<Arm> arms;
   int constructs = 0;
+  // Interning tables of the interpreter, so every frame over this store agrees on
+  // object identity (`model.layers` is one object however often it is read).
+  struct Memo {
+    std::map<std::pair<ObjId, std::string>, ObjId> derived;
+    std::map<std::string, ObjId, std::less<>> refs;
+    std::map<std::string, ObjId, std::less<>> literals;
+    std::map<const void*, ObjId> defs;
+  } memo;
 
   const Obj& obj(ObjId id) const { return objects.at(static_cast<size_t>(id)); }
   Obj& obj(ObjId id) { return objects.at(static_cast<size_t>(id)); }
@@ -141,10 +154,21 @@ class Store {
   bool mayHappenBefore(PointId a, PointId b) const;
   // True when `a` runs before `b` on every path that reaches `b`.
   bool dominates(PointId a, PointId b) const;
+  // True when `a` comes before `b` in the same iteration (not only through a loop back edge).
+  bool precedes(PointId a, PointId b) const;
+  // The innermost loop arm enclosing both points, or -1.
+  int commonLoop(PointId a, PointId b) const;
+  bool insideArm(PointId p, int arm) const;
+  // True when every path that runs `a` runs `b` later, within a's enclosing arms up to b's.
+  bool armChainPrefix(PointId outer, PointId inner) const;
 
   // Lineage queries.
   bool derivesFrom(ObjId o, ObjId ancestor) const;  // o == ancestor or o is derived from it
   ObjId rootOf(ObjId o) const;
+  // Like derivesFrom, but also through ownership (attribute stores).
+  bool contains(ObjId ancestor, ObjId o) const;
+  // Records that `value` objects are stored as `attr` of `target` (containment).
+  void noteOwnership(ObjId target, const std::string& attr, const ValueSet& value);
   // Containers expanded recursively into their leaf objects.
   void flatten(const ValueSet& vs, ValueSet& out) const;
   // A readable object key: "model.layers[*]", "AdamW(...)".

@@ -91,7 +91,8 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
     }
     results.push_back(out);
   }
-  if (!fsdp.empty())
+  // accelerate re-points a pre-built optimizer only on the FSDP2 path (fsdp2_switch_optimizer_parameters).
+  if (fsdp == "2")
     for (ObjId o : optimizersSeen)
       site.in.domainEvent("repoint", o, site.origin,
                           {{"prepare", prepareId}, {"fsdp_version", fsdp}, {"call", call}});
@@ -147,6 +148,10 @@ bool isFullyShard(std::string_view q) {
 
 bool isFsdp1Class(std::string_view q) {
   return startsWith(q, "torch.distributed.fsdp") && endsWith(q, ".FullyShardedDataParallel");
+}
+
+bool FsdpCallModel::receiverSensitive(std::string_view method) const {
+  return method == "prepare" || method == "setup" || method == "setup_module" || method == "setup_optimizers";
 }
 
 bool FsdpCallModel::onCall(CallSite& site) {
@@ -298,7 +303,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
 
 // ------------------------------------------------------------------ queries
 
-Lineage lineageOf(const Store& st, ObjId o) {
+Lineage lineageOf(const Store& st, ObjId o, int depth) {
   std::vector<std::string> edges;
   ObjId cur = o;
   while (cur != kNoObj && st.obj(cur).kind == ObjKind::Derived) {
@@ -306,10 +311,17 @@ Lineage lineageOf(const Store& st, ObjId o) {
     cur = st.obj(cur).parent;
   }
   std::reverse(edges.begin(), edges.end());
+  if (cur != kNoObj && st.obj(cur).owner != kNoObj && depth < 32) {
+    const Obj& r = st.obj(cur);
+    Lineage outer = lineageOf(st, r.owner, depth + 1);
+    outer.edges.push_back(r.ownerEdge);
+    outer.edges.insert(outer.edges.end(), edges.begin(), edges.end());
+    return outer;
+  }
   if (cur != kNoObj) {
     const Obj& r = st.obj(cur);
     if (r.hasTag("fsdp_wrapper") && r.inputs.size() == 1 && r.inputs[0].size() == 1) {
-      Lineage inner = lineageOf(st, r.inputs[0][0]);
+      Lineage inner = lineageOf(st, r.inputs[0][0], depth + 1);
       size_t skip = !edges.empty() && (edges[0] == ".module" || edges[0] == "._fsdp_wrapped_module") ? 1 : 0;
       inner.edges.insert(inner.edges.end(), edges.begin() + static_cast<long>(skip), edges.end());
       return inner;
@@ -407,7 +419,8 @@ bool frozen(const Store& st, const Lineage& l) {
                    isFalseLiteral(st, &e.args[0]));
     if (!freeze || e.target == kNoObj) continue;
     Lineage t = lineageOf(st, e.target);
-    if (within(t, l) || within(l, moduleOfSource(t)) || within(l, t)) return true;
+    Lineage frozenModule = isWholeParams(t) ? moduleOfSource(t) : t;
+    if (within(l, frozenModule) || within(frozenModule, l)) return true;
   }
   return false;
 }

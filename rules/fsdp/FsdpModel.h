@@ -20,6 +20,7 @@ using semantic::ValueSet;
 class FsdpCallModel final : public semantic::CallModel {
  public:
   bool onCall(semantic::CallSite& site) override;
+  bool receiverSensitive(std::string_view method) const override;
 };
 
 bool isOptimizerQualname(std::string_view q);
@@ -32,7 +33,7 @@ struct Lineage {
   ObjId root = semantic::kNoObj;
   std::vector<std::string> edges;
 };
-Lineage lineageOf(const Store& st, ObjId o);
+Lineage lineageOf(const Store& st, ObjId o, int depth = 0);
 // a is b or lies inside b (an attribute, element or parameter of it). "[*]" matches any index.
 bool within(const Lineage& a, const Lineage& b);
 // The module a parameter source belongs to: `m.layers[0].parameters()[*]` -> `m.layers[0]`.
