@@ -22,7 +22,8 @@ inline uint32_t codepoints(const std::string& s, size_t bytes) {
 }
 
 inline std::vector<Expectation> parseExpectations(const std::string& text) {
-  static const std::regex re(R"(^(\s*)#(\s*)(\^+)\s+((?:SL\d{3}\s*)+)(?::\s*(.*))?$)");
+  // `#   ^^^ SL101` (caret marks the column) or `# <- SL101` (the `#` marks it).
+  static const std::regex re(R"(^(\s*)#(\s*)(\^+|<-)\s+((?:SL\d{3}\s*)+)(?::\s*(.*))?$)");
   std::vector<std::string> lines;
   size_t start = 0;
   while (start <= text.size()) {
@@ -40,7 +41,8 @@ inline std::vector<Expectation> parseExpectations(const std::string& text) {
     size_t target = i;
     while (target > 0 && isExpectation[target - 1]) --target;
     if (target == 0) continue;
-    uint32_t caret = codepoints(lines[i], static_cast<size_t>(m.position(3)));
+    bool arrow = m[3].str() == "<-";
+    uint32_t caret = codepoints(lines[i], static_cast<size_t>(arrow ? m.position(1) + m.length(1) : m.position(3)));
     std::string codes = m[4].str();
     std::regex codeRe(R"(SL\d{3})");
     for (auto it = std::sregex_iterator(codes.begin(), codes.end(), codeRe); it != std::sregex_iterator(); ++it) {

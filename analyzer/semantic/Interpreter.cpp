@@ -272,8 +272,7 @@ void FileAnalysis::run() {
       moduleStore_.obj(id).argIndex = static_cast<int>(i);
       args.push_back({id});
     }
-    ValueSet ignored;
-    in.instantiate(*s, args, origin, ignored, false);
+    in.analyzeInPlace(*f, args);
     frame.arm = -1;
   }
 }
@@ -303,7 +302,7 @@ const Summary* FileAnalysis::summary(const FunctionDef* def) {
     if (rk == ObjKind::Arg || rk == ObjKind::Global) s->attrWrites.emplace_back(key, vs);
   }
   std::sort(s->attrWrites.begin(), s->attrWrites.end());
-  s->truncated = s->store.objects.size() >= kMaxObjects;
+  s->truncated = s->truncated || s->store.objects.size() >= kMaxObjects;
   inProgress_.erase(def);
   return (summaries_[def] = std::move(s)).get();
 }
@@ -412,7 +411,7 @@ ValueSet Interp::lookupName(std::string_view name) {
   if (frame_.globalsFrame) {
     if (auto it = frame_.globalsFrame->env.find(key); it != frame_.globalsFrame->env.end()) return it->second;
   }
-  if (!frame_.isModule && !isBuiltinName(name)) {
+  if (!frame_.isModule && !frame_.globalsFrame && !isBuiltinName(name)) {
     if (auto it = frame_.globals.find(key); it != frame_.globals.end()) return {it->second};
     ObjId id = newObject(ObjKind::Global, key, Origin{});
     frame_.globals[key] = id;
@@ -577,6 +576,7 @@ void Interp::execIf(TSNode n) {
   std::vector<Env> outs;
   bool hasElse = false;
   auto runArm = [&](int index, TSNode cond, TSNode body) {
+    frame_.arm = outerArm;
     frame_.arm = openArm(construct, index, false);
     frame_.env = before;
     frame_.reachable = true;
@@ -718,6 +718,7 @@ void Interp::execMatch(TSNode n) {
   TSNode body = syntax::field(n, "body");
   for (TSNode c : syntax::namedChildren(body)) {
     if (kindOf(c) != Kind::case_clause) continue;
+    frame_.arm = outerArm;
     frame_.arm = openArm(construct, index++, false);
     frame_.env = before;
     frame_.reachable = true;
@@ -1248,16 +1249,22 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
   }
 }
 
-ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite) {
+ValueSet Interp::analyzeInPlace(const FunctionDef& def, const std::vector<ValueSet>& args) {
+  return callFunction(def, args, Origin{}, true);
+}
+
+ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
+                              bool inPlace) {
   const Summary* s = fa_.summary(&def);
   ValueSet result;
   if (!s) {  // recursion: its effects are unknown here
     if (summary_) summary_->truncated = true;
     return result;
   }
-  fa_.called_.insert(&def);
+  if (!inPlace) fa_.called_.insert(&def);
   constexpr size_t kMaxInlineDepth = 8;
-  if (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth) {
+  if (!inPlace &&
+      (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth)) {
     if (summary_ && s->contextDependent) summary_->contextDependent = true;
     instantiate(*s, args, callsite, result);
     return result;
@@ -1272,7 +1279,7 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   for (size_t i = 0; i < def.params.size() && i < args.size(); ++i) callee.env[def.params[i]] = args[i];
   Interp in(fa_, st_, callee);
   in.via_ = callsite.via;
-  in.via_.push_back(callsite.range);
+  if (!inPlace) in.via_.push_back(callsite.range);
   in.inlining_ = inlining_;
   in.inlining_.insert(&def);
   in.execBlock(syntax::field(def.node, "body"));

@@ -136,6 +136,9 @@ class Interp {
   void instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite, ValueSet& result,
                    bool recordVia = true);
   int openArm(int construct, int index, bool loop);
+  // Interprets a function's body here, parameters bound to `args`, without a call
+  // site (functions never called from the analysed code are checked this way).
+  ValueSet analyzeInPlace(const FunctionDef& def, const std::vector<ValueSet>& args);
   Origin originOf(TSNode n) const;
   Frame& frame() { return frame_; }
 
@@ -155,7 +158,8 @@ class Interp {
   std::string envKeyFor(ObjId obj, std::string_view attr) const;
   std::vector<ValueSet> bindArgs(const FunctionDef& def, const CallSite& site, ObjId self);
 
-  ValueSet callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite);
+  ValueSet callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
+                        bool inPlace = false);
   ObjId defObject(ObjKind kind, const void* def, const std::string& qualname, const Origin& origin);
 
   FileAnalysis& fa_;

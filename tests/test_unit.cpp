@@ -1,0 +1,270 @@
+// Unit tests for the engine: line index, UTF-8, node kinds, import resolution,
+// event-order queries and function summaries.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <memory>
+
+#include "Registry.h"
+#include "core/SourceFile.h"
+#include "semantic/Interpreter.h"
+#include "syntax/TreeSitter.h"
+
+using namespace shardlint;
+using namespace shardlint::semantic;
+
+namespace {
+
+// An engine-only call model: knows nothing about any library.
+struct NoModel final : CallModel {
+  bool onCall(CallSite&) override { return false; }
+};
+
+struct Analysed {
+  std::unique_ptr<SourceFile> file;
+  syntax::Tree tree;
+  std::unique_ptr<CallModel> model;
+  std::unique_ptr<FileAnalysis> analysis;
+  const Store& store() const { return analysis->moduleStore(); }
+  // The first event of `kind` whose name is `name`.
+  const Event* event(std::string_view name, EventKind kind = EventKind::Call, int nth = 0) const {
+    for (const Event& e : store().events)
+      if (e.kind == kind && e.name == name && nth-- == 0) return &e;
+    return nullptr;
+  }
+};
+
+Analysed analyse(const std::string& src, bool fsdp = false) {
+  Analysed a;
+  a.file = std::make_unique<SourceFile>("t.py", src);
+  static thread_local syntax::Parser parser;
+  a.tree = parser.parse(a.file->text);
+  if (fsdp) a.model = rules::catalog().makeCallModel();
+  else a.model = std::make_unique<NoModel>();
+  a.analysis = std::make_unique<FileAnalysis>(*a.file, a.tree.root(), *a.model, "t");
+  a.analysis->run();
+  return a;
+}
+
+bool mayBefore(const Analysed& a, std::string_view x, std::string_view y) {
+  const Event* ex = a.event(x);
+  const Event* ey = a.event(y);
+  REQUIRE(ex);
+  REQUIRE(ey);
+  return a.store().mayHappenBefore(ex->point, ey->point);
+}
+
+bool dominates(const Analysed& a, std::string_view x, std::string_view y) {
+  const Event* ex = a.event(x);
+  const Event* ey = a.event(y);
+  REQUIRE(ex);
+  REQUIRE(ey);
+  return a.store().dominates(ex->point, ey->point);
+}
+
+}  // namespace
+
+TEST_CASE("line index: lines, code points and UTF-16 columns", "[unit][source]") {
+  std::string text = "ab\n\xC3\xA9x\n\xF0\x9F\x99\x82y\r\nlast";  // "ab", "éx", "🙂y\r", "last"
+  LineIndex idx(text);
+  CHECK(idx.lineCount() == 4);
+  CHECK(idx.lineOf(0) == 0);
+  CHECK(idx.lineOf(2) == 0);  // the newline belongs to its line
+  CHECK(idx.lineOf(3) == 1);
+  auto x = idx.resolve(5);  // 'x' after 'é' (2 bytes)
+  CHECK(x.line == 1);
+  CHECK(x.byteColumn == 2);
+  CHECK(x.codepointColumn == 1);
+  CHECK(x.utf16Column == 1);
+  auto y = idx.resolve(11);  // 'y' after an emoji (4 bytes, 2 UTF-16 units)
+  CHECK(y.line == 2);
+  CHECK(y.byteColumn == 4);
+  CHECK(y.codepointColumn == 1);
+  CHECK(y.utf16Column == 2);
+  CHECK(idx.lineEnd(2) == 12);  // excludes "\r\n"
+  CHECK(idx.offsetOfUtf16(2, 2) == 11);
+  CHECK(idx.offsetOfUtf16(2, 99) == 12);  // clamps to the line end
+  CHECK(idx.resolve(static_cast<uint32_t>(text.size())).line == 3);
+}
+
+TEST_CASE("UTF-8 validation", "[unit][source]") {
+  CHECK(isValidUtf8("plain ascii"));
+  CHECK(isValidUtf8("\xC3\xA9\xE4\xBD\xA0\xF0\x9F\x99\x82"));
+  CHECK_FALSE(isValidUtf8("\xE9t\xE9"));          // Latin-1
+  CHECK_FALSE(isValidUtf8("\xC0\xAF"));           // overlong
+  CHECK_FALSE(isValidUtf8("\xED\xA0\x80"));       // surrogate
+  CHECK_FALSE(isValidUtf8("\xF0\x9F\x99"));       // truncated
+  CHECK_FALSE(isValidUtf8("\xF4\x90\x80\x80"));   // above U+10FFFF
+}
+
+TEST_CASE("node kinds are resolved once and checked against the grammar", "[unit][syntax]") {
+  const auto& kinds = syntax::PyKinds::instance();
+  syntax::Parser parser;
+  std::string src = "x = f(1)\n";
+  auto tree = parser.parse(src);
+  REQUIRE(tree);
+  TSNode stmt = ts_node_named_child(tree.root(), 0);
+  CHECK(kinds.kind(tree.root()) == syntax::Kind::module);
+  CHECK(kinds.kind(stmt) == syntax::Kind::expression_statement);
+  CHECK(kinds.kind(ts_node_named_child(stmt, 0)) == syntax::Kind::assignment);
+  CHECK(syntax::PyKinds::name(syntax::Kind::call) == "call");
+  auto bad = parser.parse("def f(:\n");
+  CHECK(syntax::firstSyntaxError(bad.root()).has_value());
+  CHECK_FALSE(syntax::firstSyntaxError(tree.root()).has_value());
+}
+
+TEST_CASE("imports resolve to qualified names", "[unit][imports]") {
+  auto a = analyse(
+      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      "import torch.distributed.fsdp as F\n"
+      "from torch.distributed._composable.fsdp import fully_shard\n"
+      "import torch\n"
+      "from torch import optim\n"
+      "from .local import helper\n"
+      "FSDP(m)\nF.fully_shard(m)\nfully_shard(m)\ntorch.optim.AdamW(p)\noptim.SGD(p)\nhelper(m)\n"
+      "def f():\n    import bitsandbytes as bnb\n    bnb.optim.AdamW8bit(p)\nf()\n");
+  CHECK(a.event("torch.distributed.fsdp.FullyShardedDataParallel"));
+  CHECK(a.event("torch.distributed.fsdp.fully_shard"));
+  CHECK(a.event("torch.distributed._composable.fsdp.fully_shard"));
+  CHECK(a.event("torch.optim.AdamW"));
+  CHECK(a.event("torch.optim.SGD"));
+  CHECK(a.event(".local.helper"));
+  CHECK(a.event("bitsandbytes.optim.AdamW8bit"));  // a function-local import
+  const auto& imports = a.analysis->imports();
+  CHECK(imports.at("FSDP") == "torch.distributed.fsdp.FullyShardedDataParallel");
+  CHECK(imports.at("F") == "torch.distributed.fsdp");
+}
+
+TEST_CASE("event order: sequence, branches, loops, try, match, early return", "[unit][order]") {
+  SECTION("sequence") {
+    auto a = analyse("a()\nb()\n");
+    CHECK(mayBefore(a, "a", "b"));
+    CHECK(dominates(a, "a", "b"));
+    CHECK_FALSE(mayBefore(a, "b", "a"));
+  }
+  SECTION("if/else arms are exclusive") {
+    auto a = analyse("if x:\n    a()\nelif y:\n    c()\nelse:\n    b()\nd()\n");
+    CHECK_FALSE(mayBefore(a, "a", "b"));
+    CHECK_FALSE(mayBefore(a, "b", "a"));
+    CHECK_FALSE(mayBefore(a, "a", "c"));
+    CHECK(mayBefore(a, "a", "d"));
+    CHECK_FALSE(dominates(a, "a", "d"));
+  }
+  SECTION("loops: a later statement may run before an earlier one") {
+    auto a = analyse("for i in xs:\n    b()\n    a()\nc()\n");
+    CHECK(mayBefore(a, "a", "b"));
+    CHECK_FALSE(dominates(a, "a", "b"));
+    CHECK(mayBefore(a, "a", "c"));
+    CHECK_FALSE(dominates(a, "a", "c"));
+    auto w = analyse("while cond():\n    if x:\n        a()\n    else:\n        b()\n");
+    CHECK(mayBefore(w, "a", "b"));  // next iteration
+  }
+  SECTION("try: the body may stop part-way; handlers and else are exclusive") {
+    auto a = analyse("try:\n    a()\nexcept E:\n    b()\nelse:\n    c()\nfinally:\n    d()\n");
+    CHECK(mayBefore(a, "a", "b"));
+    CHECK_FALSE(mayBefore(a, "b", "c"));
+    CHECK(mayBefore(a, "b", "d"));
+    CHECK(mayBefore(a, "c", "d"));
+    CHECK_FALSE(dominates(a, "a", "d"));
+  }
+  SECTION("with bodies are unconditional") {
+    auto a = analyse("with ctx() as c:\n    a()\nb()\n");
+    CHECK(dominates(a, "a", "b"));
+  }
+  SECTION("match cases are exclusive") {
+    auto a = analyse("match x:\n    case 1:\n        a()\n    case _:\n        b()\nc()\n");
+    CHECK_FALSE(mayBefore(a, "a", "b"));
+    CHECK(mayBefore(a, "a", "c"));
+  }
+  SECTION("an arm that returns never reaches what follows") {
+    auto a = analyse("def f():\n    if x:\n        a()\n        return\n    b()\nf()\n");
+    CHECK_FALSE(mayBefore(a, "a", "b"));
+    auto r = analyse("def f():\n    if x:\n        a()\n        raise E\n    b()\nf()\n");
+    CHECK_FALSE(mayBefore(r, "a", "b"));
+  }
+}
+
+TEST_CASE("bindings: aliases, rebinding, unpacking, containment", "[unit][bindings]") {
+  auto a = analyse(
+      "model = Net()\nnet = model\nuse(net)\nmodel = Wrap(model)\nuse2(model)\n"
+      "x, y = model, net\nuse3(y)\nfor layer in net.layers:\n    use4(layer)\n");
+  const Store& st = a.store();
+  ObjId net = a.event("use")->args[0].at(0);
+  CHECK(st.obj(net).name == "Net");  // the alias is the same object
+  CHECK(st.obj(a.event("use2")->args[0].at(0)).name == "Wrap");  // rebinding
+  CHECK(a.event("use3")->args[0] == a.event("use")->args[0]);    // tuple unpacking
+  ObjId layer = a.event("use4")->args[0].at(0);
+  CHECK(st.derivesFrom(layer, net));  // a loop over model.layers yields submodules
+  CHECK(st.describe(layer) == "model.layers[*]");
+}
+
+TEST_CASE("function summaries", "[unit][summaries]") {
+  auto a = analyse(
+      "import torch\nfrom torch.distributed.fsdp import fully_shard\n"
+      "def build(m, lr):\n    return torch.optim.AdamW(m.parameters(), lr=lr)\n"
+      "def shard(m):\n    fully_shard(m)\n    return m\n"
+      "def blocks_only(m):\n    for b in m.layers:\n        fully_shard(b)\n"
+      "def f(m):\n    return g(m)\n"
+      "def g(m):\n    return f(m)\n"
+      "class GPT:\n    def configure_optimizers(self, wd):\n"
+      "        groups = [{'params': [p for n, p in self.named_parameters()], 'weight_decay': wd}]\n"
+      "        return torch.optim.AdamW(groups)\n",
+      /*fsdp=*/true);
+  auto summaryOf = [&](std::string_view q) {
+    const FunctionDef* def = a.analysis->findFunction(q);
+    REQUIRE(def);
+    const Summary* s = a.analysis->summary(def);
+    REQUIRE(s);
+    return s;
+  };
+  SECTION("returns an optimizer built from the parameters of argument 0") {
+    const Summary* s = summaryOf("t.build");
+    REQUIRE(s->returns.size() == 1);
+    const Obj& opt = s->store.obj(s->returns[0]);
+    CHECK(opt.hasTag("optimizer"));
+    REQUIRE(opt.inputs.size() == 1);
+    ObjId params = opt.inputs[0].at(0);
+    CHECK(s->store.describe(params) == "m.parameters()");
+    CHECK(s->store.derivesFrom(params, s->params[0]));
+    CHECK(s->describe().find("returns torch.optim.AdamW(...) {optimizer=AdamW}") != std::string::npos);
+  }
+  SECTION("wraps argument 0") {
+    const Summary* s = summaryOf("t.shard");
+    CHECK(s->describe().find("wrap m api=fully_shard") != std::string::npos);
+    CHECK(s->returns == ValueSet{s->params[0]});
+  }
+  SECTION("calls fully_shard on the children of argument 0 but not on argument 0 itself") {
+    const Summary* s = summaryOf("t.blocks_only");
+    std::string d = s->describe();
+    CHECK(d.find("wrap m.layers[*]") != std::string::npos);
+    CHECK(d.find("wrap m api") == std::string::npos);
+  }
+  SECTION("recursion terminates") {
+    const Summary* f = summaryOf("t.f");
+    const Summary* g = summaryOf("t.g");
+    CHECK((f->truncated || g->truncated));
+  }
+  SECTION("methods of the file's classes") {
+    const Summary* s = summaryOf("t.GPT.configure_optimizers");
+    REQUIRE(s->returns.size() == 1);
+    CHECK(s->store.obj(s->returns[0]).hasTag("optimizer"));
+  }
+}
+
+TEST_CASE("callers use summaries: helpers, methods and the model's own class", "[unit][summaries]") {
+  auto a = analyse(
+      "import torch\n"
+      "def build(m):\n    return torch.optim.AdamW(m.parameters())\n"
+      "class GPT:\n    def configure_optimizers(self):\n        return build(self)\n"
+      "model = GPT()\nopt = model.configure_optimizers()\nuse(opt)\n",
+      /*fsdp=*/true);
+  const Store& st = a.store();
+  const Event* use = a.event("use");
+  REQUIRE(use);
+  REQUIRE(use->args[0].size() == 1);
+  const Obj& opt = st.obj(use->args[0][0]);
+  CHECK(opt.hasTag("optimizer"));
+  ObjId params = opt.inputs.at(0).at(0);
+  CHECK(st.describe(params) == "model.parameters()");
+  // The construction inside `build` is reached through two call sites.
+  CHECK(opt.origin.via.size() == 2);
+}
