@@ -93,8 +93,15 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   bool quiet = false, noColor = false;
   CLI::App* check = app.add_subcommand("check", "Lint files and directories (default: the current directory)");
   check->add_option("paths", paths, "Files or directories to lint");
-  check->add_option("--select", select, "Rules to enable: codes, names or code prefixes (comma-separated)");
-  check->add_option("--ignore", ignore, "Rules to disable: codes, names or code prefixes (comma-separated)");
+  // One value per occurrence (repeatable), so paths can follow: `--select SL101 train.py`.
+  check->add_option("--select", select, "Rules to enable: codes, names or code prefixes (comma-separated)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  check->add_option("--ignore", ignore, "Rules to disable: codes, names or code prefixes (comma-separated)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   check->add_option("--format", format, "Output format")->check(CLI::IsMember({"text", "json"}));
   check->add_flag("-q,--quiet", quiet, "Print findings only, no summary line");
   check->add_flag("--no-color", noColor, "Disable colored output (NO_COLOR is respected too)");

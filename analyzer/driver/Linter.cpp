@@ -245,9 +245,15 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
     uint32_t line = file.index.lineOf(r.begin);
     r.end = std::min(r.end, file.index.lineEnd(line));
     if (r.end < r.begin) r.end = r.begin;
-    std::string what = ts_node_is_missing(*err)
-                           ? "missing `" + std::string(ts_node_type(*err)) + "`"
-                           : "unexpected `" + std::string(file.slice({r.begin, std::min(r.end, r.begin + 20)})) + "`";
+    // Quote at most 20 code points of the offending text, never splitting a character.
+    std::string_view bad = file.slice(r);
+    size_t cut = 0;
+    for (int cps = 0; cut < bad.size() && cps < 20; ++cps) {
+      ++cut;
+      while (cut < bad.size() && (static_cast<unsigned char>(bad[cut]) & 0xC0) == 0x80) ++cut;
+    }
+    std::string what = ts_node_is_missing(*err) ? "missing `" + std::string(ts_node_type(*err)) + "`"
+                                                : "unexpected `" + std::string(bad.substr(0, cut)) + "`";
     report(out, file, "SL001", r,
            "syntax error: " + what + "; the file could not be parsed completely, analysis continued on what parsed");
   }
