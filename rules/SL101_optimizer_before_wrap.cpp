@@ -17,6 +17,8 @@ class OptimizerBeforeWrap final : public Rule {
   const RuleInfo& info() const override { return *info_; }
   explicit OptimizerBeforeWrap(const RuleInfo* info) : info_(info) {}
 
+  bool mayApply(std::string_view text) const override { return mentionsOptimizerAndWrap(text); }
+
   void finish(RuleContext& cx) override {
     for (const auto& root : cx.analysis().roots()) check(cx, *root.store);
   }

@@ -18,6 +18,8 @@ class UnshardedParams final : public Rule {
   explicit UnshardedParams(const RuleInfo* info) : info_(info) {}
   const RuleInfo& info() const override { return *info_; }
 
+  bool mayApply(std::string_view text) const override { return mentionsOptimizerAndWrap(text); }
+
   void finish(RuleContext& cx) override {
     for (const auto& root : cx.analysis().roots()) check(cx, *root.store);
   }

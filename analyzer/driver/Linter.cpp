@@ -265,6 +265,8 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
   semantic::FileAnalysis analysis(file, root, *model, moduleNameFor(path));
   std::vector<Diagnostic> found;
   RuleContext cx(file, root, analysis, found);
+  bool anyApplies = std::any_of(rules.begin(), rules.end(), [&](const auto& r) { return r->mayApply(file.text); });
+  if (!anyApplies) rules.clear();
   if (!rules.empty()) analysis.run();
 
   // One walk: per-node-kind dispatch plus comment collection for suppressions.

@@ -39,6 +39,10 @@ class Rule {
   virtual void onNode(RuleContext&, TSNode) {}
   // Called once per file after the walk, with the semantic model complete.
   virtual void finish(RuleContext&) {}
+  // A cheap byte-level pre-scan: false when the file cannot contain a finding of
+  // this rule (no name the rule cares about). Files no enabled rule may apply to
+  // skip the semantic pass.
+  virtual bool mayApply(std::string_view text) const { (void)text; return true; }
 };
 
 // What rules/ hands the engine: rule metadata for every code (engine codes

@@ -445,6 +445,7 @@ void Interp::execBlock(TSNode block) {
 }
 
 void Interp::execStatement(TSNode st) {
+  ++fa_.work_;
   switch (kindOf(st)) {
     case Kind::expression_statement:
       for (TSNode c : syntax::namedChildren(st)) {
@@ -1262,9 +1263,13 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
     return result;
   }
   if (!inPlace) fa_.called_.insert(&def);
+  if (!inPlace && fa_.work_ > FileAnalysis::kWorkBudget) {
+    if (summary_) summary_->truncated = true;
+    return result;
+  }
   constexpr size_t kMaxInlineDepth = 8;
-  if (!inPlace &&
-      (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth)) {
+  if (!inPlace && (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth ||
+                   fa_.work_ > FileAnalysis::kInlineBudget)) {
     if (summary_ && s->contextDependent) summary_->contextDependent = true;
     instantiate(*s, args, callsite, result);
     return result;
@@ -1290,8 +1295,14 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
 
 void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite,
                          ValueSet& result, bool recordVia) {
-  if (st_.objects.size() + s.store.objects.size() > kMaxObjects) return;
   const Store& ss = s.store;
+  size_t size = ss.objects.size() + ss.events.size();
+  if (st_.objects.size() + ss.objects.size() > kMaxObjects || size > FileAnalysis::kMaxInstantiated ||
+      fa_.copied_ + size > FileAnalysis::kCopyBudget) {
+    if (summary_) summary_->truncated = true;
+    return;
+  }
+  fa_.copied_ += size;
   auto via = [&](const Origin& o) {
     if (!recordVia) return o;
     Origin out;

@@ -50,7 +50,7 @@ struct Summary {
   std::vector<ObjId> params;  // the Arg object of each parameter
   ValueSet returns;
   std::vector<std::pair<std::string, ValueSet>> attrWrites;  // object key ("#3.opt") -> value at exit
-  bool truncated = false;  // a recursive call or a size limit cut it short
+  bool truncated = false;  // a recursive call or a size or work limit cut it short
   // The body's meaning depends on what its parameters or module globals are at the
   // call site (a framework method called on them, a call of a parameter). Callers
   // then interpret the body in their own context instead of instantiating this.
@@ -104,6 +104,17 @@ class FileAnalysis {
   std::map<const FunctionDef*, std::unique_ptr<Summary>> summaries_;
   std::set<const FunctionDef*> inProgress_;
   std::set<const FunctionDef*> called_;
+  // Statements interpreted so far. Past kInlineBudget calls use summaries only;
+  // past kWorkBudget they are not followed at all. Keeps pathological files bounded
+  // and the result deterministic.
+  size_t work_ = 0;
+  static constexpr size_t kInlineBudget = 50000;
+  static constexpr size_t kWorkBudget = 400000;
+  // Objects and events copied by summary instantiation; past the budget, and for
+  // summaries larger than kMaxInstantiated, calls are not followed.
+  size_t copied_ = 0;
+  static constexpr size_t kCopyBudget = 2000000;
+  static constexpr size_t kMaxInstantiated = 20000;
   Store moduleStore_;
 };
 

@@ -24,6 +24,9 @@ class FsdpCallModel final : public semantic::CallModel {
 };
 
 bool isOptimizerQualname(std::string_view q);
+// Pre-scan: the text names something that builds an optimizer and something that
+// wraps with FSDP (every SL1xx rule needs both).
+bool mentionsOptimizerAndWrap(std::string_view text);
 bool isFullyShard(std::string_view q);
 bool isFsdp1Class(std::string_view q);
 
