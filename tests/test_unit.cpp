@@ -268,3 +268,21 @@ TEST_CASE("callers use summaries: helpers, methods and the model's own class", "
   // The construction inside `build` is reached through two call sites.
   CHECK(opt.origin.via.size() == 2);
 }
+
+TEST_CASE("pathological input stays bounded and never crashes", "[unit][robustness]") {
+  std::string deep = "import torch.optim\nimport torch.distributed.fsdp\ny = 1";
+  for (int i = 0; i < 50000; ++i) deep += " + 1";
+  deep += "\nx = " + std::string(3000, '(') + "1" + std::string(3000, ')') + "\n";
+  deep += "xs = []\nxs.append(xs)\nopt = torch.optim.AdamW(xs)\n";
+  CHECK_NOTHROW(analyse(deep, true));
+
+  // Many functions calling each other twice: summaries would grow exponentially without budgets.
+  std::string fanout = "import torch\nfrom torch.distributed.fsdp import fully_shard\n";
+  fanout += "def f0(m):\n    fully_shard(m)\n    return torch.optim.AdamW(m.parameters())\n";
+  for (int i = 1; i < 40; ++i)
+    fanout += "def f" + std::to_string(i) + "(m):\n    f" + std::to_string(i - 1) + "(m)\n    return f" +
+              std::to_string(i - 1) + "(m.child)\n";
+  fanout += "f39(model)\n";
+  auto a = analyse(fanout, true);
+  CHECK(a.store().objects.size() < 2000000);
+}

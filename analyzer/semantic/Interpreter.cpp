@@ -446,6 +446,12 @@ void Interp::execBlock(TSNode block) {
 
 void Interp::execStatement(TSNode st) {
   ++fa_.work_;
+  if (evalDepth_ >= kMaxEvalDepth) return;
+  struct DepthGuard {
+    int& d;
+    explicit DepthGuard(int& depth) : d(++depth) {}
+    ~DepthGuard() { --d; }
+  } guard(evalDepth_);
   switch (kindOf(st)) {
     case Kind::expression_statement:
       for (TSNode c : syntax::namedChildren(st)) {
@@ -826,6 +832,14 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
 
 ValueSet Interp::eval(TSNode n) {
   if (ts_node_is_null(n)) return {};
+  // Pathologically deep expressions (`1 + 1 + ... + 1`, thousands of parentheses)
+  // are not followed past this depth: unknown value, no crash.
+  if (evalDepth_ >= kMaxEvalDepth) return {};
+  struct DepthGuard {
+    int& d;
+    explicit DepthGuard(int& depth) : d(++depth) {}
+    ~DepthGuard() { --d; }
+  } guard(evalDepth_);
   switch (kindOf(n)) {
     case Kind::identifier: return lookupName(text(n));
     case Kind::attribute: {

@@ -179,6 +179,8 @@ class Interp {
   std::vector<ByteRange> via_;               // call sites of the functions being inlined, outermost first
   std::set<const FunctionDef*> inlining_;    // recursion guard for inlining
   Summary* summary_ = nullptr;               // set while computing a summary
+  int evalDepth_ = 0;
+  static constexpr int kMaxEvalDepth = 400;
 };
 
 struct Frame {

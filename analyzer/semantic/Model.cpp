@@ -131,10 +131,16 @@ bool Store::pathFrom(ObjId o, ObjId ancestor, std::vector<std::string_view>& edg
 }
 
 void Store::flatten(const ValueSet& vs, ValueSet& out) const {
-  for (ObjId id : vs) {
+  std::vector<ObjId> work(vs.rbegin(), vs.rend());
+  std::vector<bool> seen(objects.size(), false);
+  while (!work.empty()) {  // iterative: containers may contain themselves (`xs.append(xs)`)
+    ObjId id = work.back();
+    work.pop_back();
+    if (seen[static_cast<size_t>(id)]) continue;
+    seen[static_cast<size_t>(id)] = true;
     const Obj& o = obj(id);
     if (o.kind == ObjKind::Container) {
-      for (const auto& e : o.elements) flatten(e, out);
+      for (const auto& e : o.elements) work.insert(work.end(), e.rbegin(), e.rend());
     } else {
       addValue(out, id);
     }

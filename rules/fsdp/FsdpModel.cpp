@@ -383,8 +383,9 @@ std::string render(const Store& st, const Lineage& l) {
   return s;
 }
 
-ValueSet paramSources(const Store& st, const ValueSet& arg) {
+ValueSet paramSources(const Store& st, const ValueSet& arg, int depth) {
   ValueSet out;
+  if (depth > 32) return out;  // containers may nest (or contain themselves)
   for (ObjId id : arg) {
     const Obj& o = st.obj(id);
     if (o.kind == ObjKind::Literal) continue;
@@ -393,7 +394,7 @@ ValueSet paramSources(const Store& st, const ValueSet& arg) {
         if (o.containerKind == 'd' && i < o.keys.size() && o.keys[i] != "params" && !o.keys[i].empty() &&
             o.keys[i] != "**")
           continue;
-        semantic::addValues(out, paramSources(st, o.elements[i]));
+        semantic::addValues(out, paramSources(st, o.elements[i], depth + 1));
       }
       continue;
     }

@@ -47,7 +47,7 @@ std::string render(const Store& st, const Lineage& l);
 
 // Parameter sources held by an optimizer's constructor argument (containers and
 // param-group dicts expanded; literals dropped).
-ValueSet paramSources(const Store& st, const ValueSet& arg);
+ValueSet paramSources(const Store& st, const ValueSet& arg, int depth = 0);
 std::vector<ObjId> optimizers(const Store& st);
 std::vector<const Event*> domainEvents(const Store& st, std::string_view kind);
 // Is `o` (or anything in its lineage) frozen by requires_grad_(False) / requires_grad = False?
