@@ -125,10 +125,9 @@ class OptimizerBeforeWrap final : public Rule {
                           "` before " + std::string(wrapApiName(*w)) + " wraps it; " + whatHappens(*w) + "; " +
                           fix(*w);
         std::vector<Note> notes;
-        ByteRange primary = o.origin.primaryIn(w->origin);
+        semantic::Site primary = o.origin.primaryIn(w->origin);
         notes.push_back(cx.note(w->origin.primaryIn(o.origin), "the model is wrapped here, after the optimizer was built"));
-        if (primary.begin != o.origin.range.begin)
-          notes.push_back(cx.note(o.origin.range, "the optimizer is constructed here"));
+        if (primary != o.origin.site()) notes.push_back(cx.note(o.origin.site(), "the optimizer is constructed here"));
         notes.push_back(cx.note(use->origin.primaryIn(o.origin), "the stale optimizer is used here"));
         cx.report(info(), primary, std::move(msg), std::move(notes));
         reported = true;

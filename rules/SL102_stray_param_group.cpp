@@ -88,7 +88,7 @@ class StrayParamGroup final : public Rule {
 
   void reportStray(RuleContext& cx, const Store& st, const semantic::Origin& at, const Stray& s, const Event& w,
                    std::string_view context, std::string consequence) {
-    ByteRange primary = at.primaryIn(w.origin);
+    semantic::Site primary = at.primaryIn(w.origin);
     std::string msg = std::string(context) + " " + describeStray(st, s) + " that no FSDP unit manages; " +
                       consequence;
     std::vector<Note> notes;
@@ -110,7 +110,7 @@ class StrayParamGroup final : public Rule {
   void check(RuleContext& cx, const Store& st) {
     auto wraps = domainEvents(st, "wrap");
     if (wraps.empty()) return;
-    std::set<uint32_t> done;
+    std::set<std::pair<uint32_t, uint32_t>> done;
     for (ObjId opt : optimizers(st)) {
       const auto& o = st.obj(opt);
       ValueSet ctorSources = o.inputs.empty() ? ValueSet{} : paramSources(st, o.inputs[0]);
@@ -144,7 +144,7 @@ class StrayParamGroup final : public Rule {
             "accelerate's FSDP2 `prepare` raises `KeyError: A parameter in the optimizer couldn't be switched to its "
             "sharded version`; register it on the model (e.g. as `model.<name>`) or keep it out of this optimizer";
         auto bad = notModel(ctorSources);
-        if (!bad.empty() && !o.inputOrigins.empty() && done.insert(o.inputOrigins[0].range.begin).second)
+        if (!bad.empty() && !o.inputOrigins.empty() && done.insert({o.inputOrigins[0].file, o.inputOrigins[0].range.begin}).second)
           reportStray(cx, st, o.inputOrigins[0], bad.front(), *w, "the optimizer's param groups hold",
                       consequence);
         for (const Event& e : st.events) {
@@ -152,7 +152,7 @@ class StrayParamGroup final : public Rule {
             continue;
           if (!st.mayHappenBefore(e.point, w->point)) continue;
           auto badGroup = notModel(paramSources(st, e.args[0]));
-          if (!badGroup.empty() && done.insert(e.origin.range.begin).second)
+          if (!badGroup.empty() && done.insert({e.origin.file, e.origin.range.begin}).second)
             reportStray(cx, st, e.origin, badGroup.front(), *w, "`add_param_group` before `prepare` adds",
                         consequence);
         }
@@ -165,7 +165,7 @@ class StrayParamGroup final : public Rule {
       for (const Event* w : rawModelWraps) {
         if (!st.mayHappenBefore(w->point, o.point) || o.inputOrigins.empty()) continue;
         auto bad = strays(st, ctorSources, wraps);
-        if (!bad.empty() && done.insert(o.inputOrigins[0].range.begin).second)
+        if (!bad.empty() && done.insert({o.inputOrigins[0].file, o.inputOrigins[0].range.begin}).second)
           reportStray(cx, st, o.inputOrigins[0], bad.front(), *w, "the optimizer of a wrapped model holds",
                       rawConsequence(*w));
         break;
@@ -179,7 +179,7 @@ class StrayParamGroup final : public Rule {
           if (st.mayHappenBefore(cand->point, e.point)) w = cand;
         if (!w) continue;
         auto bad = strays(st, paramSources(st, e.args[0]), wraps);
-        if (!bad.empty() && done.insert(e.origin.range.begin).second)
+        if (!bad.empty() && done.insert({e.origin.file, e.origin.range.begin}).second)
           reportStray(cx, st, e.origin, bad.front(), *w, "`add_param_group` adds", rawConsequence(*w));
       }
     }

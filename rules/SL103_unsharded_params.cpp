@@ -98,9 +98,9 @@ class UnshardedParams final : public Rule {
                               "gradients are never reduced, so ranks silently diverge; call `fully_shard(" +
                               key + ")` after sharding the blocks";
             std::vector<Note> notes;
-            ByteRange primary = first->origin.primaryIn(o.origin);
-            if (primary.begin != first->origin.range.begin)
-              notes.push_back(cx.note(first->origin.range, "`fully_shard` is applied to a submodule here"));
+            semantic::Site primary = first->origin.primaryIn(o.origin);
+            if (primary != first->origin.site())
+              notes.push_back(cx.note(first->origin.site(), "`fully_shard` is applied to a submodule here"));
             notes.push_back(cx.note(o.origin.primaryIn(first->origin), "the optimizer takes all parameters of `" + key + "` here"));
             cx.report(info(), primary, std::move(msg), std::move(notes));
           }
@@ -112,16 +112,15 @@ class UnshardedParams final : public Rule {
             Lineage il = lineageOf(st, ig);
             bool overlaps = within(src, il) || within(il, moduleOfSource(src)) || within(il, src);
             if (!overlaps || frozen(st, il)) continue;
-            if (!done.insert({ig, "ignored@" + std::to_string(w->origin.primary().begin)}).second) continue;
+            if (!done.insert({ig, "ignored@" + std::to_string(w->origin.primary().file) + ":" + std::to_string(w->origin.primary().range.begin)}).second) continue;
             std::string what = render(st, il);
             std::string msg = "`" + what + "` is excluded from FSDP (`ignored_*`) but its parameters are trainable "
                               "and held by the optimizer; ignored parameters are not sharded and their gradients are "
                               "never reduced, so ranks silently diverge; freeze them or keep them out of the "
                               "optimizer, or stop ignoring them";
             std::vector<Note> notes;
-            ByteRange primary = w->origin.primaryIn(o.origin);
-            if (primary.begin != w->origin.range.begin)
-              notes.push_back(cx.note(w->origin.range, "the wrap that ignores them"));
+            semantic::Site primary = w->origin.primaryIn(o.origin);
+            if (primary != w->origin.site()) notes.push_back(cx.note(w->origin.site(), "the wrap that ignores them"));
             notes.push_back(cx.note(o.origin.primaryIn(w->origin), "the optimizer that holds them is built here"));
             cx.report(info(), primary, std::move(msg), std::move(notes));
           }

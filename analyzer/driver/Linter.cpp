@@ -17,12 +17,13 @@ namespace shardlint {
 
 // ------------------------------------------------------------------ RuleContext / RuleCatalog
 
-void RuleContext::report(const RuleInfo& info, ByteRange primary, std::string message, std::vector<Note> notes) {
+void RuleContext::report(const RuleInfo& info, const semantic::Site& primary, std::string message,
+                         std::vector<Note> notes) {
   Diagnostic d;
   d.code = std::string(info.code);
   d.name = std::string(info.name);
   d.severity = info.severity;
-  d.location = makeLocation(file_, primary);
+  d.location = locate(primary);
   d.message = std::move(message);
   d.notes = std::move(notes);
   out_.push_back(std::move(d));
@@ -264,7 +265,7 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
   auto model = catalog_.makeCallModel();
   semantic::FileAnalysis analysis(file, root, *model, moduleNameFor(path));
   std::vector<Diagnostic> found;
-  RuleContext cx(file, root, analysis, found);
+  RuleContext cx({&file}, root, analysis, found);
   bool anyApplies = std::any_of(rules.begin(), rules.end(), [&](const auto& r) { return r->mayApply(file.text); });
   if (!anyApplies) rules.clear();
   if (!rules.empty()) analysis.run();

@@ -15,16 +15,20 @@ namespace shardlint {
 
 class RuleContext {
  public:
-  RuleContext(const SourceFile& file, TSNode root, semantic::FileAnalysis& analysis, std::vector<Diagnostic>& out)
-      : file_(file), root_(root), analysis_(analysis), out_(out) {}
-  const SourceFile& file() const { return file_; }
+  // `files` maps the file ids used in semantic Sites to sources (index 0: the linted file).
+  RuleContext(std::vector<const SourceFile*> files, TSNode root, semantic::FileAnalysis& analysis,
+              std::vector<Diagnostic>& out)
+      : files_(std::move(files)), root_(root), analysis_(analysis), out_(out) {}
+  const SourceFile& file() const { return *files_.at(0); }
+  const SourceFile& file(uint32_t id) const { return *files_.at(id); }
   TSNode root() const { return root_; }
   semantic::FileAnalysis& analysis() { return analysis_; }
-  Note note(ByteRange range, std::string message) const { return Note{makeLocation(file_, range), std::move(message)}; }
-  void report(const RuleInfo& info, ByteRange primary, std::string message, std::vector<Note> notes = {});
+  Location locate(const semantic::Site& site) const { return makeLocation(file(site.file), site.range); }
+  Note note(const semantic::Site& site, std::string message) const { return Note{locate(site), std::move(message)}; }
+  void report(const RuleInfo& info, const semantic::Site& primary, std::string message, std::vector<Note> notes = {});
 
  private:
-  const SourceFile& file_;
+  std::vector<const SourceFile*> files_;
   TSNode root_;
   semantic::FileAnalysis& analysis_;
   std::vector<Diagnostic>& out_;

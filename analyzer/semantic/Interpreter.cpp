@@ -130,8 +130,9 @@ std::string Summary::describe() const {
 
 // ---------------------------------------------------------------- FileAnalysis
 
-FileAnalysis::FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName)
-    : file_(file), root_(root), model_(model), moduleName_(std::move(moduleName)) {}
+FileAnalysis::FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName,
+                           uint32_t fileId)
+    : file_(file), root_(root), model_(model), moduleName_(std::move(moduleName)), fileId_(fileId) {}
 
 FileAnalysis::~FileAnalysis() = default;
 
@@ -266,7 +267,7 @@ void FileAnalysis::run() {
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     std::vector<ValueSet> args;
-    Origin origin{syntax::rangeOf(syntax::field(f->node, "name")), {}};
+    Origin origin{fileId_, syntax::rangeOf(syntax::field(f->node, "name")), {}};
     for (size_t i = 0; i < f->params.size(); ++i) {
       ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
       moduleStore_.obj(id).argIndex = static_cast<int>(i);
@@ -285,7 +286,7 @@ const Summary* FileAnalysis::summary(const FunctionDef* def) {
   s->def = def;
   Frame frame;
   Interp in(*this, s->store, frame, s.get());
-  Origin origin{syntax::rangeOf(syntax::field(def->node, "name")), {}};
+  Origin origin{fileId_, syntax::rangeOf(syntax::field(def->node, "name")), {}};
   for (size_t i = 0; i < def->params.size(); ++i) {
     ObjId id = in.newObject(ObjKind::Arg, def->params[i], origin);
     s->store.obj(id).argIndex = static_cast<int>(i);
@@ -377,7 +378,7 @@ std::optional<std::string> Interp::literal(const ValueSet& vs) const {
   return o.name;
 }
 
-Origin Interp::originOf(TSNode n) const { return Origin{syntax::rangeOf(n), via_}; }
+Origin Interp::originOf(TSNode n) const { return Origin{fa_.fileId_, syntax::rangeOf(n), via_}; }
 
 std::string Interp::text(TSNode n) const { return std::string(syntax::textOf(n, fa_.file_.text)); }
 
@@ -1298,7 +1299,7 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   for (size_t i = 0; i < def.params.size() && i < args.size(); ++i) callee.env[def.params[i]] = args[i];
   Interp in(fa_, st_, callee);
   in.via_ = callsite.via;
-  if (!inPlace) in.via_.push_back(callsite.range);
+  if (!inPlace) in.via_.push_back(callsite.site());
   in.inlining_ = inlining_;
   in.inlining_.insert(&def);
   in.execBlock(syntax::field(def.node, "body"));
@@ -1320,9 +1321,10 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
   auto via = [&](const Origin& o) {
     if (!recordVia) return o;
     Origin out;
+    out.file = o.file;
     out.range = o.range;
     out.via = callsite.via;
-    out.via.push_back(callsite.range);
+    out.via.push_back(callsite.site());
     out.via.insert(out.via.end(), o.via.begin(), o.via.end());
     return out;
   };

@@ -63,7 +63,7 @@ struct Frame;
 
 class FileAnalysis {
  public:
-  FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName);
+  FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName, uint32_t fileId = 0);
   ~FileAnalysis();
   FileAnalysis(const FileAnalysis&) = delete;
   FileAnalysis& operator=(const FileAnalysis&) = delete;
@@ -86,6 +86,7 @@ class FileAnalysis {
   // Module-level name -> qualified name for imports ("FSDP" -> "torch...FullyShardedDataParallel").
   const std::map<std::string, std::string, std::less<>>& imports() const { return imports_; }
   const std::string& moduleName() const { return moduleName_; }
+  uint32_t fileId() const { return fileId_; }
 
  private:
   friend class Interp;
@@ -96,6 +97,7 @@ class FileAnalysis {
   TSNode root_;
   CallModel& model_;
   std::string moduleName_;
+  uint32_t fileId_ = 0;
   std::vector<std::unique_ptr<FunctionDef>> functions_;
   std::vector<std::unique_ptr<ClassDef>> classes_;
   std::map<std::string, const FunctionDef*, std::less<>> topFunctions_;  // by simple name
@@ -176,7 +178,7 @@ class Interp {
   FileAnalysis& fa_;
   Store& st_;
   Frame& frame_;
-  std::vector<ByteRange> via_;               // call sites of the functions being inlined, outermost first
+  std::vector<Site> via_;                    // call sites of the functions being inlined, outermost first
   std::set<const FunctionDef*> inlining_;    // recursion guard for inlining
   Summary* summary_ = nullptr;               // set while computing a summary
   int evalDepth_ = 0;

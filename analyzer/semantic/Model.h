@@ -37,20 +37,31 @@ enum class ObjKind : uint8_t {
   Literal,    // a constant (True, 2, "fsdp")
 };
 
-// Where something happened: its own source range plus the call sites through
-// which a function summary put it into the analysed body (outermost first).
-struct Origin {
+// A place in the analysed sources: a file (index into the project's file table;
+// 0 for a single-file run) and a byte range in it.
+struct Site {
+  uint32_t file = 0;
   ByteRange range;
-  std::vector<ByteRange> via;
-  ByteRange primary() const { return via.empty() ? range : via.front(); }
+  bool operator==(const Site& o) const {
+    return file == o.file && range.begin == o.range.begin && range.end == o.range.end;
+  }
+  bool operator!=(const Site& o) const { return !(*this == o); }
+};
+
+// Where something happened: its own site plus the call sites through which a
+// function summary put it into the analysed body (outermost first).
+struct Origin {
+  uint32_t file = 0;
+  ByteRange range;
+  std::vector<Site> via;
+  Site site() const { return Site{file, range}; }
+  Site primary() const { return via.empty() ? site() : via.front(); }
   // Where this origin shows in the frame that `context` was reached through:
-  // the first call site below the call chain both share, or the range itself.
-  ByteRange primaryIn(const Origin& context) const {
+  // the first call site below the call chain both share, or the site itself.
+  Site primaryIn(const Origin& context) const {
     size_t k = 0;
-    while (k < via.size() && k < context.via.size() && via[k].begin == context.via[k].begin &&
-           via[k].end == context.via[k].end)
-      ++k;
-    return k < via.size() ? via[k] : range;
+    while (k < via.size() && k < context.via.size() && via[k] == context.via[k]) ++k;
+    return k < via.size() ? via[k] : site();
   }
 };
 

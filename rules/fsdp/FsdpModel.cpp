@@ -62,7 +62,7 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
   Store& st = site.in.store();
   std::string fsdp(acc.tag("fsdp"));
   std::string orig(acc.tag("use_orig_params"));
-  std::string prepareId = std::to_string(site.origin.range.begin);
+  std::string prepareId = std::to_string(site.origin.file) + ":" + std::to_string(site.origin.range.begin);
   std::vector<ValueSet> results;
   std::vector<ObjId> optimizersSeen;
   std::string call = calleeText(site);
