@@ -29,29 +29,41 @@ class StrayParamGroup final : public Rule {
   struct Stray {
     ObjId source;
     Lineage lineage;
+    ObjId root;  // the object as created (nn.Parameter(...), torch.zeros(...), Head())
   };
 
-  // Is the source managed by some FSDP wrap: inside a wrapped module, or attached to
-  // one (`model.head = head`) before that module was wrapped?
-  static bool managed(const Store& st, const Lineage& src, const std::vector<const Event*>& wraps) {
+  // Is the source managed by some FSDP wrap: inside a wrapped module, having been
+  // attached to it (`model.head = head`, `self.scale = nn.Parameter(...)`) before the wrap?
+  static bool managed(const Store& st, const Lineage& src, ObjId root, const std::vector<const Event*>& wraps) {
+    const semantic::Event* attach = nullptr;
+    if (st.obj(root).owner != kNoObj) {
+      for (const Event& e : st.events)
+        if (e.kind == EventKind::SetAttr && !e.args.empty() &&
+            std::binary_search(e.args[0].begin(), e.args[0].end(), root)) {
+          attach = &e;
+          break;
+        }
+    }
     for (const Event* w : wraps) {
       if (w->target == kNoObj) continue;
       Lineage t = lineageOf(st, w->target);
-      if (within(src, t) || within(t, moduleOfSource(src))) return true;
-      for (const Event& e : st.events) {
-        if (e.kind != EventKind::SetAttr || e.target == kNoObj || e.args.empty()) continue;
-        if (!std::binary_search(e.args[0].begin(), e.args[0].end(), src.root)) continue;
-        if (within(lineageOf(st, e.target), t) && st.mayHappenBefore(e.point, w->point)) return true;
-      }
+      if (!within(src, t) && !within(t, moduleOfSource(src))) continue;
+      if (attach && !st.mayHappenBefore(attach->point, w->point)) continue;  // attached after this wrap
+      return true;
     }
     return false;
   }
 
   static std::string describeStray(const Store& st, const Stray& s) {
-    const auto& r = st.obj(s.lineage.root);
+    const auto& r = st.obj(s.root);
     if (r.hasTag("free_param")) return "a free `nn.Parameter`";
     if (r.hasTag("tensor")) return "a plain tensor";
-    return "parameters of `" + render(st, moduleOfSource(s.lineage)) + "`, a module no FSDP unit wraps";
+    return "parameters of `" + render(st, moduleOfSource(s.lineage)) + "`, a separate module";
+  }
+
+  static bool trainable(const Store& st, ObjId root) {
+    const auto& r = st.obj(root);
+    return !r.hasTag("tensor") || r.hasTag("requires_grad");
   }
 
   // Sources in `sources` that stem from objects created in the analysed code and
@@ -59,11 +71,11 @@ class StrayParamGroup final : public Rule {
   std::vector<Stray> strays(const Store& st, const ValueSet& sources, const std::vector<const Event*>& wraps) {
     std::vector<Stray> out;
     for (ObjId s : sources) {
+      ObjId root = rawRoot(st, s);
+      if (!isCreatedHere(st, root) || !trainable(st, root)) continue;
       Lineage l = lineageOf(st, s);
-      if (!isCreatedHere(st, l) || managed(st, l, wraps)) continue;
-      const auto& r = st.obj(l.root);
-      if (r.hasTag("tensor") && !r.hasTag("requires_grad")) continue;  // not trainable
-      out.push_back({s, std::move(l)});
+      if (managed(st, l, root, wraps)) continue;
+      out.push_back({s, std::move(l), root});
     }
     return out;
   }
@@ -92,7 +104,7 @@ class StrayParamGroup final : public Rule {
     std::string msg = std::string(context) + " " + describeStray(st, s) + " that no FSDP unit manages; " +
                       consequence;
     std::vector<Note> notes;
-    notes.push_back(cx.note(st.obj(s.lineage.root).origin.primaryIn(at), "the stray tensor is created here"));
+    notes.push_back(cx.note(st.obj(s.root).origin.primaryIn(at), "the stray tensor or module is created here"));
     notes.push_back(cx.note(w.origin.primaryIn(at), std::string("the model is wrapped by ") +
                                                      std::string(wrapApiName(w)) + " here"));
     cx.report(info(), primary, std::move(msg), std::move(notes));
@@ -131,12 +143,11 @@ class StrayParamGroup final : public Rule {
         auto notModel = [&](const ValueSet& srcs) {
           std::vector<Stray> out;
           for (ObjId s : srcs) {
+            ObjId root = rawRoot(st, s);
+            if (!isCreatedHere(st, root) || !trainable(st, root)) continue;
             Lineage l = lineageOf(st, s);
             bool inModel = std::any_of(models.begin(), models.end(), [&](const Lineage& m) { return within(l, m); });
-            if (inModel || !isCreatedHere(st, l)) continue;
-            const auto& r = st.obj(l.root);
-            if (r.hasTag("tensor") && !r.hasTag("requires_grad")) continue;
-            out.push_back({s, l});
+            if (!inModel) out.push_back({s, l, root});
           }
           return out;
         };

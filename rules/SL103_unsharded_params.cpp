@@ -29,10 +29,24 @@ class UnshardedParams final : public Rule {
   // every child of `module`, so nothing of it is left outside a unit.
   static bool coversAllChildren(const Lineage& t, const Lineage& module) {
     if (t.root != module.root || t.edges.size() <= module.edges.size() || !within(t, module)) return false;
+    // `module.modules()` / `named_modules()` yield the module itself too: a filtered loop
+    // over them may shard the root, so it counts as covering it (precision first).
+    if (t.edges[module.edges.size()] == ".modules()" || t.edges[module.edges.size()] == ".named_modules()")
+      return true;
     static const char* kIter[] = {"[*]", "[1]", ".children()", ".named_children()", ".values()", ".items()"};
     for (size_t i = module.edges.size(); i < t.edges.size(); ++i)
       if (std::find(std::begin(kIter), std::end(kIter), t.edges[i]) == std::end(kIter)) return false;
     return true;
+  }
+
+  // The module part of a lineage, for messages: `model.layer1.modules()[*]` -> `model.layer1`.
+  static std::string readable(const Store& st, Lineage l) {
+    for (size_t i = 0; i < l.edges.size(); ++i)
+      if (l.edges[i].size() > 2 && l.edges[i].compare(l.edges[i].size() - 2, 2, "()") == 0) {
+        l.edges.resize(i);
+        break;
+      }
+    return render(st, l);
   }
 
   // Gradients of something inside `module` explicitly all-reduced (best effort).
@@ -112,12 +126,15 @@ class UnshardedParams final : public Rule {
             Lineage il = lineageOf(st, ig);
             bool overlaps = within(src, il) || within(il, moduleOfSource(src)) || within(il, src);
             if (!overlaps || frozen(st, il)) continue;
-            if (!done.insert({ig, "ignored@" + std::to_string(w->origin.primary().file) + ":" + std::to_string(w->origin.primary().range.begin)}).second) continue;
-            std::string what = render(st, il);
-            std::string msg = "`" + what + "` is excluded from FSDP (`ignored_*`) but its parameters are trainable "
-                              "and held by the optimizer; ignored parameters are not sharded and their gradients are "
-                              "never reduced, so ranks silently diverge; freeze them or keep them out of the "
-                              "optimizer, or stop ignoring them";
+            // One finding per wrap call, whatever it ignores.
+            if (!done.insert({kNoObj, "ignored@" + std::to_string(w->origin.file) + ":" +
+                                          std::to_string(w->origin.range.begin)})
+                     .second)
+              continue;
+            std::string msg = "parameters under `" + readable(st, il) +
+                              "` are excluded from FSDP (`ignored_*`) but are trainable and held by the optimizer; "
+                              "ignored parameters are not sharded and their gradients are never reduced, so ranks "
+                              "silently diverge; freeze them, keep them out of the optimizer, or stop ignoring them";
             std::vector<Note> notes;
             semantic::Site primary = w->origin.primaryIn(o.origin);
             if (primary != w->origin.site()) notes.push_back(cx.note(w->origin.site(), "the wrap that ignores them"));

@@ -784,6 +784,17 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
       std::string key = subscriptEdge(sub);
       for (ObjId o : eval(syntax::field(target, "value"))) {
         frame_.env["#" + std::to_string(o) + key] = value;
+        Obj& dict = st_.obj(o);
+        if (dict.kind == ObjKind::Container && dict.containerKind == 'd' && key.size() > 4 && key[1] == '\'') {
+          std::string k = key.substr(2, key.size() - 4);  // "['name']" -> name
+          auto it = std::find(dict.keys.begin(), dict.keys.end(), k);
+          if (it != dict.keys.end()) {
+            dict.elements[static_cast<size_t>(it - dict.keys.begin())] = value;
+          } else {
+            dict.keys.push_back(k);
+            dict.elements.push_back(value);
+          }
+        }
         Event e;
         e.kind = EventKind::SetAttr;
         e.name = key;
@@ -1073,7 +1084,18 @@ ValueSet Interp::evalCall(TSNode call) {
           TSNode value = syntax::field(a, "value");
           site.kwargs.emplace_back(text(syntax::field(a, "name")), eval(value));
           site.kwargOrigins.push_back(originOf(value));
-        } else if (ak == Kind::list_splat || ak == Kind::dictionary_splat) {
+        } else if (ak == Kind::dictionary_splat) {
+          // `f(**kwargs)` with a dict whose literal keys are known: those become keyword arguments.
+          for (ObjId d : eval(ts_node_named_child(a, 0))) {
+            const Obj& dict = st_.obj(d);
+            if (dict.kind != ObjKind::Container || dict.containerKind != 'd') continue;
+            for (size_t i = 0; i < dict.keys.size() && i < dict.elements.size(); ++i) {
+              if (dict.keys[i].empty() || dict.keys[i] == "**") continue;
+              site.kwargs.emplace_back(dict.keys[i], dict.elements[i]);
+              site.kwargOrigins.push_back(originOf(a));
+            }
+          }
+        } else if (ak == Kind::list_splat) {
           eval(ts_node_named_child(a, 0));
         } else {
           site.args.push_back(eval(a));
@@ -1221,10 +1243,29 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       }
       if (q == "super" || q == "isinstance" || q == "len" || q == "print" || q == "range" || q == "hasattr")
         return {};
+      if (q == "functools.partial" && !site.args.empty()) {
+        // A callable that calls args[0] with the bound arguments first.
+        ObjId p = newObject(ObjKind::Instance, q, site.origin);
+        Obj& po = st_.obj(p);
+        po.inputs = {site.args[0]};
+        for (size_t i = 1; i < site.args.size(); ++i) {
+          po.keys.emplace_back();
+          po.elements.push_back(site.args[i]);
+        }
+        for (const auto& [k, v] : site.kwargs) {
+          po.keys.push_back(k);
+          po.elements.push_back(v);
+        }
+        return {p};
+      }
       record(q);
       site.qualname = q;
       if (fa_.model_.onCall(site)) return site.result;
-      return {newObject(ObjKind::Instance, q, site.origin)};
+      // Not understood: a new object, built from the positional arguments (rules may
+      // treat `torch.compile(model)` as standing for `model`).
+      ObjId made = newObject(ObjKind::Instance, q, site.origin);
+      st_.obj(made).inputs = site.args;
+      return {made};
     }
     case ObjKind::Function: {
       record(co.name);
@@ -1242,6 +1283,29 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       return {inst};
     }
     default: {
+      if (co.kind == ObjKind::Instance && co.name == "functools.partial" && co.inputs.size() == 1) {
+        CallSite bound = site;
+        bound.args.clear();
+        bound.argOrigins.clear();
+        bound.kwargs.clear();
+        bound.kwargOrigins.clear();
+        for (size_t i = 0; i < co.keys.size() && i < co.elements.size(); ++i) {
+          if (co.keys[i].empty()) {
+            bound.args.push_back(co.elements[i]);
+            bound.argOrigins.push_back(co.origin);
+          } else {
+            bound.kwargs.emplace_back(co.keys[i], co.elements[i]);
+            bound.kwargOrigins.push_back(co.origin);
+          }
+        }
+        bound.args.insert(bound.args.end(), site.args.begin(), site.args.end());
+        bound.argOrigins.insert(bound.argOrigins.end(), site.argOrigins.begin(), site.argOrigins.end());
+        bound.kwargs.insert(bound.kwargs.end(), site.kwargs.begin(), site.kwargs.end());
+        bound.kwargOrigins.insert(bound.kwargOrigins.end(), site.kwargOrigins.begin(), site.kwargOrigins.end());
+        ValueSet out;
+        for (ObjId f : co.inputs[0]) addValues(out, callValue(f, bound, node));
+        return out;
+      }
       if (summary_) {
         ObjKind rk = st_.obj(st_.rootOf(callee)).kind;
         if (rk == ObjKind::Arg || rk == ObjKind::Global) summary_->contextDependent = true;

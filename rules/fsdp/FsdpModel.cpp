@@ -316,6 +316,12 @@ bool FsdpCallModel::onCall(CallSite& site) {
 
 // ------------------------------------------------------------------ queries
 
+// A whole object (a model, an argument), not an attribute, element, literal or display.
+static bool isBareObject(const Store& st, ObjId id) {
+  ObjKind k = st.obj(id).kind;
+  return k == ObjKind::Instance || k == ObjKind::Arg || k == ObjKind::Global;
+}
+
 Lineage lineageOf(const Store& st, ObjId o, int depth) {
   std::vector<std::string> edges;
   ObjId cur = o;
@@ -331,8 +337,19 @@ Lineage lineageOf(const Store& st, ObjId o, int depth) {
     outer.edges.insert(outer.edges.end(), edges.begin(), edges.end());
     return outer;
   }
-  if (cur != kNoObj) {
+  if (cur != kNoObj && depth < 32) {
     const Obj& r = st.obj(cur);
+    // An unknown *function* applied to a whole object (`torch.compile(model)`,
+    // `get_peft_model(model)`, `apply_checkpointing(model)`) stands for that object.
+    std::string_view fn = lastComponent(r.name);
+    if (r.kind == ObjKind::Instance && r.tags.empty() && !r.cls && !fn.empty() &&
+        std::islower(static_cast<unsigned char>(fn[0])) && !r.inputs.empty() && r.inputs[0].size() == 1 &&
+        isBareObject(st, r.inputs[0][0])) {
+      Lineage inner = lineageOf(st, r.inputs[0][0], depth + 1);
+      size_t skip = !edges.empty() && (edges[0] == "._orig_mod" || edges[0] == ".module") ? 1 : 0;
+      inner.edges.insert(inner.edges.end(), edges.begin() + static_cast<long>(skip), edges.end());
+      return inner;
+    }
     if (r.hasTag("fsdp_wrapper") && r.inputs.size() == 1 && r.inputs[0].size() == 1) {
       Lineage inner = lineageOf(st, r.inputs[0][0], depth + 1);
       size_t skip = !edges.empty() && (edges[0] == ".module" || edges[0] == "._fsdp_wrapped_module") ? 1 : 0;
@@ -439,12 +456,26 @@ bool frozen(const Store& st, const Lineage& l) {
   return false;
 }
 
-bool isCreatedHere(const Store& st, const Lineage& l) {
-  if (l.root == kNoObj) return false;
-  const Obj& r = st.obj(l.root);
-  return r.kind == ObjKind::Instance && !r.hasTag("optimizer") && !r.hasTag("accelerator") &&
-         !r.hasTag("dataloader") && !r.hasTag("scheduler") && !r.hasTag("fabric");
+bool isCreatedHere(const Store& st, ObjId root) {
+  if (root == kNoObj) return false;
+  const Obj& r = st.obj(root);
+  if (r.kind != ObjKind::Instance || r.hasTag("optimizer") || r.hasTag("accelerator") || r.hasTag("dataloader") ||
+      r.hasTag("scheduler") || r.hasTag("fabric") || r.hasTag("fsdp_wrapper"))
+    return false;
+  // Built from a whole existing object (`DDP(model)`, `helper(model)`): possibly the same
+  // module in another form, not a separate one.
+  // Components built inside the call's own arguments (`nn.Sequential(nn.Linear(...))`) are fresh.
+  for (const auto& in : r.inputs)
+    for (ObjId v : in) {
+      const Obj& vo = st.obj(v);
+      bool inside = vo.origin.file == r.origin.file && vo.origin.range.begin >= r.origin.range.begin &&
+                    vo.origin.range.end <= r.origin.range.end;
+      if (isBareObject(st, v) && !inside && !vo.hasTag("free_param") && !vo.hasTag("tensor")) return false;
+    }
+  return true;
 }
+
+ObjId rawRoot(const Store& st, ObjId o) { return st.rootOf(o); }
 
 std::string_view wrapApiName(const Event& wrap) {
   std::string_view api = wrap.attr("api");

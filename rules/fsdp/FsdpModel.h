@@ -52,9 +52,11 @@ std::vector<ObjId> optimizers(const Store& st);
 std::vector<const Event*> domainEvents(const Store& st, std::string_view kind);
 // Is `o` (or anything in its lineage) frozen by requires_grad_(False) / requires_grad = False?
 bool frozen(const Store& st, const Lineage& l);
-// Does the object stem from something created in the analysed code as a free
-// tensor / parameter / separate module (as opposed to an unknown argument)?
-bool isCreatedHere(const Store& st, const Lineage& l);
+// Is `root` an object created in the analysed code as a free tensor / parameter /
+// separate module (as opposed to an unknown argument or a transformed model)?
+bool isCreatedHere(const Store& st, ObjId root);
+// The object's own root, through attributes/items only (not through ownership).
+ObjId rawRoot(const Store& st, ObjId o);
 std::string_view wrapApiName(const Event& wrap);
 
 }  // namespace shardlint::rules::fsdp
