@@ -131,8 +131,34 @@ std::string Summary::describe() const {
 // ---------------------------------------------------------------- FileAnalysis
 
 FileAnalysis::FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName,
-                           uint32_t fileId)
-    : file_(file), root_(root), model_(model), moduleName_(std::move(moduleName)), fileId_(fileId) {}
+                           uint32_t fileId, bool isPackage)
+    : file_(file), root_(root), model_(model), moduleName_(std::move(moduleName)), fileId_(fileId),
+      isPackage_(isPackage) {}
+
+const FunctionDef* FileAnalysis::topFunction(std::string_view name) const {
+  auto it = topFunctions_.find(name);
+  return it == topFunctions_.end() ? nullptr : it->second;
+}
+
+const ClassDef* FileAnalysis::topClass(std::string_view name) const {
+  auto it = topClasses_.find(name);
+  return it == topClasses_.end() ? nullptr : it->second;
+}
+
+std::optional<std::string> FileAnalysis::importOf(std::string_view name) const {
+  auto it = imports_.find(name);
+  if (it == imports_.end()) return std::nullopt;
+  return it->second;
+}
+
+const FunctionDef* FileAnalysis::enclosingFunction(ByteRange range) const {
+  const FunctionDef* best = nullptr;
+  for (const auto& f : functions_) {
+    uint32_t b = ts_node_start_byte(f->node), e = ts_node_end_byte(f->node);
+    if (b <= range.begin && range.end <= e && (!best || b >= ts_node_start_byte(best->node))) best = f.get();
+  }
+  return best;
+}
 
 FileAnalysis::~FileAnalysis() = default;
 
@@ -155,6 +181,27 @@ void FileAnalysis::collectImport(TSNode stmt, std::map<std::string, std::string,
     std::string base(syntax::textOf(mod, src));
     base.erase(std::remove_if(base.begin(), base.end(), [](char ch) { return ch == ' ' || ch == '\n'; }),
                base.end());
+    // `from ..x import y` in module a.b.c resolves to a.x.y (a package's __init__ is its own base).
+    size_t dots = 0;
+    while (dots < base.size() && base[dots] == '.') ++dots;
+    if (dots > 0) {
+      std::vector<std::string> parts;
+      for (size_t start = 0; start <= moduleName_.size();) {
+        size_t dot = moduleName_.find('.', start);
+        parts.push_back(moduleName_.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+      }
+      size_t drop = dots - (isPackage_ ? 1 : 0);
+      if (drop <= parts.size()) {
+        parts.resize(parts.size() - drop);
+        std::string pkg;
+        for (const auto& p : parts) pkg += (pkg.empty() ? "" : ".") + p;
+        std::string rest = base.substr(dots);
+        base = pkg.empty() ? rest : rest.empty() ? pkg : pkg + "." + rest;
+      }
+      // beyond the top level: keep the dotted spelling; it resolves to nothing in the project
+    }
     for (TSNode c : fieldChildren(stmt, "name")) {
       if (kindOf(c) == Kind::aliased_import) {
         std::string name(syntax::textOf(syntax::field(c, "name"), src));
@@ -183,6 +230,7 @@ void FileAnalysis::collectDefinitions(TSNode body, const ClassDef* cls, const st
     }
     if (k == Kind::function_definition) {
       auto f = std::make_unique<FunctionDef>();
+      f->owner = this;
       f->node = def;
       f->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
       f->qualname = prefix + "." + f->name;
@@ -206,6 +254,7 @@ void FileAnalysis::collectDefinitions(TSNode body, const ClassDef* cls, const st
       collectDefinitions(syntax::field(def, "body"), nullptr, raw->qualname, false);
     } else if (k == Kind::class_definition) {
       auto c = std::make_unique<ClassDef>();
+      c->owner = this;
       c->node = def;
       c->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
       c->qualname = prefix + "." + c->name;
@@ -251,8 +300,14 @@ void FileAnalysis::collectDefinitions(TSNode body, const ClassDef* cls, const st
   }
 }
 
-void FileAnalysis::run() {
+void FileAnalysis::prepare() {
+  if (prepared_) return;
+  prepared_ = true;
   collectDefinitions(root_, nullptr, moduleName_, true);
+}
+
+void FileAnalysis::run() {
+  prepare();
   Frame frame;
   frame.isModule = true;
   Interp in(*this, moduleStore_, frame);
@@ -391,6 +446,22 @@ int Interp::openArm(int construct, int index, bool loop) {
   return static_cast<int>(st_.arms.size() - 1);
 }
 
+ObjId Interp::defObject(ObjKind kind, const void* def) {
+  if (auto d = st_.memo.defs.find(def); d != st_.memo.defs.end()) return d->second;
+  ObjId id;
+  if (kind == ObjKind::Function) {
+    auto f = static_cast<const FunctionDef*>(def);
+    id = newObject(ObjKind::Function, f->qualname, Origin{});
+    st_.obj(id).function = f;
+  } else {
+    auto c = static_cast<const ClassDef*>(def);
+    id = newObject(ObjKind::Class, c->qualname, Origin{});
+    st_.obj(id).cls = c;
+  }
+  st_.memo.defs[def] = id;
+  return id;
+}
+
 ValueSet Interp::lookupName(std::string_view name) {
   std::string key(name);
   if (auto it = frame_.env.find(key); it != frame_.env.end()) return it->second;
@@ -446,7 +517,7 @@ void Interp::execBlock(TSNode block) {
 }
 
 void Interp::execStatement(TSNode st) {
-  ++fa_.work_;
+  ++fa_.budget_->work;
   if (evalDepth_ >= kMaxEvalDepth) return;
   struct DepthGuard {
     int& d;
@@ -1243,6 +1314,12 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       }
       if (q == "super" || q == "isinstance" || q == "len" || q == "print" || q == "range" || q == "hasattr")
         return {};
+      if (fa_.provider_) {
+        // A function or class defined in another module of the project.
+        ModuleProvider::Found found = fa_.provider_->resolve(q);
+        if (found.function) return callValue(defObject(ObjKind::Function, found.function), siteIn, node);
+        if (found.cls) return callValue(defObject(ObjKind::Class, found.cls), siteIn, node);
+      }
       if (q == "functools.partial" && !site.args.empty()) {
         // A callable that calls args[0] with the bound arguments first.
         ObjId p = newObject(ObjKind::Instance, q, site.origin);
@@ -1335,20 +1412,21 @@ ValueSet Interp::analyzeInPlace(const FunctionDef& def, const std::vector<ValueS
 
 ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
                               bool inPlace) {
-  const Summary* s = fa_.summary(&def);
+  FileAnalysis& owner = def.owner ? *def.owner : fa_;
+  const Summary* s = owner.summary(&def);
   ValueSet result;
   if (!s) {  // recursion: its effects are unknown here
     if (summary_) summary_->truncated = true;
     return result;
   }
-  if (!inPlace) fa_.called_.insert(&def);
-  if (!inPlace && fa_.work_ > FileAnalysis::kWorkBudget) {
+  if (!inPlace) owner.called_.insert(&def);
+  if (!inPlace && fa_.budget_->work > Budget::kWorkBudget) {
     if (summary_) summary_->truncated = true;
     return result;
   }
   constexpr size_t kMaxInlineDepth = 8;
   if (!inPlace && (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth ||
-                   fa_.work_ > FileAnalysis::kInlineBudget)) {
+                   fa_.budget_->work > Budget::kInlineBudget)) {
     if (summary_ && s->contextDependent) summary_->contextDependent = true;
     instantiate(*s, args, callsite, result);
     return result;
@@ -1361,7 +1439,7 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   for (const auto& [k, v] : frame_.env)
     if (!k.empty() && k[0] == '#') callee.env.emplace(k, v);
   for (size_t i = 0; i < def.params.size() && i < args.size(); ++i) callee.env[def.params[i]] = args[i];
-  Interp in(fa_, st_, callee);
+  Interp in(owner, st_, callee);
   in.via_ = callsite.via;
   if (!inPlace) in.via_.push_back(callsite.site());
   in.inlining_ = inlining_;
@@ -1376,12 +1454,12 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
                          ValueSet& result, bool recordVia) {
   const Store& ss = s.store;
   size_t size = ss.objects.size() + ss.events.size();
-  if (st_.objects.size() + ss.objects.size() > kMaxObjects || size > FileAnalysis::kMaxInstantiated ||
-      fa_.copied_ + size > FileAnalysis::kCopyBudget) {
+  if (st_.objects.size() + ss.objects.size() > kMaxObjects || size > Budget::kMaxInstantiated ||
+      fa_.budget_->copied + size > Budget::kCopyBudget) {
     if (summary_) summary_->truncated = true;
     return;
   }
-  fa_.copied_ += size;
+  fa_.budget_->copied += size;
   auto via = [&](const Origin& o) {
     if (!recordVia) return o;
     Origin out;

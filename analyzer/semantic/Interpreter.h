@@ -8,6 +8,7 @@
 #include <tree_sitter/api.h>
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -21,8 +22,10 @@
 namespace shardlint::semantic {
 
 struct ClassDef;
+class FileAnalysis;
 
 struct FunctionDef {
+  FileAnalysis* owner = nullptr;  // the module that defines it
   TSNode node{};
   std::string name;
   std::string qualname;
@@ -33,6 +36,7 @@ struct FunctionDef {
 };
 
 struct ClassDef {
+  FileAnalysis* owner = nullptr;
   TSNode node{};
   std::string name;
   std::string qualname;
@@ -61,14 +65,53 @@ struct Summary {
 
 struct Frame;
 
+// Work done for one analysis task (a linted file and the modules it pulls in).
+// Past kInlineBudget statements calls use summaries only; past kWorkBudget they
+// are not followed; past kCopyBudget summaries are no longer instantiated. Keeps
+// pathological inputs bounded and results deterministic.
+struct Budget {
+  size_t work = 0;
+  size_t copied = 0;
+  static constexpr size_t kInlineBudget = 50000;
+  static constexpr size_t kWorkBudget = 400000;
+  static constexpr size_t kCopyBudget = 2000000;
+  static constexpr size_t kMaxInstantiated = 20000;
+};
+
+// Finds definitions in other modules of the project (cross-file analysis).
+// Qualified names are absolute dotted names ("utils.optim.build_optimizer").
+class ModuleProvider {
+ public:
+  virtual ~ModuleProvider() = default;
+  struct Found {
+    const FunctionDef* function = nullptr;
+    const ClassDef* cls = nullptr;
+  };
+  virtual Found resolve(std::string_view qualname) = 0;
+};
+
 class FileAnalysis {
  public:
-  FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName, uint32_t fileId = 0);
+  // `moduleName` is the dotted module name ("pkg.train"); `isPackage` for an __init__.py
+  // (relative imports resolve against it).
+  FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName, uint32_t fileId = 0,
+               bool isPackage = false);
   ~FileAnalysis();
   FileAnalysis(const FileAnalysis&) = delete;
   FileAnalysis& operator=(const FileAnalysis&) = delete;
 
+  // Collects definitions and imports (idempotent). Enough for other modules to use
+  // this one's functions and classes.
+  void prepare();
+  // prepare(), then analyses the module body and its uncalled functions.
   void run();
+  void setProvider(ModuleProvider* provider) { provider_ = provider; }
+  void setBudget(Budget* budget) { budget_ = budget; }
+  const FunctionDef* topFunction(std::string_view name) const;
+  const ClassDef* topClass(std::string_view name) const;
+  std::optional<std::string> importOf(std::string_view name) const;
+  // The innermost function whose body contains `range`.
+  const FunctionDef* enclosingFunction(ByteRange range) const;
 
   const SourceFile& file() const { return file_; }
   const Store& moduleStore() const { return moduleStore_; }
@@ -106,17 +149,11 @@ class FileAnalysis {
   std::map<const FunctionDef*, std::unique_ptr<Summary>> summaries_;
   std::set<const FunctionDef*> inProgress_;
   std::set<const FunctionDef*> called_;
-  // Statements interpreted so far. Past kInlineBudget calls use summaries only;
-  // past kWorkBudget they are not followed at all. Keeps pathological files bounded
-  // and the result deterministic.
-  size_t work_ = 0;
-  static constexpr size_t kInlineBudget = 50000;
-  static constexpr size_t kWorkBudget = 400000;
-  // Objects and events copied by summary instantiation; past the budget, and for
-  // summaries larger than kMaxInstantiated, calls are not followed.
-  size_t copied_ = 0;
-  static constexpr size_t kCopyBudget = 2000000;
-  static constexpr size_t kMaxInstantiated = 20000;
+  bool isPackage_ = false;
+  bool prepared_ = false;
+  ModuleProvider* provider_ = nullptr;
+  Budget ownBudget_;
+  Budget* budget_ = &ownBudget_;
   Store moduleStore_;
 };
 
@@ -173,7 +210,7 @@ class Interp {
 
   ValueSet callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
                         bool inPlace = false);
-  ObjId defObject(ObjKind kind, const void* def, const std::string& qualname, const Origin& origin);
+  ObjId defObject(ObjKind kind, const void* def);
 
   FileAnalysis& fa_;
   Store& st_;
