@@ -17,7 +17,7 @@ class OptimizerBeforeWrap final : public Rule {
   const RuleInfo& info() const override { return *info_; }
   explicit OptimizerBeforeWrap(const RuleInfo* info) : info_(info) {}
 
-  bool mayApply(std::string_view text) const override { return mentionsOptimizerAndWrap(text); }
+  std::vector<std::vector<std::string_view>> prescanTokens() const override { return optimizerAndWrapTokens(); }
 
   void finish(RuleContext& cx) override {
     for (const auto& root : cx.analysis().roots()) check(cx, *root.store);
@@ -126,7 +126,18 @@ class OptimizerBeforeWrap final : public Rule {
                           fix(*w);
         std::vector<Note> notes;
         semantic::Site primary = o.origin.primaryIn(w->origin);
-        notes.push_back(cx.note(w->origin.primaryIn(o.origin), "the model is wrapped here, after the optimizer was built"));
+        semantic::Site wrapAt = w->origin.primaryIn(o.origin);
+        // Both inside methods of one class (a Trainer builds the optimizer in __init__ and
+        // wraps in setup()): the class is what to change, so point into it.
+        const auto* builtIn = cx.enclosingFunction(o.origin.site());
+        const auto* wrappedIn = cx.enclosingFunction(w->origin.site());
+        if (builtIn && wrappedIn && builtIn->cls && builtIn->cls == wrappedIn->cls && primary != o.origin.site()) {
+          notes.push_back(cx.note(primary, "the optimizer is built through this call"));
+          notes.push_back(cx.note(wrapAt, "and the model is wrapped through this later call"));
+          primary = o.origin.site();
+          wrapAt = w->origin.site();
+        }
+        notes.push_back(cx.note(wrapAt, "the model is wrapped here, after the optimizer was built"));
         if (primary != o.origin.site()) notes.push_back(cx.note(o.origin.site(), "the optimizer is constructed here"));
         notes.push_back(cx.note(use->origin.primaryIn(o.origin), "the stale optimizer is used here"));
         cx.report(info(), primary, std::move(msg), std::move(notes));

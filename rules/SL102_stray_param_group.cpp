@@ -19,7 +19,7 @@ class StrayParamGroup final : public Rule {
   explicit StrayParamGroup(const RuleInfo* info) : info_(info) {}
   const RuleInfo& info() const override { return *info_; }
 
-  bool mayApply(std::string_view text) const override { return mentionsOptimizerAndWrap(text); }
+  std::vector<std::vector<std::string_view>> prescanTokens() const override { return optimizerAndWrapTokens(); }
 
   void finish(RuleContext& cx) override {
     for (const auto& root : cx.analysis().roots()) check(cx, *root.store);

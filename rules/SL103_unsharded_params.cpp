@@ -18,7 +18,7 @@ class UnshardedParams final : public Rule {
   explicit UnshardedParams(const RuleInfo* info) : info_(info) {}
   const RuleInfo& info() const override { return *info_; }
 
-  bool mayApply(std::string_view text) const override { return mentionsOptimizerAndWrap(text); }
+  std::vector<std::vector<std::string_view>> prescanTokens() const override { return optimizerAndWrapTokens(); }
 
   void finish(RuleContext& cx) override {
     for (const auto& root : cx.analysis().roots()) check(cx, *root.store);

@@ -699,10 +699,11 @@ TEST_CASE("cli: bad input becomes SL001/SL002 findings, not crashes", "[cli]") {
 }
 
 TEST_CASE("cli: SL001 messages stay valid UTF-8 when quoting non-ASCII source", "[cli]") {
-  // The "unexpected `...`" excerpt is cut at 20 bytes, which can split a
-  // multi-byte character and put invalid UTF-8 into the text output.
+  // The "unexpected `...`" excerpt is cut at 20 code points, never inside a
+  // multi-byte character. (The file names an optimizer and FSDP so that the
+  // pre-scan sends it to analysis, where SL001 is reported.)
   TempDir dir;
-  dir.write("syn.py", "x = 1 \xC3\xA9\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC"
+  dir.write("syn.py", "import torch.optim\nimport torch.distributed.fsdp\nx = 1 \xC3\xA9\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC"
                       "\xE2\x82\xAC\xE2\x82\xAC 2\n");
   Result r = run(dir, "check syn.py");
   CHECK(r.code == 1);

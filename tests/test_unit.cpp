@@ -33,14 +33,14 @@ struct Analysed {
   }
 };
 
-Analysed analyse(const std::string& src, bool fsdp = false) {
+Analysed analyse(const std::string& src, bool fsdp = false, std::string module = "t", bool isPackage = false) {
   Analysed a;
   a.file = std::make_unique<SourceFile>("t.py", src);
   static thread_local syntax::Parser parser;
   a.tree = parser.parse(a.file->text);
   if (fsdp) a.model = rules::catalog().makeCallModel();
   else a.model = std::make_unique<NoModel>();
-  a.analysis = std::make_unique<FileAnalysis>(*a.file, a.tree.root(), *a.model, "t");
+  a.analysis = std::make_unique<FileAnalysis>(*a.file, a.tree.root(), *a.model, module, 0, isPackage);
   a.analysis->run();
   return a;
 }
@@ -127,11 +127,21 @@ TEST_CASE("imports resolve to qualified names", "[unit][imports]") {
   CHECK(a.event("torch.distributed._composable.fsdp.fully_shard"));
   CHECK(a.event("torch.optim.AdamW"));
   CHECK(a.event("torch.optim.SGD"));
-  CHECK(a.event(".local.helper"));
+  CHECK(a.event("local.helper"));  // a sibling of top-level module `t`
   CHECK(a.event("bitsandbytes.optim.AdamW8bit"));  // a function-local import
   const auto& imports = a.analysis->imports();
   CHECK(imports.at("FSDP") == "torch.distributed.fsdp.FullyShardedDataParallel");
   CHECK(imports.at("F") == "torch.distributed.fsdp");
+}
+
+TEST_CASE("relative imports resolve against the module's package", "[unit][imports]") {
+  auto a = analyse("from . import optim as o\nfrom .parallel import shard\nfrom ..common.utils import log\n", false,
+                   "pkg.sub.train");
+  CHECK(*a.analysis->importOf("o") == "pkg.sub.optim");
+  CHECK(*a.analysis->importOf("shard") == "pkg.sub.parallel.shard");
+  CHECK(*a.analysis->importOf("log") == "pkg.common.utils.log");
+  auto init = analyse("from .optim import make_optimizer\n", false, "mypkg", /*isPackage=*/true);
+  CHECK(*init.analysis->importOf("make_optimizer") == "mypkg.optim.make_optimizer");
 }
 
 TEST_CASE("event order: sequence, branches, loops, try, match, early return", "[unit][order]") {

@@ -1,6 +1,13 @@
 #include "driver/Linter.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <tuple>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +17,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "driver/Project.h"
 #include "semantic/Interpreter.h"
 #include "syntax/TreeSitter.h"
 
@@ -174,108 +182,83 @@ std::string dumpModel(const std::string& path, std::string text, const RuleCatal
 
 Linter::Linter(const RuleCatalog& catalog, LintOptions options) : catalog_(catalog), options_(std::move(options)) {}
 
-void Linter::report(std::vector<Diagnostic>& out, const SourceFile& file, std::string_view code, ByteRange range,
-                    std::string message) const {
-  const RuleInfo* info = catalog_.find(code);
-  if (!info || !options_.selection.enabled(*info)) return;
+namespace {
+
+Diagnostic engineDiagnostic(const RuleInfo& info, const SourceFile& file, ByteRange range, std::string message) {
   Diagnostic d;
-  d.code = std::string(info->code);
-  d.name = std::string(info->name);
-  d.severity = info->severity;
+  d.code = std::string(info.code);
+  d.name = std::string(info.name);
+  d.severity = info.severity;
   d.location = makeLocation(file, range);
   d.message = std::move(message);
-  out.push_back(std::move(d));
+  return d;
 }
 
-std::vector<Diagnostic> Linter::lintPath(const std::string& path) const {
+// Reads a file for linting; problems become the reason it is skipped (SL002).
+struct ReadResult {
+  std::string text;
+  std::optional<std::string> skipped;  // why (SL002 message)
+};
+
+ReadResult readSource(const std::string& path, uint64_t maxBytes) {
+  ReadResult r;
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
-  std::vector<Diagnostic> out;
-  SourceFile empty(path, "");
   if (ec) {
-    report(out, empty, "SL002", {0, 0}, "file skipped: cannot read it (" + ec.message() + ")");
-    return out;
+    r.skipped = "file skipped: cannot read it (" + ec.message() + ")";
+    return r;
   }
-  if (size > options_.maxFileBytes) {
-    report(out, empty, "SL002", {0, 0},
-           "file skipped: it is " + std::to_string(size) + " bytes, larger than the limit of " +
-               std::to_string(options_.maxFileBytes) + " bytes");
-    return out;
+  if (size > maxBytes) {
+    r.skipped = "file skipped: it is " + std::to_string(size) + " bytes, larger than the limit of " +
+                std::to_string(maxBytes) + " bytes";
+    return r;
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    report(out, empty, "SL002", {0, 0}, "file skipped: cannot open it for reading");
-    return out;
+    r.skipped = "file skipped: cannot open it for reading";
+    return r;
   }
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) {
-    report(out, empty, "SL002", {0, 0}, "file skipped: read error");
-    return out;
+    r.skipped = "file skipped: read error";
+    return r;
   }
-  return lintText(path, ss.str());
+  r.text = ss.str();
+  return r;
 }
 
-std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string text) const {
-  std::vector<Diagnostic> out;
-  if (text.find('\0') != std::string::npos) {
-    SourceFile empty(path, "");
-    report(out, empty, "SL002", {0, 0}, "file skipped: it contains NUL bytes (binary file)");
-    return out;
-  }
-  if (!isValidUtf8(text)) {
-    SourceFile empty(path, "");
-    report(out, empty, "SL002", {0, 0}, "file skipped: it is not valid UTF-8");
-    return out;
-  }
-  if (text.size() > options_.maxFileBytes) {
-    SourceFile empty(path, "");
-    report(out, empty, "SL002", {0, 0}, "file skipped: larger than the size limit");
-    return out;
-  }
-  SourceFile file(path, std::move(text));
-  thread_local syntax::Parser parser;
-  syntax::Tree tree = parser.parse(file.text);
-  if (!tree) {
-    report(out, file, "SL002", {0, 0}, "file skipped: the parser gave up on it");
-    return out;
-  }
-  TSNode root = tree.root();
-  if (auto err = syntax::firstSyntaxError(root)) {
-    ByteRange r = syntax::rangeOf(*err);
-    uint32_t line = file.index.lineOf(r.begin);
-    r.end = std::min(r.end, file.index.lineEnd(line));
-    if (r.end < r.begin) r.end = r.begin;
-    // Quote at most 20 code points of the offending text, never splitting a character.
-    std::string_view bad = file.slice(r);
-    size_t cut = 0;
-    for (int cps = 0; cut < bad.size() && cps < 20; ++cps) {
-      ++cut;
-      while (cut < bad.size() && (static_cast<unsigned char>(bad[cut]) & 0xC0) == 0x80) ++cut;
-    }
-    std::string what = ts_node_is_missing(*err) ? "missing `" + std::string(ts_node_type(*err)) + "`"
-                                                : "unexpected `" + std::string(bad.substr(0, cut)) + "`";
-    report(out, file, "SL001", r,
-           "syntax error: " + what + "; the file could not be parsed completely, analysis continued on what parsed");
-  }
+std::optional<std::string> contentProblem(const std::string& text, uint64_t maxBytes) {
+  if (text.find('\0') != std::string::npos) return "file skipped: it contains NUL bytes (binary file)";
+  if (!isValidUtf8(text)) return "file skipped: it is not valid UTF-8";
+  if (text.size() > maxBytes) return "file skipped: larger than the size limit";
+  return std::nullopt;
+}
 
-  std::vector<std::unique_ptr<Rule>> rules;
-  for (auto& r : catalog_.makeRules())
-    if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
-  auto model = catalog_.makeCallModel();
-  semantic::FileAnalysis analysis(file, root, *model, moduleNameFor(path));
-  std::vector<Diagnostic> found;
-  RuleContext cx({&file}, root, analysis, found);
-  bool anyApplies = std::any_of(rules.begin(), rules.end(), [&](const auto& r) { return r->mayApply(file.text); });
-  if (!anyApplies) rules.clear();
-  if (!rules.empty()) analysis.run();
+std::optional<Diagnostic> syntaxDiagnostic(const RuleInfo& info, const SourceFile& file, TSNode root) {
+  auto err = syntax::firstSyntaxError(root);
+  if (!err) return std::nullopt;
+  ByteRange r = syntax::rangeOf(*err);
+  uint32_t line = file.index.lineOf(r.begin);
+  r.end = std::min(r.end, file.index.lineEnd(line));
+  if (r.end < r.begin) r.end = r.begin;
+  // Quote at most 20 code points of the offending text, never splitting a character.
+  std::string_view bad = file.slice(r);
+  size_t cut = 0;
+  for (int cps = 0; cut < bad.size() && cps < 20; ++cps) {
+    ++cut;
+    while (cut < bad.size() && (static_cast<unsigned char>(bad[cut]) & 0xC0) == 0x80) ++cut;
+  }
+  std::string what = ts_node_is_missing(*err) ? "missing `" + std::string(ts_node_type(*err)) + "`"
+                                              : "unexpected `" + std::string(bad.substr(0, cut)) + "`";
+  return engineDiagnostic(info, file, r,
+                          "syntax error: " + what +
+                              "; the file could not be parsed completely, analysis continued on what parsed");
+}
 
-  // One walk: per-node-kind dispatch plus comment collection for suppressions.
+void collectComments(const SourceFile& file, TSNode root, Suppressions& sup,
+                     const std::function<void(syntax::Kind, TSNode)>& visit) {
   const auto& kinds = syntax::PyKinds::instance();
-  std::vector<std::vector<Rule*>> table(static_cast<size_t>(syntax::Kind::Count));
-  for (auto& r : rules)
-    for (syntax::Kind k : r->nodeKinds()) table[static_cast<size_t>(k)].push_back(r.get());
-  Suppressions sup;
   TSTreeCursor cur = ts_tree_cursor_new(root);
   for (;;) {
     TSNode n = ts_tree_cursor_current_node(&cur);
@@ -283,12 +266,12 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
     if (k == syntax::Kind::comment) {
       ByteRange r = syntax::rangeOf(n);
       uint32_t line = file.index.lineOf(r.begin);
-      std::string_view before = std::string_view(file.text).substr(file.index.lineStart(line),
-                                                                   r.begin - file.index.lineStart(line));
+      std::string_view before =
+          std::string_view(file.text).substr(file.index.lineStart(line), r.begin - file.index.lineStart(line));
       bool ownLine = before.find_first_not_of(" \t") == std::string_view::npos;
       sup.addComment(file.slice(r), line, ownLine);
     }
-    for (Rule* r : table[static_cast<size_t>(k)]) r->onNode(cx, n);
+    if (visit) visit(k, n);
     if (ts_tree_cursor_goto_first_child(&cur)) continue;
     bool moved = false;
     while (!moved) {
@@ -298,18 +281,363 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
     if (!moved) break;
   }
   ts_tree_cursor_delete(&cur);
-  for (auto& r : rules) r->finish(cx);
+}
 
-  // Deduplicate (a helper reached from two roots reports once) and apply suppressions.
-  std::set<std::tuple<std::string, uint32_t, uint32_t, std::string>> seen;
-  for (auto& d : found) {
-    if (!seen.insert({d.code, d.location.range.begin, d.location.range.end, d.message}).second) continue;
-    out.push_back(std::move(d));
+// One analysis task: a linted file (the root) plus the project modules its calls
+// reach, loaded lazily. Trees live as long as the task.
+class Task final : public semantic::ModuleProvider {
+ public:
+  Task(const RuleCatalog& catalog, const LintOptions& options, const ProjectIndex* index)
+      : catalog_(catalog), options_(options), index_(index), model_(catalog.makeCallModel()) {}
+
+  struct Unit {
+    std::unique_ptr<SourceFile> file;
+    syntax::Tree tree;
+    std::unique_ptr<semantic::FileAnalysis> analysis;
+    Suppressions suppressions;
+  };
+
+  size_t parsed() const { return units_.size(); }
+
+  std::vector<Diagnostic> run(const std::string& path, std::string text) {
+    std::vector<Diagnostic> out;
+    Unit* root = addUnit(path, std::move(text));
+    if (!root) {
+      if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info)) {
+        SourceFile empty(path, "");
+        out.push_back(engineDiagnostic(*info, empty, {0, 0}, "file skipped: the parser gave up on it"));
+      }
+      return out;
+    }
+    std::vector<Diagnostic> found;
+    if (const RuleInfo* info = catalog_.find("SL001"); info && options_.selection.enabled(*info))
+      if (auto d = syntaxDiagnostic(*info, *root->file, root->tree.root())) found.push_back(std::move(*d));
+
+    std::vector<std::unique_ptr<Rule>> rules;
+    for (auto& r : catalog_.makeRules())
+      if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
+    if (!rules.empty()) root->analysis->run();
+    std::vector<const SourceFile*> files;
+    std::vector<const semantic::FileAnalysis*> analyses;
+    for (const auto& u : units_) {
+      files.push_back(u->file.get());
+      analyses.push_back(u->analysis.get());
+    }
+    RuleContext cx(files, root->tree.root(), *root->analysis, found, analyses);
+    // One walk: per-node-kind dispatch plus comment collection for suppressions.
+    std::vector<std::vector<Rule*>> table(static_cast<size_t>(syntax::Kind::Count));
+    for (auto& r : rules)
+      for (syntax::Kind k : r->nodeKinds()) table[static_cast<size_t>(k)].push_back(r.get());
+    collectComments(*root->file, root->tree.root(), root->suppressions, [&](syntax::Kind k, TSNode n) {
+      for (Rule* r : table[static_cast<size_t>(k)]) r->onNode(cx, n);
+    });
+    for (auto& r : rules) r->finish(cx);
+
+    // Units loaded while rules ran (none today) and their comments.
+    for (size_t i = 1; i < units_.size(); ++i)
+      if (!units_[i]->suppressions.fileLevel && units_[i]->suppressions.lines.empty())
+        collectComments(*units_[i]->file, units_[i]->tree.root(), units_[i]->suppressions, {});
+    for (auto& d : found) {
+      const Unit* u = unitByPath(d.location.path);
+      if (u && u->suppressions.suppresses(d, catalog_)) continue;
+      out.push_back(std::move(d));
+    }
+    return out;
   }
-  out.erase(std::remove_if(out.begin(), out.end(), [&](const Diagnostic& d) { return sup.suppresses(d, catalog_); }),
-            out.end());
-  sortDiagnostics(out);
+
+  Found resolve(std::string_view qualname) override { return resolve(std::string(qualname), 0); }
+
+ private:
+  Unit* addUnit(const std::string& path, std::string text) {
+    auto u = std::make_unique<Unit>();
+    u->file = std::make_unique<SourceFile>(path, std::move(text));
+    thread_local syntax::Parser parser;
+    u->tree = parser.parse(u->file->text);
+    if (!u->tree) return nullptr;
+    ProjectIndex::Module module =
+        index_ ? index_->moduleOf(path) : ProjectIndex::Module{moduleNameFor(path), false};
+    u->analysis = std::make_unique<semantic::FileAnalysis>(*u->file, u->tree.root(), *model_, module.name,
+                                                           static_cast<uint32_t>(units_.size()), module.isPackage);
+    u->analysis->setProvider(this);
+    u->analysis->setBudget(&budget_);
+    u->analysis->prepare();
+    byPath_[path] = u.get();
+    units_.push_back(std::move(u));
+    return units_.back().get();
+  }
+
+  const Unit* unitByPath(const std::string& path) const {
+    auto it = byPath_.find(path);
+    return it == byPath_.end() ? nullptr : it->second;
+  }
+
+  Unit* load(const std::string& path) {
+    if (auto it = byPath_.find(path); it != byPath_.end()) return it->second;
+    if (units_.size() >= kMaxUnits) return nullptr;
+    ReadResult r = readSource(path, options_.maxFileBytes);
+    if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) {
+      byPath_[path] = nullptr;
+      return nullptr;
+    }
+    Unit* u = addUnit(path, std::move(r.text));
+    if (u) collectComments(*u->file, u->tree.root(), u->suppressions, {});
+    else byPath_[path] = nullptr;
+    return u;
+  }
+
+  static std::vector<std::string> split(const std::string& q) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    while (start <= q.size()) {
+      size_t dot = q.find('.', start);
+      parts.push_back(q.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    return parts;
+  }
+
+  Found resolve(const std::string& q, int depth) {
+    if (!index_ || depth > 8 || q.empty() || q[0] == '.') return {};
+    std::vector<std::string> parts = split(q);
+    for (size_t k = parts.size() - 1; k >= 1; --k) {
+      std::string module;
+      for (size_t i = 0; i < k; ++i) module += (i ? "." : "") + parts[i];
+      auto path = index_->findModule(module);
+      if (!path) continue;
+      Unit* u = load(*path);
+      if (!u) return {};
+      return lookup(*u, std::vector<std::string>(parts.begin() + static_cast<long>(k), parts.end()), depth);
+    }
+    return {};
+  }
+
+  Found lookup(Unit& u, const std::vector<std::string>& rest, int depth) {
+    const auto& fa = *u.analysis;
+    if (rest.size() == 1) {
+      if (const auto* f = fa.topFunction(rest[0])) return {f, nullptr};
+      if (const auto* c = fa.topClass(rest[0])) return {nullptr, c};
+    } else if (rest.size() == 2) {
+      if (const auto* c = fa.topClass(rest[0]))
+        if (const auto* m = c->findMethod(rest[1])) return {m, nullptr};
+    }
+    if (auto imported = fa.importOf(rest[0])) {  // a re-export (`from .optim import make_optimizer`)
+      std::string q = *imported;
+      for (size_t i = 1; i < rest.size(); ++i) q += "." + rest[i];
+      return resolve(q, depth + 1);
+    }
+    return {};
+  }
+
+  static constexpr size_t kMaxUnits = 64;  // project modules loaded per task
+  const RuleCatalog& catalog_;
+  const LintOptions& options_;
+  const ProjectIndex* index_;
+  std::unique_ptr<semantic::CallModel> model_;
+  semantic::Budget budget_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  std::map<std::string, Unit*> byPath_;
+};
+
+void finalizeDiagnostics(std::vector<Diagnostic>& all) {
+  // Deterministic order and no duplicates (a helper reached from two files reports once).
+  std::stable_sort(all.begin(), all.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.location.path, a.location.start.line, a.location.start.codepointColumn, a.code, a.message) <
+           std::tie(b.location.path, b.location.start.line, b.location.start.codepointColumn, b.code, b.message);
+  });
+  std::vector<Diagnostic> unique;
+  for (auto& d : all) {
+    if (!unique.empty()) {
+      const Diagnostic& p = unique.back();
+      if (p.code == d.code && p.location.path == d.location.path && p.location.range.begin == d.location.range.begin &&
+          p.location.range.end == d.location.range.end)
+        continue;
+    }
+    unique.push_back(std::move(d));
+  }
+  all = std::move(unique);
+}
+
+}  // namespace
+
+std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string text) const {
+  std::vector<Diagnostic> out;
+  if (auto problem = contentProblem(text, options_.maxFileBytes)) {
+    if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info)) {
+      SourceFile empty(path, "");
+      out.push_back(engineDiagnostic(*info, empty, {0, 0}, *problem));
+    }
+    return out;
+  }
+  Task task(catalog_, options_, nullptr);
+  out = task.run(path, std::move(text));
+  finalizeDiagnostics(out);
   return out;
+}
+
+std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths, LintStats* statsOut) const {
+  using Clock = std::chrono::steady_clock;
+  LintStats stats;
+  stats.filesSeen = paths.size();
+  auto t0 = Clock::now();
+  std::vector<Diagnostic> all;
+  const RuleInfo* sl002 = catalog_.find("SL002");
+  bool reportSkips = sl002 && options_.selection.enabled(*sl002);
+
+  // ---- pre-scan: bytes only. Which words each file mentions, and what it imports.
+  std::vector<std::unique_ptr<Rule>> rules;
+  for (auto& r : catalog_.makeRules())
+    if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
+  std::vector<std::string_view> words;
+  std::vector<std::vector<uint64_t>> ruleGroups;  // per rule: a mask per group
+  bool alwaysRelevant = false;
+  for (const auto& r : rules) {
+    auto groups = r->prescanTokens();
+    if (groups.empty()) alwaysRelevant = true;
+    std::vector<uint64_t> masks;
+    for (const auto& g : groups) {
+      uint64_t m = 0;
+      for (auto w : g) {
+        auto it = std::find(words.begin(), words.end(), w);
+        size_t bit = static_cast<size_t>(it - words.begin());
+        if (it == words.end()) words.push_back(w);
+        if (bit < 64) m |= uint64_t{1} << bit;
+      }
+      masks.push_back(m);
+    }
+    ruleGroups.push_back(std::move(masks));
+  }
+  auto maskOf = [&](std::string_view text) {
+    uint64_t m = 0;
+    for (size_t i = 0; i < words.size() && i < 64; ++i)
+      if (text.find(words[i]) != std::string_view::npos) m |= uint64_t{1} << i;
+    return m;
+  };
+
+  ProjectIndex index(options_.roots);
+  index.addFiles(paths);
+  struct Scanned {
+    std::string path;
+    std::string text;
+    bool linted = false;
+    bool ok = false;
+    uint64_t mask = 0;
+    std::vector<size_t> imports;
+  };
+  std::vector<Scanned> scanned;
+  std::map<std::string, size_t> byPath;
+  for (const auto& p : paths) {
+    if (byPath.count(p)) continue;
+    byPath[p] = scanned.size();
+    scanned.push_back({p, "", true, false, 0, {}});
+  }
+  constexpr size_t kMaxExtraFiles = 4000;
+  for (size_t i = 0; i < scanned.size(); ++i) {
+    ReadResult r = readSource(scanned[i].path, options_.maxFileBytes);
+    ++stats.filesRead;
+    std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options_.maxFileBytes);
+    if (problem) {
+      if (scanned[i].linted && reportSkips) {
+        SourceFile empty(scanned[i].path, "");
+        all.push_back(engineDiagnostic(*sl002, empty, {0, 0}, *problem));
+      }
+      continue;
+    }
+    stats.bytesRead += r.text.size();
+    scanned[i].ok = true;
+    scanned[i].mask = maskOf(r.text);
+    if (!alwaysRelevant) {
+      for (const auto& spelled : scanImports(r.text)) {
+        auto name = index.absoluteName(scanned[i].path, spelled);
+        if (!name) continue;
+        auto file = index.findModule(*name);
+        if (!file) continue;
+        auto [it, fresh] = byPath.emplace(*file, scanned.size());
+        if (fresh) {
+          if (scanned.size() >= paths.size() + kMaxExtraFiles) {
+            byPath.erase(it);
+            continue;
+          }
+          scanned.push_back({*file, "", false, false, 0, {}});
+        }
+        if (it->second != i) scanned[i].imports.push_back(it->second);
+      }
+    }
+    if (scanned[i].linted) scanned[i].text = std::move(r.text);
+  }
+  // Words reachable through imports (a fixpoint over the import graph, cycles included).
+  std::vector<uint64_t> closure(scanned.size());
+  for (size_t i = 0; i < scanned.size(); ++i) closure[i] = scanned[i].mask;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < scanned.size(); ++i)
+      for (size_t j : scanned[i].imports)
+        if ((closure[i] | closure[j]) != closure[i]) {
+          closure[i] |= closure[j];
+          changed = true;
+        }
+  }
+  auto relevant = [&](uint64_t mask) {
+    if (alwaysRelevant) return true;
+    for (const auto& groups : ruleGroups) {
+      bool all = true;
+      for (uint64_t g : groups) all = all && (mask & g) != 0;
+      if (all) return true;
+    }
+    return false;
+  };
+  std::vector<size_t> tasks;
+  for (size_t i = 0; i < scanned.size(); ++i) {
+    if (!scanned[i].linted || !scanned[i].ok) continue;
+    if (relevant(closure[i])) tasks.push_back(i);
+    else ++stats.filesSkipped;
+  }
+  auto t1 = Clock::now();
+
+  // ---- analysis: one task per relevant linted file, in parallel.
+  std::vector<std::vector<Diagnostic>> results(tasks.size());
+  std::vector<size_t> parsedCounts(tasks.size(), 0);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::string failure;
+  std::mutex failureMu;
+  auto worker = [&] {
+    for (;;) {
+      size_t t = next.fetch_add(1);
+      if (t >= tasks.size() || failed) return;
+      try {
+        Task task(catalog_, options_, &index);
+        Scanned& s = scanned[tasks[t]];
+        results[t] = task.run(s.path, std::move(s.text));
+        parsedCounts[t] = task.parsed();
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(failureMu);
+        failed = true;
+        failure = scanned[tasks[t]].path + ": " + e.what();
+      }
+    }
+  };
+  unsigned jobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(1, tasks.size())));
+  if (jobs <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
+    for (auto& th : pool) th.join();
+  }
+  if (failed) throw std::runtime_error(failure);
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    stats.filesParsed += parsedCounts[t];
+    for (auto& d : results[t]) all.push_back(std::move(d));
+  }
+  stats.filesAnalysed = tasks.size();
+  finalizeDiagnostics(all);
+  auto t2 = Clock::now();
+  stats.prescanSeconds = std::chrono::duration<double>(t1 - t0).count();
+  stats.analysisSeconds = std::chrono::duration<double>(t2 - t1).count();
+  if (statsOut) *statsOut = stats;
+  return all;
 }
 
 }  // namespace shardlint

@@ -27,19 +27,36 @@ class RuleSelection {
 struct LintOptions {
   RuleSelection selection;
   uint64_t maxFileBytes = 2u * 1024u * 1024u;
+  unsigned jobs = 1;               // worker threads (0: all cores)
+  std::vector<std::string> roots;  // extra import roots (configuration / --root)
+};
+
+struct LintStats {
+  size_t filesSeen = 0;      // files handed to the linter
+  size_t filesRead = 0;      // files read by the pre-scan (linted files and project modules they import)
+  size_t filesSkipped = 0;   // linted files the pre-scan ruled out (not parsed)
+  size_t filesAnalysed = 0;  // linted files analysed (parsed, semantic model, rules)
+  size_t filesParsed = 0;    // parses, including project modules loaded for their summaries
+  uint64_t bytesRead = 0;
+  double prescanSeconds = 0;
+  double analysisSeconds = 0;
 };
 
 class Linter {
  public:
   Linter(const RuleCatalog& catalog, LintOptions options);
-  // Reads `path` (as the user spelled it) and lints it. I/O problems become SL002.
-  std::vector<Diagnostic> lintPath(const std::string& path) const;
-  // Lints text already in memory (tests, the language server).
+  // Lints files as one project: imports between them (and modules they import
+  // from the project's roots) are followed. Deterministic for any number of jobs.
+  std::vector<Diagnostic> lintFiles(const std::vector<std::string>& paths, LintStats* stats = nullptr) const;
+  // One file as a project of its own.
+  std::vector<Diagnostic> lintPath(const std::string& path) const { return lintFiles({path}); }
+  // Lints text already in memory as a single file, no project (tests, the language server).
   std::vector<Diagnostic> lintText(const std::string& path, std::string text) const;
 
+  const RuleCatalog& catalog() const { return catalog_; }
+  const LintOptions& options() const { return options_; }
+
  private:
-  void report(std::vector<Diagnostic>& out, const SourceFile& file, std::string_view code, ByteRange range,
-              std::string message) const;
   const RuleCatalog& catalog_;
   LintOptions options_;
 };

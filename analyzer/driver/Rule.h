@@ -17,8 +17,13 @@ class RuleContext {
  public:
   // `files` maps the file ids used in semantic Sites to sources (index 0: the linted file).
   RuleContext(std::vector<const SourceFile*> files, TSNode root, semantic::FileAnalysis& analysis,
-              std::vector<Diagnostic>& out)
-      : files_(std::move(files)), root_(root), analysis_(analysis), out_(out) {}
+              std::vector<Diagnostic>& out, std::vector<const semantic::FileAnalysis*> analyses = {})
+      : files_(std::move(files)), root_(root), analysis_(analysis), out_(out), analyses_(std::move(analyses)) {}
+  // The innermost function (in any loaded module) whose body contains the site.
+  const semantic::FunctionDef* enclosingFunction(const semantic::Site& site) const {
+    if (site.file < analyses_.size() && analyses_[site.file]) return analyses_[site.file]->enclosingFunction(site.range);
+    return site.file == 0 ? analysis_.enclosingFunction(site.range) : nullptr;
+  }
   const SourceFile& file() const { return *files_.at(0); }
   const SourceFile& file(uint32_t id) const { return *files_.at(id); }
   TSNode root() const { return root_; }
@@ -32,6 +37,7 @@ class RuleContext {
   TSNode root_;
   semantic::FileAnalysis& analysis_;
   std::vector<Diagnostic>& out_;
+  std::vector<const semantic::FileAnalysis*> analyses_;
 };
 
 class Rule {
@@ -43,10 +49,11 @@ class Rule {
   virtual void onNode(RuleContext&, TSNode) {}
   // Called once per file after the walk, with the semantic model complete.
   virtual void finish(RuleContext&) {}
-  // A cheap byte-level pre-scan: false when the file cannot contain a finding of
-  // this rule (no name the rule cares about). Files no enabled rule may apply to
-  // skip the semantic pass.
-  virtual bool mayApply(std::string_view text) const { (void)text; return true; }
+  // The byte-level pre-scan: groups of words. The rule may apply to a file only when,
+  // for every group, some word occurs in the file or in a project module it imports
+  // (transitively). Files no enabled rule may apply to are not parsed. No groups:
+  // the rule applies everywhere.
+  virtual std::vector<std::vector<std::string_view>> prescanTokens() const { return {}; }
 };
 
 // What rules/ hands the engine: rule metadata for every code (engine codes

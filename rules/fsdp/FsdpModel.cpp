@@ -141,17 +141,11 @@ bool isOptimizerQualname(std::string_view q) {
   return false;
 }
 
-bool mentionsOptimizerAndWrap(std::string_view text) {
-  auto any = [&](std::initializer_list<std::string_view> words) {
-    for (auto w : words)
-      if (text.find(w) != std::string_view::npos) return true;
-    return false;
-  };
+std::vector<std::vector<std::string_view>> optimizerAndWrapTokens() {
   // Optimizers come from modules named *optim* (torch.optim, bitsandbytes.optim, apex.optimizers,
   // timm.optim, torch_optimizer), from transformers (AdamW, Adafactor), Lion, or subclasses of Optimizer.
-  bool optimizer = any({"optim", "AdamW", "Adafactor", "Lion", "Optimizer"});
-  bool wrap = any({"fsdp", "FSDP", "fully_shard", "FullyShardedDataParallel", "Fabric"});
-  return optimizer && wrap;
+  return {{"optim", "AdamW", "Adafactor", "Lion", "Optimizer"},
+          {"fsdp", "FSDP", "fully_shard", "FullyShardedDataParallel", "Fabric"}};
 }
 
 bool isFullyShard(std::string_view q) {

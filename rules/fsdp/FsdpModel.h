@@ -24,9 +24,9 @@ class FsdpCallModel final : public semantic::CallModel {
 };
 
 bool isOptimizerQualname(std::string_view q);
-// Pre-scan: the text names something that builds an optimizer and something that
-// wraps with FSDP (every SL1xx rule needs both).
-bool mentionsOptimizerAndWrap(std::string_view text);
+// Pre-scan words: something that builds an optimizer and something that wraps with
+// FSDP (every SL1xx rule needs both, in the file or in the modules it imports).
+std::vector<std::vector<std::string_view>> optimizerAndWrapTokens();
 bool isFullyShard(std::string_view q);
 bool isFsdp1Class(std::string_view q);
 

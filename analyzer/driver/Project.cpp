@@ -1,0 +1,209 @@
+#include "driver/Project.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <system_error>
+
+namespace fs = std::filesystem;
+
+namespace shardlint {
+
+namespace {
+bool isFile(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+bool isDir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+fs::path absoluteOf(const std::string& p) {
+  std::error_code ec;
+  fs::path a = fs::absolute(p, ec);
+  return (ec ? fs::path(p) : a).lexically_normal();
+}
+}  // namespace
+
+ProjectIndex::ProjectIndex(std::vector<std::string> extraRoots) {
+  std::error_code ec;
+  cwd_ = fs::current_path(ec);
+  for (const auto& r : extraRoots) addRoot(absoluteOf(r));
+}
+
+void ProjectIndex::addRoot(const fs::path& dir) {
+  fs::path d = dir.lexically_normal();
+  if (d.has_filename() == false) d = d.parent_path();
+  if (std::find(roots_.begin(), roots_.end(), d) == roots_.end()) roots_.push_back(d);
+}
+
+void ProjectIndex::addFiles(const std::vector<std::string>& paths) {
+  std::vector<fs::path> packageRoots, srcRoots, scriptDirs;
+  for (const auto& p : paths) {
+    fs::path abs = absoluteOf(p);
+    given_[abs.string()] = p;
+    fs::path dir = abs.parent_path();
+    scriptDirs.push_back(dir);
+    fs::path top = dir;
+    while (isFile(top / "__init__.py") && top.has_parent_path() && top.parent_path() != top) top = top.parent_path();
+    packageRoots.push_back(top);
+    for (fs::path up = dir; !up.empty(); up = up.parent_path()) {
+      if (isFile(up / "pyproject.toml") || isFile(up / "setup.py") || isFile(up / "setup.cfg")) {
+        if (isDir(up / "src")) srcRoots.push_back(up / "src");
+        break;
+      }
+      if (up.parent_path() == up) break;
+    }
+  }
+  for (const auto* list : {&packageRoots, &srcRoots, &scriptDirs}) {
+    std::vector<fs::path> sorted = *list;
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& r : sorted) addRoot(r);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_.clear();
+}
+
+std::string ProjectIndex::display(const fs::path& absolute) const {
+  auto it = given_.find(absolute.lexically_normal().string());
+  if (it != given_.end()) return it->second;
+  fs::path rel = absolute.lexically_relative(cwd_);
+  return (rel.empty() ? absolute : rel).generic_string();
+}
+
+ProjectIndex::Module ProjectIndex::moduleOf(const std::string& path) const {
+  fs::path abs = absoluteOf(path);
+  Module m;
+  m.isPackage = abs.filename() == "__init__.py";
+  std::vector<std::string> parts;
+  if (!m.isPackage) parts.push_back(abs.stem().string());
+  for (fs::path dir = abs.parent_path(); isFile(dir / "__init__.py"); dir = dir.parent_path()) {
+    parts.push_back(dir.filename().string());
+    if (dir.parent_path() == dir) break;
+  }
+  std::reverse(parts.begin(), parts.end());
+  for (const auto& p : parts) m.name += (m.name.empty() ? "" : ".") + p;
+  if (m.name.empty()) m.name = abs.stem().string();
+  return m;
+}
+
+std::optional<std::string> ProjectIndex::findModule(const std::string& dotted) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(dotted);
+    if (it != cache_.end()) return it->second;
+  }
+  std::optional<std::string> found;
+  if (!dotted.empty() && dotted[0] != '.') {
+    fs::path rel;
+    size_t start = 0;
+    while (start <= dotted.size()) {
+      size_t dot = dotted.find('.', start);
+      rel /= dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    for (const auto& root : roots_) {
+      fs::path file = root / rel;
+      file += ".py";
+      if (isFile(file)) {
+        found = display(file);
+        break;
+      }
+      if (isFile(root / rel / "__init__.py")) {
+        found = display(root / rel / "__init__.py");
+        break;
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_[dotted] = found;
+  return found;
+}
+
+std::optional<std::string> ProjectIndex::absoluteName(const std::string& fromFile, std::string_view spelled) const {
+  size_t dots = 0;
+  while (dots < spelled.size() && spelled[dots] == '.') ++dots;
+  if (dots == 0) return std::string(spelled);
+  Module m = moduleOf(fromFile);
+  std::vector<std::string> parts;
+  for (size_t start = 0; start <= m.name.size();) {
+    size_t dot = m.name.find('.', start);
+    parts.push_back(m.name.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  size_t drop = dots - (m.isPackage ? 1 : 0);
+  if (drop > parts.size()) return std::nullopt;  // beyond the top-level package
+  parts.resize(parts.size() - drop);
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ".") + p;
+  std::string_view rest = spelled.substr(dots);
+  if (!rest.empty()) out += (out.empty() ? "" : ".") + std::string(rest);
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+std::vector<std::string> ProjectIndex::roots() const {
+  std::vector<std::string> out;
+  for (const auto& r : roots_) out.push_back(r.generic_string());
+  return out;
+}
+
+// ------------------------------------------------------------------ import scan
+
+namespace {
+bool identChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
+
+std::string_view readDotted(std::string_view line, size_t& i) {
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  size_t start = i;
+  while (i < line.size() && identChar(line[i])) ++i;
+  return line.substr(start, i - start);
+}
+}  // namespace
+
+std::vector<std::string> scanImports(std::string_view text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+    size_t i = 0;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    std::string_view rest = line.substr(i);
+    if (rest.rfind("import ", 0) == 0) {
+      size_t j = i + 7;
+      for (;;) {
+        std::string_view name = readDotted(line, j);
+        if (!name.empty()) out.emplace_back(name);
+        while (j < line.size() && line[j] != ',' && line[j] != '#') ++j;  // skip "as x"
+        if (j >= line.size() || line[j] != ',') break;
+        ++j;
+      }
+    } else if (rest.rfind("from ", 0) == 0) {
+      size_t j = i + 5;
+      std::string_view mod = readDotted(line, j);
+      while (j < line.size() && (line[j] == ' ' || line[j] == '\t')) ++j;
+      if (mod.empty() || line.substr(j, 7) != "import ") continue;
+      out.emplace_back(mod);
+      j += 7;
+      // Names on this line (parenthesised lists spanning lines are read up to the line end).
+      for (;;) {
+        while (j < line.size() && (line[j] == ' ' || line[j] == '(' || line[j] == '\t')) ++j;
+        std::string_view name = readDotted(line, j);
+        if (name.empty() || name == "*") break;
+        std::string full(mod);
+        if (full.back() != '.') full += ".";
+        out.push_back(full + std::string(name));
+        while (j < line.size() && line[j] != ',' && line[j] != '#') ++j;
+        if (j >= line.size() || line[j] != ',') break;
+        ++j;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace shardlint

@@ -1,0 +1,118 @@
+// The project fixture runner: every directory under fixtures/projects is linted as
+// one project; every finding in any of its files must be expected inline there.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "Fixtures.h"
+#include "Registry.h"
+#include "driver/Discovery.h"
+#include "driver/Linter.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<fs::path> projects() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "projects"))
+    if (e.is_directory()) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Findings as "relative/path.py:line:col CODE", sorted.
+std::vector<std::string> lintProject(const fs::path& dir, unsigned jobs) {
+  shardlint::LintOptions options;
+  options.jobs = jobs;
+  shardlint::Linter linter(shardlint::rules::catalog(), options);
+  auto found = shardlint::discover({dir.string()});
+  std::vector<std::string> out;
+  for (const auto& d : linter.lintFiles(found.files)) {
+    std::string rel = fs::path(d.location.path).lexically_relative(dir).generic_string();
+    out.push_back(rel + ":" + std::to_string(d.location.start.line + 1) + ":" +
+                  std::to_string(d.location.start.codepointColumn + 1) + " " + d.code);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("project fixtures: cross-file findings exactly as expected", "[projects]") {
+  auto dirs = projects();
+  REQUIRE(dirs.size() >= 8);
+  for (const auto& dir : dirs) {
+    DYNAMIC_SECTION(dir.filename().string()) {
+      std::vector<std::string> expected;
+      for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (e.path().extension() != ".py") continue;
+        std::string rel = e.path().lexically_relative(dir).generic_string();
+        for (const auto& x : shardlint::testing::parseExpectations(slurp(e.path())))
+          expected.push_back(rel + ":" + std::to_string(x.line) + ":" + std::to_string(x.column) + " " + x.code);
+      }
+      std::sort(expected.begin(), expected.end());
+      std::string name = dir.filename().string();
+      bool ok = name.size() > 3 && name.substr(name.size() - 3) == "_ok";
+      if (ok) CHECK(expected.empty());
+      else CHECK(!expected.empty());
+      CHECK(lintProject(dir, 1) == expected);
+    }
+  }
+}
+
+TEST_CASE("parallel linting gives output identical to one thread", "[projects][jobs]") {
+  shardlint::LintOptions one, four;
+  one.jobs = 1;
+  four.jobs = 4;
+  shardlint::Linter a(shardlint::rules::catalog(), one), b(shardlint::rules::catalog(), four);
+  fs::path root = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures";
+  auto files = shardlint::discover({root.string()}).files;
+  REQUIRE(files.size() > 100);
+  auto render = [](const std::vector<shardlint::Diagnostic>& ds) {
+    std::string s;
+    for (const auto& d : ds) {
+      s += d.location.path + ":" + std::to_string(d.location.start.line) + ":" +
+           std::to_string(d.location.start.codepointColumn) + " " + d.code + " " + d.message + "\n";
+      for (const auto& n : d.notes) s += "  " + n.location.path + ":" + std::to_string(n.location.start.line) + " " + n.message + "\n";
+    }
+    return s;
+  };
+  std::string first = render(a.lintFiles(files));
+  CHECK(!first.empty());
+  for (int i = 0; i < 3; ++i) CHECK(render(b.lintFiles(files)) == first);
+}
+
+TEST_CASE("pre-scan: a file that only imports the helpers is still analysed", "[projects][prescan]") {
+  fs::path dir = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "projects" / "prescan_import_only";
+  std::string run = slurp(dir / "run.py");
+  for (const char* word : {"optim", "fsdp", "FSDP", "fully_shard", "FullyShardedDataParallel", "Optimizer"})
+    CHECK(run.find(word) == std::string::npos);
+  shardlint::LintStats stats;
+  shardlint::Linter linter(shardlint::rules::catalog(), {});
+  auto diags = linter.lintFiles({(dir / "run.py").string()}, &stats);
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].code == "SL101");
+  CHECK(stats.filesAnalysed == 1);
+  CHECK(stats.filesParsed == 2);  // run.py and the helpers module its calls reach
+
+  // A file that mentions neither (and imports nothing that does) is not parsed at all.
+  fs::path tmp = fs::temp_directory_path() / "shardlint-prescan-test";
+  fs::create_directories(tmp);
+  std::ofstream(tmp / "plain.py") << "import os\nprint(os.getcwd())\n";
+  shardlint::LintStats stats2;
+  CHECK(linter.lintFiles({(tmp / "plain.py").string()}, &stats2).empty());
+  CHECK(stats2.filesAnalysed == 0);
+  CHECK(stats2.filesSkipped == 1);
+  CHECK(stats2.filesParsed == 0);
+  fs::remove_all(tmp);
+}
