@@ -99,6 +99,13 @@ class UnshardedParams final : public Rule {
               units.push_back(t);
             }
           }
+          // A sharded sub-root that itself contains sharded blocks (Lightning's
+          // `fully_shard(self.model)` after its blocks, inside a LightningModule):
+          // what lies outside it is unknown, so stay silent (precision first).
+          for (size_t i = 0; i < units.size() && !covered; ++i)
+            for (size_t j = 0; j < units.size() && !covered; ++j)
+              if (i != j && within(units[j], units[i]) && units[j].edges.size() > units[i].edges.size())
+                covered = true;
           std::string key = render(st, module);
           if (!covered && !below.empty() && !frozenOutside(st, module, units) && !allReduced(st, module) &&
               done.insert({module.root, key}).second) {

@@ -44,6 +44,12 @@ class CallModel {
   // True for methods whose meaning depends on what the receiver is (accelerate's
   // `prepare`): a function calling them on a parameter is interpreted per call site.
   virtual bool receiverSensitive(std::string_view method) const { (void)method; return false; }
+  // For a class a framework drives (a Lightning module), the methods the framework
+  // calls on one instance, in the order it calls them. Empty: no known order.
+  virtual std::vector<std::string> frameworkOrder(const std::vector<std::string>& bases) const {
+    (void)bases;
+    return {};
+  }
 };
 
 }  // namespace shardlint::semantic

@@ -315,8 +315,33 @@ void FileAnalysis::run() {
   for (const auto& f : functions_) summary(f.get());
   int construct = moduleStore_.constructs++;
   int index = 0;
+  // Classes a framework drives: their hooks run in the framework's order on one instance.
+  std::set<const FunctionDef*> driven;
+  for (const auto& c : classes_) {
+    std::vector<const FunctionDef*> hooks;
+    for (const auto& name : model_.frameworkOrder(c->allBases()))
+      if (const FunctionDef* f = c->findMethod(name); f && !called_.count(f)) hooks.push_back(f);
+    if (hooks.empty()) continue;
+    frame.arm = in.openArm(construct, index++, false);
+    frame.reachable = true;
+    Origin origin{fileId_, syntax::rangeOf(syntax::field(c->node, "name")), {}};
+    ObjId self = in.newObject(ObjKind::Arg, "self", origin);
+    moduleStore_.obj(self).argIndex = 0;
+    moduleStore_.obj(self).cls = c.get();
+    for (const FunctionDef* f : hooks) {
+      std::vector<ValueSet> args{{self}};
+      for (size_t i = 1; i < f->params.size(); ++i) {
+        ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
+        moduleStore_.obj(id).argIndex = static_cast<int>(i);
+        args.push_back({id});
+      }
+      in.analyzeInPlace(*f, args);
+      driven.insert(f);
+    }
+    frame.arm = -1;
+  }
   for (const auto& f : functions_) {
-    if (f->nested || called_.count(f.get())) continue;
+    if (f->nested || called_.count(f.get()) || driven.count(f.get())) continue;
     const Summary* s = summary(f.get());
     if (!s) continue;
     frame.arm = in.openArm(construct, index++, false);

@@ -161,6 +161,20 @@ bool FsdpCallModel::receiverSensitive(std::string_view method) const {
   return method == "prepare" || method == "setup" || method == "setup_module" || method == "setup_optimizers";
 }
 
+std::vector<std::string> FsdpCallModel::frameworkOrder(const std::vector<std::string>& bases) const {
+  for (const auto& b : bases) {
+    if (b == "pytorch_lightning.LightningModule" || b == "lightning.LightningModule" ||
+        b == "lightning.pytorch.LightningModule" || b == "pytorch_lightning.core.LightningModule" ||
+        b == "lightning.pytorch.core.LightningModule") {
+      // Trainer.fit: setup, then the strategy wraps (configure_model / configure_sharded_model),
+      // then configure_optimizers, then the loop.
+      return {"setup", "configure_sharded_model", "configure_model", "configure_optimizers", "on_train_start",
+              "training_step", "on_train_epoch_end"};
+    }
+  }
+  return {};
+}
+
 bool FsdpCallModel::onCall(CallSite& site) {
   Store& st = site.in.store();
   if (site.receiver != kNoObj) {

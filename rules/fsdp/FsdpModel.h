@@ -21,6 +21,7 @@ class FsdpCallModel final : public semantic::CallModel {
  public:
   bool onCall(semantic::CallSite& site) override;
   bool receiverSensitive(std::string_view method) const override;
+  std::vector<std::string> frameworkOrder(const std::vector<std::string>& bases) const override;
 };
 
 bool isOptimizerQualname(std::string_view q);

@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Helpers for scripts/bench/run.sh (standard library only).
+
+    harness.py discover DIR      print the .py files shardlint's discovery finds under DIR, sorted
+    harness.py count-all DIR     print the number of .py files under DIR with no folder skipped (pyflakes' view)
+    harness.py report RAW OUT    turn the raw measurements in RAW (scripts/bench/build/raw) into OUT (results.md)
+"""
+import os
+import re
+import sys
+
+# analyzer/driver/Discovery.cpp
+SKIPPED_DIRS = {"node_modules", "__pycache__", "build", "dist", "site-packages", "venv", "env", "__pypackages__",
+                "_build", "buck-out", "htmlcov"}
+
+
+def skip_directory(path, name):
+    if len(name) > 1 and name.startswith("."):
+        return True
+    if name in SKIPPED_DIRS:
+        return True
+    if len(name) > 9 and name.endswith(".egg-info"):
+        return True
+    return os.path.exists(os.path.join(path, "pyvenv.cfg"))
+
+
+def discover(root):
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):  # does not follow directory symlinks, like shardlint
+        dirnames[:] = [d for d in dirnames if not skip_directory(os.path.join(dirpath, d), d)]
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            if f.endswith(".py") and os.path.isfile(p):
+                out.append(os.path.normpath(p))
+    return sorted(out)
+
+
+def count_all(root):
+    n = 0
+    for dirpath, _, filenames in os.walk(root):
+        n += sum(1 for f in filenames if f.endswith(".py"))
+    return n
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+TOOL_LABELS = {
+    "shardlint": "shardlint `check DIR -q` (--jobs default: all cores)",
+    "shardlint-j1": "shardlint `check DIR -q --jobs 1`",
+    "ruff-wasm": "Ruff wasm (F rules, 1 thread)",
+    "pyflakes": "pyflakes3 `DIR`",
+    "pylint": "pylint `-E,W` (sample: first {n} files)",
+    "parse-floor": "parse-only floor (tree-sitter, 1 thread)",
+}
+CORPUS_LABELS = {
+    "stdlib": "Python standard library",
+    "torch": "PyTorch (Debian python3-torch)",
+    "synth-1x": "synthetic training projects, 1x",
+    "synth-4x": "synthetic training projects, 4x",
+    "synth-16x": "synthetic training projects, 16x",
+}
+GOAL_RSS_MB = 150  # MB = 10^6 bytes (the strict reading: 143.1 MiB)
+
+
+class Run:
+    def __init__(self, corpus, tool, run, rc, fields):
+        self.corpus, self.tool, self.run, self.rc = corpus, tool, int(run), rc
+        parts = fields.split()
+        try:
+            self.wall, self.user, self.sys = float(parts[0]), float(parts[1]), float(parts[2])
+            self.rss_kb = int(parts[3])
+            self.timed = True
+        except (IndexError, ValueError):
+            self.wall = self.user = self.sys = float("nan")
+            self.rss_kb = 0
+            self.timed = False
+        self.failure = None
+
+    @property
+    def cpu(self):
+        return self.user + self.sys
+
+    @property
+    def rss_mib(self):
+        return self.rss_kb / 1024.0
+
+
+def read(path, default=""):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def classify(raw, r):
+    """None when the tool ran (whatever it found), else why it failed to run."""
+    d = os.path.join(raw, r.corpus, r.tool)
+    err = read(os.path.join(d, f"err.{r.run}"))
+    if not r.timed:
+        return "not timed (GNU time wrote no measurement)"
+    if r.rc.startswith("signal"):
+        return f"killed by {r.rc.replace(':', ' ')}"
+    rc = int(r.rc)
+    if rc in (126, 127):
+        return f"could not be started (exit {rc})"
+    if r.tool in ("shardlint", "shardlint-j1"):
+        return None if rc in (0, 1) else f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
+    if r.tool in ("ruff-wasm", "parse-floor"):
+        return None if rc == 0 else f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
+    if "Traceback (most recent call last)" in err:
+        return f"crashed (exit {rc}, Python traceback on stderr)"
+    if r.tool == "pyflakes":
+        return None if rc in (0, 1) else f"exit {rc}"
+    if r.tool == "pylint":
+        return None if rc < 32 else f"exit {rc} (usage error)"  # bits: 1 fatal 2 error 4 warning 8 refactor 16 convention
+    return None
+
+
+def output_note(raw, r):
+    d = os.path.join(raw, r.corpus, r.tool)
+    out = read(os.path.join(d, f"out.{r.run}"))
+    err = read(os.path.join(d, f"err.{r.run}"))
+    if r.tool in ("shardlint", "shardlint-j1"):
+        n = sum(1 for line in out.splitlines() if re.match(r"^\S.*:\d+:\d+: (error|warning)", line))
+        return f"{n} findings"
+    if r.tool in ("ruff-wasm", "parse-floor"):
+        m = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+        if r.tool == "ruff-wasm":
+            return f"{m.get('diagnostics', '?')} diagnostics, {m.get('syntax_errors', '?')} syntax errors"
+        return f"{m.get('syntax_errors', '?')} files with syntax errors"
+    if r.tool == "pyflakes":
+        return f"{len(out.splitlines()) + len(err.splitlines())} messages"
+    if r.tool == "pylint":
+        n = sum(1 for line in out.splitlines() if re.match(r"^\S+:\d+:\d+: [A-Z]\d{4}", line))
+        return f"{n} messages (exit {r.rc})"
+    return ""
+
+
+def output_files(raw, r):
+    """Files (and bytes) the tool reports it processed, or None."""
+    out = read(os.path.join(raw, r.corpus, r.tool, f"out.{r.run}"))
+    m = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+    try:
+        return int(m["files"]), int(m["bytes"])
+    except (KeyError, ValueError):
+        return None
+
+
+def fmt_s(x):
+    return f"{x:.2f}" if x == x else "n/a"
+
+
+def fmt_ratio(x, base):
+    if not (x == x and base == base) or base <= 0:
+        return "n/a"
+    return f"{x / base:.2f}x"
+
+
+def report(raw, out_path):
+    env = {}
+    for line in read(os.path.join(raw, "env.tsv")).splitlines():
+        k, _, v = line.partition("\t")
+        env[k] = v
+    corpora = []
+    for line in read(os.path.join(raw, "corpora.tsv")).splitlines()[1:]:
+        c, _, p = line.partition("\t")
+        corpora.append((c, p))
+    runs = []
+    for line in read(os.path.join(raw, "measurements.tsv")).splitlines()[1:]:
+        parts = line.split("\t")
+        if len(parts) >= 5:
+            runs.append(Run(*parts[:5]))
+    for r in runs:
+        r.failure = classify(raw, r)
+
+    best = {}  # (corpus, tool) -> Run
+    failures = []
+    by_key = {}
+    for r in runs:
+        by_key.setdefault((r.corpus, r.tool), []).append(r)
+    for key, rs in by_key.items():
+        ok = [r for r in rs if r.failure is None]
+        for r in rs:
+            if r.failure:
+                failures.append(r)
+        pool = ok or [r for r in rs if r.timed] or rs
+        best[key] = min(pool, key=lambda r: (r.wall if r.wall == r.wall else float("inf")))
+
+    nsample = env.get("pylint_sample", "50")
+    has_jobs = env.get("has_jobs") == "1"
+    has_stats = env.get("has_stats") == "1"
+    L = []
+    L.append("# shardlint benchmark results\n")
+    L.append(f"Generated by `scripts/bench/run.sh` on {env.get('date', '?')}; see `scripts/bench/README.md` for what "
+             f"is measured and the caveats. Each number is the run with the minimum wall time out of "
+             f"{env.get('runs', '?')} (its CPU time and peak RSS are from that same run), measured with GNU time "
+             f"(`/usr/bin/time -f '%e %U %S %M'`). Ratios divide the tool's number by shardlint's default "
+             f"(`--jobs` = all cores) row in the same table: above 1.00x means the tool is slower or bigger than "
+             f"shardlint.\n")
+    L.append("## Machine and versions\n")
+    L.append("| | |\n|---|---|")
+    for k, label in [("cpu", "CPU"), ("cores", "cores"), ("memory", "memory"), ("kernel", "kernel"),
+                     ("shardlint", "shardlint"), ("ruff", "Ruff (wasm, @astral-sh/ruff-wasm-nodejs)"),
+                     ("node", "Node.js"), ("pyflakes", "pyflakes"), ("pylint", "pylint"),
+                     ("torch", "python3-torch (corpus)"), ("python", "Python (pyflakes, pylint)"),
+                     ("gcc", "gcc (parse floor, -O2)")]:
+        L.append(f"| {label} | {env.get(k, '?').strip()} |")
+    L.append(f"| shardlint `--jobs` | {'supported' if has_jobs else 'not in this build: the `--jobs 1` row ran without the flag (the same command as the default row)'} |")
+    L.append(f"| shardlint `--stats` | {'supported (statistics below each table)' if has_stats else 'not in this build: no per-phase statistics'} |")
+    L.append("")
+
+    for corpus, path in corpora:
+        files_txt = read(os.path.join(raw, corpus, "files.txt")).splitlines()
+        all_py = read(os.path.join(raw, corpus, "all_py_count.txt")).strip() or "?"
+        floor = best.get((corpus, "parse-floor"))
+        fb = output_files(raw, floor) if floor else None
+        size = f", {fb[1] / 1e6:.1f} MB" if fb else ""
+        L.append(f"## {CORPUS_LABELS.get(corpus, corpus)}: `{path}`\n")
+        L.append(f"{len(files_txt)} `.py` files found by shardlint's discovery rules{size}"
+                 f" ({all_py} `.py` files with no folder skipped).\n")
+        sl = best.get((corpus, "shardlint"))
+        L.append("| tool | files | wall (s) | CPU user+sys (s) | peak RSS (MiB) | wall vs shardlint | CPU vs shardlint | RSS vs shardlint | output |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for tool in ["shardlint", "shardlint-j1", "ruff-wasm", "pyflakes", "pylint", "parse-floor"]:
+            r = best.get((corpus, tool))
+            if r is None:
+                continue
+            label = TOOL_LABELS[tool].format(n=nsample)
+            if tool == "shardlint-j1" and not has_jobs:
+                label = "shardlint `check DIR -q` (no `--jobs` in this build: same as above)"
+            if tool == "pylint":
+                files = nsample
+            elif tool == "pyflakes":
+                files = all_py
+            elif tool in ("ruff-wasm", "parse-floor"):
+                fb2 = output_files(raw, r)
+                files = fb2[0] if fb2 else "?"
+            else:
+                files = len(files_txt)
+            note = output_note(raw, r)
+            nfail = sum(1 for x in by_key[(corpus, tool)] if x.failure)
+            if r.failure:
+                note = f"**FAILED: {r.failure}**"
+            elif nfail:
+                note += f"; {nfail} of {len(by_key[(corpus, tool)])} runs failed"
+            if tool == "pylint":
+                note += f"; ratios compare a {nsample}-file sample with the whole corpus"
+            if sl:
+                ratios = (fmt_ratio(r.wall, sl.wall), fmt_ratio(r.cpu, sl.cpu), fmt_ratio(r.rss_kb, sl.rss_kb))
+            else:
+                ratios = ("n/a",) * 3
+            L.append(f"| {label} | {files} | {fmt_s(r.wall)} | {fmt_s(r.cpu)} | {r.rss_mib:.1f} | "
+                     f"{ratios[0]} | {ratios[1]} | {ratios[2]} | {note} |")
+        L.append("")
+        if has_stats:
+            for name, title in [("stats.default.txt", "`--stats`, default jobs"), ("stats.j1.txt", "`--stats --jobs 1`")]:
+                text = read(os.path.join(raw, corpus, name)).strip()
+                if text:
+                    L.append(f"shardlint {title} (an extra, untimed run):\n")
+                    L.append("```\n" + text + "\n```\n")
+
+    empty = best.get(("_empty", "ruff-wasm"))
+    if empty:
+        L.append(f"Ruff wasm's fixed cost: on an empty directory the same command takes {fmt_s(empty.wall)} s wall, "
+                 f"{fmt_s(empty.cpu)} s CPU, {empty.rss_mib:.0f} MiB (Node start-up and compiling the wasm module; "
+                 f"V8 compiles on background threads, so its CPU time can exceed its wall time). It is included in "
+                 f"every Ruff wasm row above.\n")
+
+    # ------------------------------------------------------------------ goals
+    L.append("## Goals\n")
+    L.append("Computed from the tables above; \"met\" or \"missed\" is decided by the numbers alone.\n")
+
+    def get(c, t):
+        r = best.get((c, t))
+        return r if (r and r.failure is None) else None
+
+    sl, ruff, floor = get("torch", "shardlint"), get("torch", "ruff-wasm"), get("torch", "parse-floor")
+    lines = []
+    if sl and ruff:
+        q = sl.wall / ruff.wall
+        extra = ""
+        if empty and ruff.wall - empty.wall > 0:
+            q2 = sl.wall / (ruff.wall - empty.wall)
+            extra = (f" For context only: without Ruff wasm's fixed start-up cost ({empty.wall:.2f} s) the ratio "
+                     f"would be {q2:.2f}x.")
+        lines.append(f"- **(a) shardlint wall time <= 0.1x Ruff wasm's on the torch corpus: "
+                     f"{'met' if q <= 0.1 else 'missed'}.** shardlint {sl.wall:.2f} s vs Ruff wasm {ruff.wall:.2f} s "
+                     f"= {q:.2f}x (goal <= 0.10x; met would need <= {0.1 * ruff.wall:.2f} s).{extra}")
+    else:
+        lines.append("- **(a) shardlint wall <= 0.1x Ruff wasm on torch: not measured** (a run failed or the torch corpus was not measured).")
+    if sl and floor:
+        q = sl.wall / floor.wall
+        lines.append(f"- **(b) shardlint wall time <= 0.5x the single-thread parse-only floor on the torch corpus: "
+                     f"{'met' if q <= 0.5 else 'missed'}.** shardlint {sl.wall:.2f} s vs parse floor {floor.wall:.2f} s "
+                     f"= {q:.2f}x (goal <= 0.50x; met would need <= {0.5 * floor.wall:.2f} s). With "
+                     f"{env.get('cores', '?')} cores, parsing alone in parallel can at best reach 1/{env.get('cores', '?')} "
+                     f"of the floor.")
+    else:
+        lines.append("- **(b) shardlint wall <= 0.5x parse-only floor on torch: not measured.**")
+    if sl:
+        mb = sl.rss_kb * 1024 / 1e6
+        lines.append(f"- **(c) shardlint peak RSS <= {GOAL_RSS_MB} MB on the torch corpus: "
+                     f"{'met' if mb <= GOAL_RSS_MB else 'missed'}.** {sl.rss_mib:.1f} MiB = {mb:.1f} MB "
+                     f"(goal <= {GOAL_RSS_MB} MB = {GOAL_RSS_MB * 1e6 / 1048576:.1f} MiB).")
+    else:
+        lines.append("- **(c) shardlint peak RSS <= 150 MB on torch: not measured.**")
+    a, b = get("synth-1x", "shardlint"), get("synth-16x", "shardlint")
+    if a and b:
+        fa = len(read(os.path.join(raw, "synth-1x", "files.txt")).splitlines())
+        fb_ = len(read(os.path.join(raw, "synth-16x", "files.txt")).splitlines())
+        qw, qc = b.wall / a.wall, b.cpu / a.cpu
+        ok = qw <= 17 and qc <= 17
+        lines.append(f"- **(d) the 16x synthetic corpus costs <= 17x the 1x corpus (wall and CPU): "
+                     f"{'met' if ok else 'missed'}.** wall {b.wall:.2f} s / {a.wall:.2f} s = {qw:.2f}x "
+                     f"({'met' if qw <= 17 else 'missed'}), CPU {b.cpu:.2f} s / {a.cpu:.2f} s = {qc:.2f}x "
+                     f"({'met' if qc <= 17 else 'missed'}); the corpus has {fb_ / fa:.2f}x the files ({fb_} vs {fa}). "
+                     f"The 1x run is short, so its fixed start-up cost weighs more in it than in the 16x run, which "
+                     f"favours this ratio.")
+        a1, b1 = get("synth-1x", "shardlint-j1"), get("synth-16x", "shardlint-j1")
+        if a1 and b1 and has_jobs:
+            lines.append(f"  With `--jobs 1`: wall {b1.wall / a1.wall:.2f}x, CPU {b1.cpu / a1.cpu:.2f}x.")
+    else:
+        lines.append("- **(d) 16x synthetic <= 17x the 1x corpus: not measured** (needs synth-1x and synth-16x).")
+    L.extend(lines)
+    L.append("")
+
+    if failures:
+        L.append("## Failed runs\n")
+        for r in failures:
+            L.append(f"- {r.corpus} / {r.tool} run {r.run}: {r.failure} "
+                     f"(stderr in `scripts/bench/build/raw/{r.corpus}/{r.tool}/err.{r.run}`)")
+        L.append("")
+    else:
+        L.append("No tool failed to run (non-zero exits that only mean \"findings\" are not failures).\n")
+
+    with open(out_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(L).rstrip() + "\n")
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "discover":
+        sys.stdout.write("".join(p + "\n" for p in discover(argv[2])))
+        return 0
+    if len(argv) == 3 and argv[1] == "count-all":
+        print(count_all(argv[2]))
+        return 0
+    if len(argv) == 4 and argv[1] == "report":
+        report(argv[2], argv[3])
+        return 0
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
