@@ -421,10 +421,12 @@ class Task final : public semantic::ModuleProvider {
       if (const auto* c = fa.topClass(rest[0]))
         if (const auto* m = c->findMethod(rest[1])) return {m, nullptr};
     }
-    if (auto imported = fa.importOf(rest[0])) {  // a re-export (`from .optim import make_optimizer`)
-      std::string q = *imported;
-      for (size_t i = 1; i < rest.size(); ++i) q += "." + rest[i];
-      return resolve(q, depth + 1);
+    std::string tail;
+    for (size_t i = 1; i < rest.size(); ++i) tail += "." + rest[i];
+    if (auto imported = fa.importOf(rest[0])) return resolve(*imported + tail, depth + 1);  // a re-export
+    for (const auto& star : fa.starImports()) {  // `from helpers import *`
+      Found f = resolve(star + "." + rest[0] + tail, depth + 1);
+      if (f.function || f.cls) return f;
     }
     return {};
   }

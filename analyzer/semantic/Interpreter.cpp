@@ -145,6 +145,13 @@ const ClassDef* FileAnalysis::topClass(std::string_view name) const {
   return it == topClasses_.end() ? nullptr : it->second;
 }
 
+std::vector<std::string> FileAnalysis::starImports() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : imports_)
+    if (!k.empty() && k[0] == '*') out.push_back(v);
+  return out;
+}
+
 std::optional<std::string> FileAnalysis::importOf(std::string_view name) const {
   auto it = imports_.find(name);
   if (it == imports_.end()) return std::nullopt;
@@ -202,6 +209,8 @@ void FileAnalysis::collectImport(TSNode stmt, std::map<std::string, std::string,
       }
       // beyond the top level: keep the dotted spelling; it resolves to nothing in the project
     }
+    for (TSNode c : syntax::namedChildren(stmt))
+      if (kindOf(c) == Kind::wildcard_import) into["*" + base] = base;  // `from base import *`
     for (TSNode c : fieldChildren(stmt, "name")) {
       if (kindOf(c) == Kind::aliased_import) {
         std::string name(syntax::textOf(syntax::field(c, "name"), src));
@@ -507,6 +516,13 @@ ValueSet Interp::lookupName(std::string_view name) {
   }
   if (frame_.globalsFrame) {
     if (auto it = frame_.globalsFrame->env.find(key); it != frame_.globalsFrame->env.end()) return it->second;
+  }
+  if (fa_.provider_ && !isBuiltinName(name)) {
+    for (const auto& star : fa_.starImports()) {  // `from helpers import *`
+      ModuleProvider::Found found = fa_.provider_->resolve(star + "." + key);
+      if (found.function) return {defObject(ObjKind::Function, found.function)};
+      if (found.cls) return {defObject(ObjKind::Class, found.cls)};
+    }
   }
   if (!frame_.isModule && !frame_.globalsFrame && !isBuiltinName(name)) {
     if (auto it = frame_.globals.find(key); it != frame_.globals.end()) return {it->second};

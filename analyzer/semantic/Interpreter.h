@@ -110,6 +110,8 @@ class FileAnalysis {
   const FunctionDef* topFunction(std::string_view name) const;
   const ClassDef* topClass(std::string_view name) const;
   std::optional<std::string> importOf(std::string_view name) const;
+  // Modules imported with `from m import *`.
+  std::vector<std::string> starImports() const;
   // The innermost function whose body contains `range`.
   const FunctionDef* enclosingFunction(ByteRange range) const;
 
