@@ -766,3 +766,63 @@ TEST_CASE("cli: output is deterministic", "[cli]") {
     CHECK(first.err == second.err);
   }
 }
+
+// ---------------------------------------------------------------- project-wide (issue 3)
+
+TEST_CASE("cli: configuration in pyproject.toml / .shardlint.toml", "[cli][config]") {
+  TempDir dir;
+  dir.write("lib/helpers.py",
+            "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "def make_opt(m):\n    return torch.optim.AdamW(m.parameters())\n");
+  dir.write("scripts/train.py",
+            "from helpers import make_opt\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "from nets import Net\nmodel = Net()\nopt = make_opt(model)\nmodel = FSDP(model)\nopt.step()\n");
+  SECTION("without a root, `helpers` is external: not guessed about") {
+    Result r = run(dir, "check scripts");
+    CHECK(r.code == 0);
+  }
+  SECTION("roots from [tool.shardlint] make the helper visible") {
+    dir.write("pyproject.toml", "[project]\nname = \"x\"\n\n[tool.shardlint]\nroots = [\"lib\"]\n");
+    Result r = run(dir, "check scripts -q");
+    CHECK(r.code == 1);
+    CHECK(r.out.find("scripts/train.py:5:7: error:") == 0);
+    CHECK(r.out.find("lib/helpers.py:4:12: note: the optimizer is constructed here") != std::string::npos);
+  }
+  SECTION("--root does the same; ignore in .shardlint.toml silences it") {
+    Result r = run(dir, "check scripts --root lib -q");
+    CHECK(r.code == 1);
+    dir.write(".shardlint.toml", "ignore = [\"optimizer-before-wrap\"]\n");
+    CHECK(run(dir, "check scripts --root lib").code == 0);
+  }
+  SECTION("a bad configuration is a usage error with the file and the key") {
+    dir.write("pyproject.toml", "[tool.shardlint]\nselct = [\"SL101\"]\n");
+    Result r = run(dir, "check scripts");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("pyproject.toml: unknown key `selct`") != std::string::npos);
+    dir.write("pyproject.toml", "[tool.shardlint]\nroots = \"lib\"\n");
+    CHECK(run(dir, "check scripts").code == 2);
+    dir.write("pyproject.toml", "[tool.shardlint\n");
+    Result bad = run(dir, "check scripts");
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("invalid TOML") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: --jobs and --stats", "[cli][jobs]") {
+  TempDir dir;
+  for (int i = 0; i < 6; ++i)
+    dir.write("t" + std::to_string(i) + ".py",
+              "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+              "from nets import Net\nmodel = Net()\nopt = torch.optim.AdamW(model.parameters())\n"
+              "model = FSDP(model)\nopt.step()\n");
+  dir.write("plain.py", "print('no training here')\n");
+  Result one = run(dir, "check . --jobs 1");
+  Result many = run(dir, "check . -j 4");
+  CHECK(one.code == 1);
+  CHECK(one.out == many.out);
+  Result stats = run(dir, "check . --stats -q");
+  CHECK(stats.out == run(dir, "check . -q").out);
+  for (const char* key : {"files seen      7", "files skipped   1", "files analysed  6", "peak RSS", "pre-scan"})
+    CHECK(stats.err.find(key) != std::string::npos);
+  CHECK(run(dir, "check . --jobs -1").code == 2);
+}

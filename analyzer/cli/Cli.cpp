@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <optional>
 #include <cstdio>
 #include <set>
 #include <thread>
@@ -14,6 +16,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "driver/Config.h"
 #include "driver/Discovery.h"
 #include "driver/Linter.h"
 #include "output/Emitters.h"
@@ -42,6 +45,8 @@ std::vector<std::string> splitList(const std::vector<std::string>& in) {
 }
 
 struct CheckArgs {
+  std::optional<std::string> config;
+  bool jobsGiven = false;
   std::vector<std::string> paths, select, ignore, roots;
   std::string format = "text";
   bool quiet = false, noColor = false, stats = false;
@@ -60,11 +65,21 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
   std::vector<std::string>& paths = a.paths;
   const std::string& format = a.format;
   bool quiet = a.quiet, noColor = a.noColor;
-  const auto& select = a.select;
-  const auto& ignore = a.ignore;
+  FileConfig cfg;
+  try {
+    cfg = loadConfig(std::filesystem::current_path(), a.config);
+  } catch (const std::exception& e) {
+    std::cerr << "shardlint: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  // Command-line selections replace the file's `select`; `ignore` and roots add up.
+  std::vector<std::string> select = a.select.empty() ? cfg.select : a.select;
+  std::vector<std::string> ignore = cfg.ignore;
+  ignore.insert(ignore.end(), a.ignore.begin(), a.ignore.end());
   LintOptions options;
-  options.jobs = a.jobs;
-  options.roots = a.roots;
+  options.jobs = a.jobsGiven ? a.jobs : cfg.jobs.value_or(0);
+  options.roots = cfg.roots;
+  options.roots.insert(options.roots.end(), a.roots.begin(), a.roots.end());
   try {
     options.selection = RuleSelection(catalog, splitList(select), splitList(ignore));
   } catch (const std::invalid_argument& e) {
@@ -140,7 +155,10 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   auto& noColor = ca.noColor;
   CLI::App* check = app.add_subcommand("check", "Lint files and directories (default: the current directory)");
   check->add_option("paths", paths, "Files or directories to lint");
-  check->add_option("-j,--jobs", ca.jobs, "Worker threads (default: all cores)")->check(CLI::Range(0u, 1024u));
+  check->add_option("-j,--jobs", ca.jobs, "Worker threads (default: all cores)")
+      ->check(CLI::Range(0u, 1024u))
+      ->each([&](const std::string&) { ca.jobsGiven = true; });
+  check->add_option("--config", ca.config, "Configuration file (default: nearest .shardlint.toml or pyproject.toml)");
   check->add_option("--root", ca.roots, "Extra import root for project modules (repeatable)")
       ->expected(1)
       ->allow_extra_args(false)
