@@ -187,6 +187,13 @@ def report(raw, out_path):
         pool = ok or [r for r in rs if r.timed] or rs
         best[key] = min(pool, key=lambda r: (r.wall if r.wall == r.wall else float("inf")))
 
+    busy = {}  # corpus -> [(round, busy%, waited s)]
+    for line in read(os.path.join(raw, "busy.tsv")).splitlines()[1:]:
+        parts = line.split("\t")
+        if len(parts) == 3:
+            busy.setdefault(parts[0].split("/")[0], []).append((parts[0], int(parts[1]), int(parts[2])))
+    max_busy = int(env.get("max_busy", "15"))
+
     nsample = env.get("pylint_sample", "50")
     has_jobs = env.get("has_jobs") == "1"
     has_stats = env.get("has_stats") == "1"
@@ -219,6 +226,17 @@ def report(raw, out_path):
         L.append(f"## {CORPUS_LABELS.get(corpus, corpus)}: `{path}`\n")
         L.append(f"{len(files_txt)} `.py` files found by shardlint's discovery rules{size}"
                  f" ({all_py} `.py` files with no folder skipped).\n")
+        rounds = busy.get(corpus, [])
+        if rounds:
+            worst = max(b for _, b, _ in rounds)
+            waited = sum(w for _, _, w in rounds)
+            msg = (f"Before each round the CPUs were at most {worst}% busy with other processes"
+                   + (f" (the harness waited {waited} s in all for a quiet machine)" if waited else "") + ".")
+            if worst > max_busy:
+                msg = (f"**Warning: the machine was not quiet** (up to {worst}% CPU busy with other processes before a "
+                       f"round, above the {max_busy}% threshold, after waiting {waited} s): these numbers are "
+                       f"pessimistic and noisier than usual.")
+            L.append(msg + "\n")
         sl = best.get((corpus, "shardlint"))
         L.append("| tool | files | wall (s) | CPU user+sys (s) | peak RSS (MiB) | wall vs shardlint | CPU vs shardlint | RSS vs shardlint | output |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
