@@ -18,9 +18,34 @@ namespace {
 
 std::vector<fs::path> fixtureFiles() {
   std::vector<fs::path> out;
-  for (const auto& e : fs::recursive_directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "python"))
-    if (e.path().extension() == ".py") out.push_back(e.path());
+  for (const char* dir : {"python", "config"}) {
+    fs::path root = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / dir;
+    if (!fs::exists(root)) continue;
+    for (const auto& e : fs::recursive_directory_iterator(root)) {
+      std::string ext = e.path().extension().string();
+      if (ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json") out.push_back(e.path());
+    }
+  }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+// JSON has no comments: its expectations live in `<file>.expected`, one `LINE:COL CODE` per line.
+std::vector<Expectation> sidecarExpectations(const fs::path& file) {
+  std::vector<Expectation> out;
+  std::ifstream in(file.string() + ".expected");
+  std::string line;
+  static const std::regex re(R"(^(\d+):(\d+)\s+(SL\d{3})(?:\s*:\s*(.*))?$)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, re)) continue;
+    Expectation e;
+    e.line = static_cast<uint32_t>(std::stoul(m[1]));
+    e.column = static_cast<uint32_t>(std::stoul(m[2]));
+    e.code = m[3];
+    if (m[4].matched && !m[4].str().empty()) e.messageRegex = m[4].str();
+    out.push_back(e);
+  }
   return out;
 }
 
@@ -41,9 +66,11 @@ TEST_CASE("fixtures: every finding expected, every expectation found", "[fixture
   for (const auto& path : files) {
     DYNAMIC_SECTION(path.filename().string()) {
       std::string text = readAll(path);
-      auto expected = shardlint::testing::parseExpectations(text);
+      auto expected = path.extension() == ".json" ? sidecarExpectations(path)
+                                                  : shardlint::testing::parseExpectations(text);
       std::string name = path.filename().string();
-      bool ok = name.size() > 6 && name.substr(name.size() - 6) == "_ok.py";
+      std::string stem = path.stem().string();
+      bool ok = stem.size() > 3 && stem.substr(stem.size() - 3) == "_ok";
       if (ok) {
         INFO("an _ok fixture must not contain expectations");
         CHECK(expected.empty());

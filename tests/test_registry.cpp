@@ -19,8 +19,12 @@ FixtureCount fixturesFor(std::string_view code) {
   FixtureCount c;
   for (const auto& e : fs::recursive_directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / "fixtures")) {
     std::string name = e.path().filename().string();
-    if (name.rfind(std::string(code) + "_", 0) != 0 || e.path().extension() != ".py") continue;
-    bool ok = name.size() > 6 && name.substr(name.size() - 6) == "_ok.py";
+    std::string ext = e.path().extension().string();
+    if (name.rfind(std::string(code) + "_", 0) != 0 ||
+        (ext != ".py" && ext != ".yaml" && ext != ".yml" && ext != ".json"))
+      continue;
+    std::string stem = e.path().stem().string();
+    bool ok = stem.size() > 3 && stem.substr(stem.size() - 3) == "_ok";
     (ok ? c.negative : c.positive)++;
   }
   return c;

@@ -52,7 +52,9 @@ DiscoveryResult discover(const std::vector<std::string>& paths) {
         if (skipDirectory(e.path())) it.disable_recursion_pending();
         continue;
       }
-      if (e.path().extension() == ".py" && e.is_regular_file(ec2)) files.insert(display(e.path()));
+      std::string ext = e.path().extension().string();
+      if ((ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json") && e.is_regular_file(ec2))
+        files.insert(display(e.path()));
     }
   }
   out.files.assign(files.begin(), files.end());

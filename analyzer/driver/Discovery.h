@@ -10,7 +10,8 @@ struct DiscoveryResult {
   std::vector<std::string> errors;  // paths that do not exist
 };
 
-// Directories are walked recursively for *.py files, skipping .git, hidden
+// Directories are walked recursively for *.py files and configuration files
+// (*.yaml, *.yml, *.json), skipping .git, hidden
 // folders, virtual environments, node_modules, __pycache__ and build folders.
 // Files named explicitly are always linted.
 DiscoveryResult discover(const std::vector<std::string>& paths);

@@ -462,6 +462,75 @@ void finalizeDiagnostics(std::vector<Diagnostic>& all) {
 
 }  // namespace
 
+static bool isConfigPath(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  return ext == ".yaml" || ext == ".yml" || ext == ".json";
+}
+
+// Comments in a YAML file, for suppressions (`# noqa: SL301`); `#` starts a comment
+// at the line start or after whitespace, outside quotes.
+static void collectYamlComments(const SourceFile& file, Suppressions& sup) {
+  for (uint32_t line = 0; line < file.index.lineCount(); ++line) {
+    std::string_view text = std::string_view(file.text).substr(file.index.lineStart(line),
+                                                               file.index.lineEnd(line) - file.index.lineStart(line));
+    char quote = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+      char c = text[i];
+      if (quote) {
+        if (c == quote) quote = 0;
+        continue;
+      }
+      if (c == '"' || c == '\'') quote = c;
+      else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+        bool ownLine = text.substr(0, i).find_first_not_of(" \t") == std::string_view::npos;
+        sup.addComment(text.substr(i), line, ownLine);
+        break;
+      }
+    }
+  }
+}
+
+void Linter::lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats) const {
+  ReadResult r = readSource(path, options_.maxFileBytes);
+  ++stats.filesRead;
+  if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) return;  // not ours to report
+  stats.bytesRead += r.text.size();
+  lintConfigText(path, std::move(r.text), out, stats);
+}
+
+void Linter::lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out,
+                            LintStats& stats) const {
+  // Pre-scan: only files that mention FSDP are parsed.
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower.find("fsdp") == std::string::npos) {
+    ++stats.filesSkipped;
+    return;
+  }
+  ++stats.filesAnalysed;
+  ++stats.filesParsed;
+  SourceFile file(path, std::move(text));
+  std::vector<Diagnostic> found;
+  std::vector<config::YNode> docs;
+  try {
+    docs = config::parseYaml(file);
+  } catch (const config::YamlError& e) {
+    if (const RuleInfo* info = catalog_.find("SL001"); info && options_.selection.enabled(*info))
+      found.push_back(engineDiagnostic(*info, file, {e.offset, e.offset},
+                                       std::string("syntax error: ") + e.what() +
+                                           "; the file could not be parsed, so its settings were not checked"));
+  }
+  if (!docs.empty()) {
+    ConfigContext cx(file, docs, found);
+    for (auto& rule : catalog_.makeRules())
+      if (rule->checksConfigs() && options_.selection.enabled(rule->info())) rule->checkConfig(cx);
+  }
+  Suppressions sup;
+  collectYamlComments(file, sup);
+  for (auto& d : found)
+    if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
+}
+
 std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string text) const {
   std::vector<Diagnostic> out;
   if (auto problem = contentProblem(text, options_.maxFileBytes)) {
@@ -469,6 +538,12 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
       SourceFile empty(path, "");
       out.push_back(engineDiagnostic(*info, empty, {0, 0}, *problem));
     }
+    return out;
+  }
+  if (isConfigPath(path)) {
+    LintStats ignored;
+    lintConfigText(path, std::move(text), out, ignored);
+    finalizeDiagnostics(out);
     return out;
   }
   Task task(catalog_, options_, nullptr);
@@ -516,8 +591,14 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     return m;
   };
 
+  // Configuration files take their own, simpler path.
+  std::vector<std::string> pyPaths;
+  for (const auto& p : paths) {
+    if (isConfigPath(p)) lintConfig(p, all, stats);
+    else pyPaths.push_back(p);
+  }
   ProjectIndex index(options_.roots);
-  index.addFiles(paths);
+  index.addFiles(pyPaths);
   struct Scanned {
     std::string path;
     std::string text;
@@ -528,7 +609,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   };
   std::vector<Scanned> scanned;
   std::map<std::string, size_t> byPath;
-  for (const auto& p : paths) {
+  for (const auto& p : pyPaths) {
     if (byPath.count(p)) continue;
     byPath[p] = scanned.size();
     scanned.push_back({p, "", true, false, 0, {}});
@@ -556,7 +637,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
         if (!file) continue;
         auto [it, fresh] = byPath.emplace(*file, scanned.size());
         if (fresh) {
-          if (scanned.size() >= paths.size() + kMaxExtraFiles) {
+          if (scanned.size() >= pyPaths.size() + kMaxExtraFiles) {
             byPath.erase(it);
             continue;
           }

@@ -57,6 +57,9 @@ class Linter {
   const LintOptions& options() const { return options_; }
 
  private:
+  void lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats) const;
+  void lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out,
+                      LintStats& stats) const;
   const RuleCatalog& catalog_;
   LintOptions options_;
 };

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "config/Yaml.h"
 #include "core/Diagnostic.h"
 #include "semantic/CallModel.h"
 #include "semantic/Interpreter.h"
@@ -40,6 +41,31 @@ class RuleContext {
   std::vector<const semantic::FileAnalysis*> analyses_;
 };
 
+// What a configuration rule sees: one YAML/JSON file and its documents.
+class ConfigContext {
+ public:
+  ConfigContext(const SourceFile& file, const std::vector<config::YNode>& docs, std::vector<Diagnostic>& out)
+      : file_(file), docs_(docs), out_(out) {}
+  const SourceFile& file() const { return file_; }
+  const std::vector<config::YNode>& documents() const { return docs_; }
+  Note note(ByteRange range, std::string message) const { return Note{makeLocation(file_, range), std::move(message)}; }
+  void report(const RuleInfo& info, ByteRange range, std::string message, std::vector<Note> notes = {}) {
+    Diagnostic d;
+    d.code = std::string(info.code);
+    d.name = std::string(info.name);
+    d.severity = info.severity;
+    d.location = makeLocation(file_, range);
+    d.message = std::move(message);
+    d.notes = std::move(notes);
+    out_.push_back(std::move(d));
+  }
+
+ private:
+  const SourceFile& file_;
+  const std::vector<config::YNode>& docs_;
+  std::vector<Diagnostic>& out_;
+};
+
 class Rule {
  public:
   virtual ~Rule() = default;
@@ -54,6 +80,11 @@ class Rule {
   // (transitively). Files no enabled rule may apply to are not parsed. No groups:
   // the rule applies everywhere.
   virtual std::vector<std::vector<std::string_view>> prescanTokens() const { return {}; }
+  // Configuration files (YAML / JSON). Rules that check them return true and get
+  // checkConfig() once per parsed file; they decide themselves which files they
+  // understand (role detection by content).
+  virtual bool checksConfigs() const { return false; }
+  virtual void checkConfig(ConfigContext&) {}
 };
 
 // What rules/ hands the engine: rule metadata for every code (engine codes

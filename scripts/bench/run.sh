@@ -203,7 +203,7 @@ for run in $(seq 1 "$RUNS"); do measure _empty ruff-wasm "$run" "$empty" /dev/nu
   printf 'cores\t%s\n' "$(nproc)"
   printf 'memory\t%s\n' "$(free -h | awk '/^Mem:/ {print $2}')"
   printf 'kernel\t%s\n' "$(uname -r)"
-  printf 'shardlint\t%s (commit %s)\n' "$("$SL" --version 2>&1 | head -1)" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  printf 'shardlint\t%s (commit %s)\n' "$("$SL" --version 2>&1 | head -1)" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD -- analyzer rules CMakeLists.txt 2>/dev/null || echo ' + uncommitted changes in analyzer/, rules/ or CMakeLists.txt')"
   printf 'has_jobs\t%s\n' "$HAS_JOBS"
   printf 'has_stats\t%s\n' "$HAS_STATS"
   printf 'runs\t%s\n' "$RUNS"
