@@ -135,7 +135,7 @@ wait_quiet() {  # wait_quiet LABEL -> appends "LABEL busy%" to $RAW/busy.tsv
 
 RAW="$bench/build/raw"
 rm -rf "$RAW"; mkdir -p "$RAW"
-TOOLS=(shardlint shardlint-j1 ruff-wasm pyflakes pylint parse-floor)
+TOOLS=(shardlint shardlint-j1 ruff-wasm ruff-wasm-liftoff pyflakes pylint parse-floor)
 
 # tool_cmd TOOL DIR SAMPLEFILE -> sets the array CMD
 tool_cmd() {
@@ -145,6 +145,9 @@ tool_cmd() {
     shardlint-j1)
       if [ "$HAS_JOBS" = 1 ]; then CMD=("$SL" check "$dir" -q --jobs 1); else CMD=("$SL" check "$dir" -q); fi ;;
     ruff-wasm) CMD=(node "$bench/ruff_wasm.mjs" "$dir") ;;
+    # V8's baseline wasm compiler only: no optimizing (TurboFan) compilation of the 10 MB module,
+    # which otherwise runs on background threads and holds up the process exit
+    ruff-wasm-liftoff) CMD=(node --liftoff-only "$bench/ruff_wasm.mjs" "$dir") ;;
     pyflakes) CMD=(pyflakes3 "$dir") ;;
     pylint)
       local files=()
@@ -192,9 +195,12 @@ for c in $CORPORA; do
   done
 done
 
-# Ruff-wasm's fixed cost (Node start-up + compiling the 10 MB wasm module), on an empty directory
+# Ruff wasm's fixed cost (Node start-up + compiling the 10 MB wasm module), on an empty directory
 empty="$bench/build/empty"; mkdir -p "$empty"
-for run in $(seq 1 "$RUNS"); do measure _empty ruff-wasm "$run" "$empty" /dev/null; done
+for run in $(seq 1 "$RUNS"); do
+  measure _empty ruff-wasm "$run" "$empty" /dev/null
+  measure _empty ruff-wasm-liftoff "$run" "$empty" /dev/null
+done
 
 # ------------------------------------------------------------------ environment + report
 {

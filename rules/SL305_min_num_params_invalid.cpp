@@ -1,0 +1,62 @@
+// SL305 min-num-params-invalid: fsdp_min_num_params that is not an int after PyYAML resolution, or 0 with SIZE_BASED_WRAP.
+#include <cstdio>
+
+#include "config/ConfigRule.h"
+
+namespace shardlint::rules {
+namespace {
+using namespace config;
+
+class MinNumParamsInvalid final : public ConfigRule {
+ public:
+  using ConfigRule::ConfigRule;
+
+ private:
+  void check(ConfigContext& cx, const FsdpSettings& s) override {
+    const auto* e = s.entry("min_num_params");
+    if (!e) return;
+    const YNode& v = e->second;
+    Resolved r = shardlint::config::resolveYaml11(v);
+    if (s.role == Role::TrainerJson) {
+      if (v.isScalar() && !v.quoted && r.type == Resolved::Type::Int && r.integer >= 0) return;
+      if (v.isScalar() && !v.quoted && r.type == Resolved::Type::Float) return;  // json numbers; int(...) applies
+      if (v.isScalar() && v.quoted)
+        cx.report(info(), v.range,
+                  "`" + e->first.value + "` is the string \"" + v.value +
+                      "\"; transformers passes it to the size-based wrap policy, which compares it with a number and "
+                      "fails with `TypeError`; write a number without quotes");
+      return;
+    }
+    if (r.type == Resolved::Type::Int) {
+      if (r.integer != 0) return;
+      const auto* policy = s.entry("auto_wrap_policy");
+      if (!policy || asString(&policy->second) != "SIZE_BASED_WRAP") return;
+      cx.report(info(), v.range,
+                "`fsdp_min_num_params: 0` with `SIZE_BASED_WRAP`: accelerate silently ignores a zero threshold, so "
+                "nothing is wrapped below the root (one giant FSDP unit: full all-gathers, no memory saving); set a "
+                "positive threshold such as 100000000",
+                {cx.note(policy->second.range, "the size-based policy is selected here")});
+      return;
+    }
+    std::string shown = v.isScalar() ? v.value : std::string("this value");
+    std::string why = r.type == Resolved::Type::String
+                          ? "PyYAML (YAML 1.1, which accelerate uses) reads `" + shown + "` as the string '" + shown + "'"
+                          : "PyYAML reads `" + shown + "` as a " + std::string(shardlint::config::typeName(r.type));
+    char fixed[64] = "100000000";
+    if (r.type == Resolved::Type::Float) std::snprintf(fixed, sizeof fixed, "%.0f", r.real);
+    else if (v.isScalar()) {
+      try {
+        std::snprintf(fixed, sizeof fixed, "%.0f", std::stod(v.value));
+      } catch (...) {
+      }
+    }
+    cx.report(info(), v.range,
+              "`" + e->first.value + ": " + shown + "` is not an integer: " + why +
+                  ", and the launcher's `int(...)` fails with `ValueError: invalid literal for int() with base 10: '" +
+                  shown + "'`; write the integer out (`" + fixed + "`)");
+  }
+};
+}  // namespace
+
+std::unique_ptr<Rule> makeSL305(const RuleInfo* info) { return std::make_unique<MinNumParamsInvalid>(info); }
+}  // namespace shardlint::rules

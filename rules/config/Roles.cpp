@@ -1,0 +1,122 @@
+#include "config/Roles.h"
+
+#include <algorithm>
+
+namespace shardlint::rules::config {
+
+std::string_view bareKey(std::string_view key) {
+  return key.substr(0, 5) == "fsdp_" ? key.substr(5) : key;
+}
+
+const std::pair<YNode, YNode>* FsdpSettings::entry(std::string_view bareName) const {
+  const std::pair<YNode, YNode>* found = nullptr;
+  if (!section || !section->isMap()) return nullptr;
+  for (const auto& e : section->entries)
+    if (e.first.isScalar() && bareKey(e.first.value) == bareName) found = &e;
+  return found;
+}
+
+std::string_view FsdpSettings::roleName() const {
+  switch (role) {
+    case Role::Accelerate: return "accelerate config";
+    case Role::Axolotl: return "axolotl config";
+    case Role::TrainerJson: return "Trainer fsdp_config";
+  }
+  return "config";
+}
+
+std::optional<bool> asBool(const YNode* n) {
+  if (!n) return std::nullopt;
+  Resolved r = shardlint::config::resolveYaml11(*n);
+  if (r.type == Resolved::Type::Bool) return r.boolean;
+  if (n->isScalar()) {  // accelerate / transformers also take "true"/"false" strings
+    std::string v = n->value;
+    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (v == "true") return true;
+    if (v == "false") return false;
+  }
+  return std::nullopt;
+}
+
+std::string asString(const YNode* n) { return n && n->isScalar() ? n->value : std::string(); }
+
+namespace {
+const YNode* lastValue(const YNode& map, std::string_view key) {
+  const YNode* found = nullptr;
+  for (const auto& [k, v] : map.entries)
+    if (k.isScalar() && k.value == key) found = &v;
+  return found;
+}
+
+void readVersion(FsdpSettings& s, const YNode* node) {
+  if (!node) return;
+  s.versionNode = node;
+  Resolved r = shardlint::config::resolveYaml11(*node);
+  if (r.type == Resolved::Type::Int) s.version = static_cast<int>(r.integer);
+  else if (node->isScalar() && (node->value == "2" || node->value == "1")) s.version = node->value[0] - '0';
+}
+
+bool isJson(const shardlint::SourceFile& f) {
+  return f.path.size() > 5 && f.path.substr(f.path.size() - 5) == ".json";
+}
+}  // namespace
+
+std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const YNode& doc) {
+  if (!doc.isMap()) return std::nullopt;
+  const YNode* fsdpConfig = lastValue(doc, "fsdp_config");
+  const YNode* distributed = lastValue(doc, "distributed_type");
+  static const std::vector<std::string_view> kAccelerateTop = {"compute_environment", "distributed_type",
+                                                              "mixed_precision",     "num_processes",
+                                                              "machine_rank",        "num_machines",
+                                                              "main_training_function"};
+  int accelerateKeys = 0;
+  for (auto k : kAccelerateTop)
+    if (lastValue(doc, k)) ++accelerateKeys;
+  if (distributed || (fsdpConfig && accelerateKeys >= 1 && !lastValue(doc, "base_model"))) {
+    FsdpSettings s{Role::Accelerate};
+    s.root = &doc;
+    s.section = fsdpConfig && fsdpConfig->isMap() ? fsdpConfig : nullptr;
+    s.enabled = asString(distributed) == "FSDP" || (!distributed && s.section);
+    if (s.section) readVersion(s, lastValue(*s.section, "fsdp_version"));
+    if (!s.section && !s.enabled) return std::nullopt;
+    return s;
+  }
+  const YNode* fsdpList = lastValue(doc, "fsdp");
+  if (fsdpConfig && fsdpConfig->isMap() && (fsdpList || lastValue(doc, "base_model") || lastValue(doc, "fsdp_version"))) {
+    FsdpSettings s{Role::Axolotl};
+    s.root = &doc;
+    s.section = fsdpConfig;
+    s.enabled = true;
+    readVersion(s, lastValue(doc, "fsdp_version"));
+    if (const YNode* inner = lastValue(*fsdpConfig, "fsdp_version")) readVersion(s, inner);
+    if (const YNode* inner = lastValue(*fsdpConfig, "version")) readVersion(s, inner);
+    return s;
+  }
+  if (isJson(file)) {
+    // A Trainer `fsdp_config` JSON: mostly keys transformers knows (with or without `fsdp_`).
+    static const std::vector<std::string_view> kTrainer = {
+        "min_num_params",        "transformer_layer_cls_to_wrap", "backward_prefetch", "forward_prefetch",
+        "limit_all_gathers",     "use_orig_params",               "sync_module_states", "cpu_ram_efficient_loading",
+        "activation_checkpointing", "xla",                        "xla_fsdp_settings", "xla_fsdp_grad_ckpt",
+        "version",               "offload_params",                "reshard_after_forward", "state_dict_type",
+        "auto_wrap_policy",      "sharding_strategy",             "cpu_offload"};
+    int known = 0, total = 0;
+    for (const auto& [k, v] : doc.entries) {
+      if (!k.isScalar()) continue;
+      ++total;
+      if (std::find(kTrainer.begin(), kTrainer.end(), bareKey(k.value)) != kTrainer.end()) ++known;
+    }
+    if (known >= 1 && known * 2 >= total) {
+      FsdpSettings s{Role::TrainerJson};
+      s.root = &doc;
+      s.section = &doc;
+      s.enabled = true;
+      if (const YNode* v = lastValue(doc, "version")) readVersion(s, v);
+      if (const YNode* v = lastValue(doc, "fsdp_version")) readVersion(s, v);
+      return s;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace shardlint::rules::config
