@@ -1,5 +1,6 @@
 #include "Registry.h"
 
+#include "config/Links.h"
 #include "fsdp/FsdpModel.h"
 
 namespace shardlint::rules {
@@ -48,6 +49,11 @@ std::vector<Entry> makeEntries() {
       {{"SL310", "duplicate-key", Severity::Error, "a key given twice in one mapping; the later silently wins",
         ruleDoc("SL310")},
        makeSL310},
+      {{"SL402", "orig-params-false-with-prebuilt-optimizer", Severity::Error,
+        "accelerate FSDP1 with use_orig_params false (config or plugin default) and an optimizer built before "
+        "prepare",
+        ruleDoc("SL402")},
+       makeSL402},
   };
 }
 
@@ -73,6 +79,8 @@ const RuleCatalog& catalog() {
     for (const auto& e : entries()) cat.infos.push_back(e.info);
     cat.makeRules = makeRules;
     cat.makeCallModel = makeCallModel;
+    cat.configFacts = config::accelerateConfigFacts;
+    cat.launchLinks = config::accelerateLaunchLinks;
     return cat;
   }();
   return c;

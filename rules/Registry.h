@@ -23,5 +23,6 @@ std::unique_ptr<Rule> makeSL306(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL307(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL308(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL310(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL402(const RuleInfo* info);
 
 }  // namespace shardlint::rules

@@ -4,6 +4,7 @@
 
 #include "Registry.h"
 #include "fsdp/FsdpModel.h"
+#include "fsdp/Staleness.h"
 
 namespace shardlint::rules {
 namespace {
@@ -24,42 +25,6 @@ class OptimizerBeforeWrap final : public Rule {
   }
 
  private:
-  // Does event `e` use optimizer `opt` (call a method on it, read its state, pass it on)?
-  static bool uses(const Store& st, const Event& e, ObjId opt) {
-    if (e.kind == EventKind::Domain) return false;
-    if (e.target != kNoObj && (e.kind == EventKind::MethodCall) && st.derivesFrom(e.target, opt)) return true;
-    if (e.kind == EventKind::SetAttr) return false;
-    ValueSet flat;
-    st.flatten(e.allArgs(), flat);
-    return std::any_of(flat.begin(), flat.end(), [&](ObjId a) { return st.derivesFrom(a, opt); });
-  }
-
-  // Param groups re-assigned after the wrap (`opt.param_groups[0]["params"] = ...`) or accelerate/Fabric re-pointing.
-  static bool refreshed(const Store& st, const Event& e, ObjId opt) {
-    if (e.kind == EventKind::Domain && e.name == "repoint" && e.target == opt) return true;
-    if (e.kind == EventKind::SetAttr && e.name == "['params']" && e.target != kNoObj) {
-      std::vector<std::string_view> edges;
-      return st.pathFrom(e.target, opt, edges) && !edges.empty() && edges[0] == ".param_groups";
-    }
-    if (e.kind == EventKind::SetAttr && e.name == "param_groups" && e.target == opt) return true;
-    return false;
-  }
-
-  // The same variable (label) re-bound to a new optimizer after the wrap, on every
-  // path that leaves the wrap's branch, before the use: the stale one is only
-  // reachable on paths that never wrapped.
-  static bool rebuiltAfter(const Store& st, ObjId opt, const Event& wrap, const Event& use) {
-    const auto& label = st.obj(opt).label;
-    if (label.empty()) return false;
-    for (ObjId other : optimizers(st)) {
-      const auto& r = st.obj(other);
-      if (other == opt || r.label != label) continue;
-      if (st.precedes(wrap.point, r.point) && st.armChainPrefix(r.point, wrap.point) && st.precedes(r.point, use.point))
-        return true;
-    }
-    return false;
-  }
-
   static std::string whatHappens(const Event& wrap) {
     std::string_view api = wrap.attr("api");
     if (api == "fully_shard")
@@ -84,65 +49,14 @@ class OptimizerBeforeWrap final : public Rule {
   }
 
   void check(RuleContext& cx, const Store& st) {
-    auto wraps = domainEvents(st, "wrap");
-    for (ObjId opt : optimizers(st)) {
-      const auto& o = st.obj(opt);
-      if (o.inputs.empty()) continue;
-      ValueSet sources = paramSources(st, o.inputs[0]);
-      bool reported = false;
-      for (const Event* w : wraps) {
-        if (reported) break;
-        if (w->attr("replaces") != "1" || w->target == kNoObj) continue;
-        if (!st.mayHappenBefore(o.point, w->point)) continue;
-        Lineage target = lineageOf(st, w->target);
-        // Only through a loop back edge: a model created afresh in that loop before the
-        // wrap is a different object from the one the earlier iteration's optimizer saw.
-        if (!st.precedes(o.point, w->point) && target.root != kNoObj) {
-          int loop = st.commonLoop(o.point, w->point);
-          semantic::PointId made = st.obj(target.root).point;
-          if (loop >= 0 && st.insideArm(made, loop) && st.precedes(made, w->point)) continue;
-        }
-        bool related = std::any_of(sources.begin(), sources.end(), [&](ObjId s) {
-          Lineage src = lineageOf(st, s);
-          return within(src, target) || within(target, moduleOfSource(src));
-        });
-        if (!related) continue;
-        // A use of this optimizer object after the wrap, not preceded by a refresh.
-        const Event* use = nullptr;
-        for (const Event& e : st.events) {
-          if (!uses(st, e, opt) || !st.mayHappenBefore(w->point, e.point)) continue;
-          bool fresh = std::any_of(st.events.begin(), st.events.end(), [&](const Event& r) {
-            return refreshed(st, r, opt) && st.mayHappenBefore(w->point, r.point) &&
-                   (st.dominates(r.point, e.point) || r.point == e.point);
-          });
-          if (fresh || rebuiltAfter(st, opt, *w, e)) continue;
-          use = &e;
-          break;
-        }
-        if (!use) continue;
-        Lineage module = moduleOfSource(lineageOf(st, sources.empty() ? kNoObj : sources.front()));
-        std::string msg = "optimizer is built from the parameters of `" + render(st, module) +
-                          "` before " + std::string(wrapApiName(*w)) + " wraps it; " + whatHappens(*w) + "; " +
-                          fix(*w);
-        std::vector<Note> notes;
-        semantic::Site primary = o.origin.primaryIn(w->origin);
-        semantic::Site wrapAt = w->origin.primaryIn(o.origin);
-        // Both inside methods of one class (a Trainer builds the optimizer in __init__ and
-        // wraps in setup()): the class is what to change, so point into it.
-        const auto* builtIn = cx.enclosingFunction(o.origin.site());
-        const auto* wrappedIn = cx.enclosingFunction(w->origin.site());
-        if (builtIn && wrappedIn && builtIn->cls && builtIn->cls == wrappedIn->cls && primary != o.origin.site()) {
-          notes.push_back(cx.note(primary, "the optimizer is built through this call"));
-          notes.push_back(cx.note(wrapAt, "and the model is wrapped through this later call"));
-          primary = o.origin.site();
-          wrapAt = w->origin.site();
-        }
-        notes.push_back(cx.note(wrapAt, "the model is wrapped here, after the optimizer was built"));
-        if (primary != o.origin.site()) notes.push_back(cx.note(o.origin.site(), "the optimizer is constructed here"));
-        notes.push_back(cx.note(use->origin.primaryIn(o.origin), "the stale optimizer is used here"));
-        cx.report(info(), primary, std::move(msg), std::move(notes));
-        reported = true;
-      }
+    // accelerate FSDP1 counts here only when `use_orig_params=False` is written in code;
+    // defaults and linked configs are SL402's.
+    auto mine = [](const Event& w) { return w.attr("api") != "accelerate" || w.attr("orig_from") == "code"; };
+    for (const auto& s : staleOptimizers(st, mine)) {
+      std::string msg = "optimizer is built from the parameters of `" + render(st, s.module) + "` before " +
+                        std::string(wrapApiName(*s.wrap)) + " wraps it; " + whatHappens(*s.wrap) + "; " +
+                        fix(*s.wrap);
+      reportStale(cx, info(), st, s, std::move(msg));
     }
   }
 

@@ -47,7 +47,7 @@ std::vector<std::string> splitList(const std::vector<std::string>& in) {
 struct CheckArgs {
   std::optional<std::string> config;
   bool jobsGiven = false;
-  std::vector<std::string> paths, select, ignore, roots;
+  std::vector<std::string> paths, select, ignore, roots, accelerateConfigs;
   std::string format = "text";
   bool quiet = false, noColor = false, stats = false;
   unsigned jobs = 0;
@@ -80,6 +80,9 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
   options.jobs = a.jobsGiven ? a.jobs : cfg.jobs.value_or(0);
   options.roots = cfg.roots;
   options.roots.insert(options.roots.end(), a.roots.begin(), a.roots.end());
+  options.accelerateConfigs = cfg.accelerateConfigs;
+  options.accelerateConfigs.insert(options.accelerateConfigs.end(), a.accelerateConfigs.begin(),
+                                   a.accelerateConfigs.end());
   try {
     options.selection = RuleSelection(catalog, splitList(select), splitList(ignore));
   } catch (const std::invalid_argument& e) {
@@ -160,6 +163,11 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
       ->each([&](const std::string&) { ca.jobsGiven = true; });
   check->add_option("--config", ca.config, "Configuration file (default: nearest .shardlint.toml or pyproject.toml)");
   check->add_option("--root", ca.roots, "Extra import root for project modules (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  check->add_option("--accelerate-config", ca.accelerateConfigs,
+                    "accelerate config applying to scripts no launch command links (repeatable)")
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

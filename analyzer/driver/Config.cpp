@@ -38,13 +38,21 @@ FileConfig readTable(const toml::table& table, const fs::path& file) {
       cfg.select = stringList(value, where);
     } else if (k == "ignore") {
       cfg.ignore = stringList(value, where);
+    } else if (k == "accelerate-config") {
+      std::vector<std::string> list;
+      if (auto one = value.value<std::string>()) list.push_back(*one);
+      else list = stringList(value, where);
+      for (const auto& c : list) {
+        fs::path p = fs::path(c).is_absolute() ? fs::path(c) : dir / c;
+        cfg.accelerateConfigs.push_back(p.lexically_normal().string());
+      }
     } else if (k == "jobs") {
       auto n = value.value<int64_t>();
       if (!n || *n < 0 || *n > 1024) throw std::runtime_error(where + " must be an integer from 0 to 1024");
       cfg.jobs = static_cast<unsigned>(*n);
     } else {
       throw std::runtime_error(file.string() + ": unknown key `" + k +
-                               "` in shardlint's settings (known: roots, select, ignore, jobs)");
+                               "` in shardlint's settings (known: roots, select, ignore, jobs, accelerate-config)");
     }
   }
   return cfg;

@@ -14,6 +14,7 @@ struct FileConfig {
   std::vector<std::string> select;
   std::vector<std::string> ignore;
   std::optional<unsigned> jobs;
+  std::vector<std::string> accelerateConfigs;  // `accelerate-config`, relative to the current directory
 };
 
 // `explicitPath` (from --config) wins; otherwise the nearest .shardlint.toml or

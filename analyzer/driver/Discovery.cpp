@@ -53,7 +53,9 @@ DiscoveryResult discover(const std::vector<std::string>& paths) {
         continue;
       }
       std::string ext = e.path().extension().string();
-      if ((ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json") && e.is_regular_file(ec2))
+      std::string base = e.path().filename().string();
+      bool launch = ext == ".sh" || base == "Makefile" || base == "makefile" || base == "GNUmakefile";
+      if ((ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json" || launch) && e.is_regular_file(ec2))
         files.insert(display(e.path()));
     }
   }

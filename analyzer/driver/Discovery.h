@@ -11,7 +11,7 @@ struct DiscoveryResult {
 };
 
 // Directories are walked recursively for *.py files and configuration files
-// (*.yaml, *.yml, *.json), skipping .git, hidden
+// (*.yaml, *.yml, *.json) and launch scripts (*.sh, Makefile), skipping .git, hidden
 // folders, virtual environments, node_modules, __pycache__ and build folders.
 // Files named explicitly are always linted.
 DiscoveryResult discover(const std::vector<std::string>& paths);

@@ -287,8 +287,10 @@ void collectComments(const SourceFile& file, TSNode root, Suppressions& sup,
 // reach, loaded lazily. Trees live as long as the task.
 class Task final : public semantic::ModuleProvider {
  public:
-  Task(const RuleCatalog& catalog, const LintOptions& options, const ProjectIndex* index)
-      : catalog_(catalog), options_(options), index_(index), model_(catalog.makeCallModel()) {}
+  Task(const RuleCatalog& catalog, const LintOptions& options, const ProjectIndex* index, const Facts* facts = nullptr)
+      : catalog_(catalog), options_(options), index_(index), model_(catalog.makeCallModel()) {
+    if (facts) model_->setFacts(*facts);
+  }
 
   struct Unit {
     std::unique_ptr<SourceFile> file;
@@ -462,6 +464,88 @@ void finalizeDiagnostics(std::vector<Diagnostic>& all) {
 
 }  // namespace
 
+static bool isLaunchPath(const std::string& path) {
+  std::filesystem::path p(path);
+  std::string name = p.filename().string();
+  return p.extension() == ".sh" || name == "Makefile" || name == "makefile" || name == "GNUmakefile";
+}
+
+static std::string absoluteKey(const std::string& path) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();
+}
+
+std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>& launchPaths,
+                                                 std::map<std::string, Facts> configFacts) const {
+  namespace fs = std::filesystem;
+  auto factsOfConfig = [&](const std::string& path) -> const Facts* {
+    std::string key = absoluteKey(path);
+    auto it = configFacts.find(key);
+    if (it != configFacts.end()) return &it->second;
+    // A config outside the linted paths: read it for its facts only (its findings are not ours to report).
+    ReadResult r = readSource(path, options_.maxFileBytes);
+    Facts f;
+    if (!r.skipped && !contentProblem(r.text, options_.maxFileBytes) && catalog_.configFacts) {
+      SourceFile file(path, std::move(r.text));
+      try {
+        auto docs = config::parseYaml(file);
+        f = catalog_.configFacts(file, docs);
+      } catch (const config::YamlError&) {
+      }
+    }
+    return &(configFacts[key] = std::move(f));
+  };
+  std::map<std::string, Facts> out;
+  // 1. Launch commands in shell scripts and Makefiles name the script and its config.
+  if (catalog_.launchLinks) {
+    for (const auto& lp : launchPaths) {
+      ReadResult r = readSource(lp, options_.maxFileBytes);
+      if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
+      SourceFile file(lp, std::move(r.text));
+      fs::path dir = fs::path(lp).parent_path();
+      // Launch commands run from the repository root or the script's folder: try the
+      // script's folder and its ancestors, then the current directory.
+      auto locate = [&](const std::string& written) -> std::optional<std::string> {
+        fs::path base = dir;
+        for (int up = 0; up < 4; ++up) {
+          fs::path p = (base / written).lexically_normal();
+          std::error_code ec;
+          if (fs::is_regular_file(p, ec)) return p.string();
+          if (base.empty() || !base.has_parent_path() || base.parent_path() == base) break;
+          base = base.parent_path();
+        }
+        std::error_code ec;
+        if (fs::is_regular_file(written, ec)) return written;
+        return std::nullopt;
+      };
+      for (const auto& link : catalog_.launchLinks(file)) {
+        auto script = locate(link.script);
+        if (!script) continue;
+        Facts merged;
+        if (!link.configFile.empty())
+          if (auto cfg = locate(link.configFile))
+            if (const Facts* f = factsOfConfig(*cfg)) merged = *f;
+        for (const auto& [k, v] : link.facts) merged[k] = v;  // flags override the file
+        if (!merged.empty()) out[absoluteKey(*script)] = std::move(merged);
+      }
+    }
+  }
+  // 2. Explicit configs, else the project's only accelerate FSDP config, apply to the rest.
+  const Facts* fallback = nullptr;
+  for (const auto& c : options_.accelerateConfigs)
+    if (const Facts* f = factsOfConfig(c); f && !f->empty()) fallback = f;
+  if (!fallback) {
+    const Facts* only = nullptr;
+    int count = 0;
+    for (const auto& [path, f] : configFacts)
+      if (!f.empty()) only = &f, ++count;
+    if (count == 1) fallback = only;
+  }
+  if (fallback) out[""] = *fallback;  // "" = every script without its own link
+  return out;
+}
+
 static bool isConfigPath(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   return ext == ".yaml" || ext == ".yml" || ext == ".json";
@@ -490,16 +574,17 @@ static void collectYamlComments(const SourceFile& file, Suppressions& sup) {
   }
 }
 
-void Linter::lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats) const {
+void Linter::lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats,
+                        Facts* facts) const {
   ReadResult r = readSource(path, options_.maxFileBytes);
   ++stats.filesRead;
   if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) return;  // not ours to report
   stats.bytesRead += r.text.size();
-  lintConfigText(path, std::move(r.text), out, stats);
+  lintConfigText(path, std::move(r.text), out, stats, facts);
 }
 
 void Linter::lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out,
-                            LintStats& stats) const {
+                            LintStats& stats, Facts* facts) const {
   // Pre-scan: only files that mention FSDP are parsed.
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -520,6 +605,7 @@ void Linter::lintConfigText(const std::string& path, std::string text, std::vect
                                        std::string("syntax error: ") + e.what() +
                                            "; the file could not be parsed, so its settings were not checked"));
   }
+  if (!docs.empty() && facts && catalog_.configFacts) *facts = catalog_.configFacts(file, docs);
   if (!docs.empty()) {
     ConfigContext cx(file, docs, found);
     for (auto& rule : catalog_.makeRules())
@@ -542,7 +628,7 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
   }
   if (isConfigPath(path)) {
     LintStats ignored;
-    lintConfigText(path, std::move(text), out, ignored);
+    lintConfigText(path, std::move(text), out, ignored, nullptr);
     finalizeDiagnostics(out);
     return out;
   }
@@ -592,12 +678,21 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     return m;
   };
 
-  // Configuration files take their own, simpler path.
-  std::vector<std::string> pyPaths;
+  // Configuration files take their own, simpler path; launch scripts are only read for links.
+  std::vector<std::string> pyPaths, launchPaths;
+  std::map<std::string, Facts> configFacts;  // absolute path -> facts
   for (const auto& p : paths) {
-    if (isConfigPath(p)) lintConfig(p, all, stats);
-    else pyPaths.push_back(p);
+    if (isConfigPath(p)) {
+      Facts f;
+      lintConfig(p, all, stats, &f);
+      if (!f.empty()) configFacts[absoluteKey(p)] = std::move(f);
+    } else if (isLaunchPath(p)) {
+      launchPaths.push_back(p);
+    } else {
+      pyPaths.push_back(p);
+    }
   }
+  std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts));
   ProjectIndex index(options_.roots);
   index.addFiles(pyPaths);
   struct Scanned {
@@ -671,9 +766,18 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     return false;
   };
   std::vector<size_t> tasks;
+  std::vector<const Facts*> taskFacts;
   for (size_t i = 0; i < scanned.size(); ++i) {
     if (!scanned[i].linted || !scanned[i].ok) continue;
-    if (relevant(closure[i])) tasks.push_back(i);
+    auto f = linked.find(absoluteKey(scanned[i].path));
+    if (f == linked.end()) f = linked.find("");
+    const Facts* facts = f == linked.end() ? nullptr : &f->second;
+    // A script a linked config applies to is relevant when it uses accelerate at all.
+    bool configured = facts && scanned[i].text.find("ccelerat") != std::string::npos;
+    if (relevant(closure[i]) || configured) {
+      tasks.push_back(i);
+      taskFacts.push_back(facts);
+    }
     else ++stats.filesSkipped;
   }
   auto t1 = Clock::now();
@@ -690,7 +794,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
       size_t t = next.fetch_add(1);
       if (t >= tasks.size() || failed) return;
       try {
-        Task task(catalog_, options_, &index);
+        Task task(catalog_, options_, &index, taskFacts[t]);
         Scanned& s = scanned[tasks[t]];
         results[t] = task.run(s.path, std::move(s.text));
         parsedCounts[t] = task.parsed();

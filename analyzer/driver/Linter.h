@@ -1,6 +1,7 @@
 // The per-file pipeline: read, parse once, build the semantic model, one rule
 // walk with per-node-kind dispatch, finish(), suppressions, sorting.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct LintOptions {
   uint64_t maxFileBytes = 2u * 1024u * 1024u;
   unsigned jobs = 1;               // worker threads (0: all cores)
   std::vector<std::string> roots;  // extra import roots (configuration / --root)
+  // accelerate config files that apply to every script without a launch command
+  // naming its own (--accelerate-config / the `accelerate-config` setting).
+  std::vector<std::string> accelerateConfigs;
 };
 
 struct LintStats {
@@ -57,9 +61,13 @@ class Linter {
   const LintOptions& options() const { return options_; }
 
  private:
-  void lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats) const;
-  void lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out,
-                      LintStats& stats) const;
+  // Lints a configuration file; its facts (if it configures the scripts) go to `facts`.
+  void lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats, Facts* facts) const;
+  void lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out, LintStats& stats,
+                      Facts* facts) const;
+  // Which facts apply to which Python file (absolute path), from configs and launch scripts.
+  std::map<std::string, Facts> linkConfigs(const std::vector<std::string>& launchPaths,
+                                           std::map<std::string, Facts> configFacts) const;
   const RuleCatalog& catalog_;
   LintOptions options_;
 };

@@ -2,6 +2,7 @@
 #pragma once
 #include <tree_sitter/api.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,10 +90,26 @@ class Rule {
 
 // What rules/ hands the engine: rule metadata for every code (engine codes
 // included), factories for the checking rules, and the domain call model.
+// Facts a configuration contributes to the analysis of the scripts it applies to
+// (the domain decides their meaning, e.g. {"accelerate_fsdp": "1", "use_orig_params": "false"}).
+using Facts = std::map<std::string, std::string>;
+
+// A launch command found in a shell script or Makefile: which script it runs with
+// which configuration file and which command-line settings.
+struct LaunchLink {
+  std::string script;      // as written
+  std::string configFile;  // as written, may be empty
+  Facts facts;             // settings given on the command line
+};
+
 struct RuleCatalog {
   std::vector<RuleInfo> infos;  // sorted by code
   std::vector<std::unique_ptr<Rule>> (*makeRules)() = nullptr;
   std::unique_ptr<semantic::CallModel> (*makeCallModel)() = nullptr;
+  // Facts of a configuration file (empty when it configures nothing the rules use).
+  Facts (*configFacts)(const SourceFile& file, const std::vector<config::YNode>& docs) = nullptr;
+  // Launch commands in a shell script or Makefile.
+  std::vector<LaunchLink> (*launchLinks)(const SourceFile& file) = nullptr;
   const RuleInfo* find(std::string_view codeOrName) const;
 };
 

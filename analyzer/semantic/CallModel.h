@@ -1,6 +1,7 @@
 // The hook through which domain knowledge (in rules/) gives meaning to calls the
 // engine cannot see into: library constructors, framework methods.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +45,9 @@ class CallModel {
   // True for methods whose meaning depends on what the receiver is (accelerate's
   // `prepare`): a function calling them on a parameter is interpreted per call site.
   virtual bool receiverSensitive(std::string_view method) const { (void)method; return false; }
+  // Settings from configuration that applies to the file being analysed (linked
+  // configs); the engine passes them through without interpreting them.
+  virtual void setFacts(const std::map<std::string, std::string>& facts) { (void)facts; }
   // For a class a framework drives (a Lightning module), the methods the framework
   // calls on one instance, in the order it calls them. Empty: no known order.
   virtual std::vector<std::string> frameworkOrder(const std::vector<std::string>& bases) const {

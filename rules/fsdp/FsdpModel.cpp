@@ -62,6 +62,7 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
   Store& st = site.in.store();
   std::string fsdp(acc.tag("fsdp"));
   std::string orig(acc.tag("use_orig_params"));
+  std::string origFrom(acc.tag("orig_from"));
   std::string prepareId = std::to_string(site.origin.file) + ":" + std::to_string(site.origin.range.begin);
   std::vector<ValueSet> results;
   std::vector<ObjId> optimizersSeen;
@@ -77,9 +78,12 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
     ValueSet out;
     for (ObjId m : arg) {
       std::string replaces = fsdp == "2" ? "1" : orig == "False" ? "1" : orig == "True" ? "0" : "?";
-      site.in.domainEvent("wrap", m, site.origin,
-                          {{"api", "accelerate"}, {"fsdp_version", fsdp}, {"replaces", replaces},
-                           {"prepare", prepareId}, {"call", call}});
+      std::map<std::string, std::string, std::less<>> attrs{{"api", "accelerate"},     {"fsdp_version", fsdp},
+                                                            {"replaces", replaces},    {"prepare", prepareId},
+                                                            {"call", call},            {"orig_from", origFrom}};
+      for (const char* k : {"config", "config_line", "config_col"})
+        if (acc.hasTag(k)) attrs[k] = std::string(acc.tag(k));
+      site.in.domainEvent("wrap", m, site.origin, std::move(attrs));
       if (fsdp == "2") {
         semantic::addValue(out, m);
       } else {
@@ -277,15 +281,38 @@ bool FsdpCallModel::onCall(CallSite& site) {
   if (q == "accelerate.Accelerator" || q == "accelerate.accelerator.Accelerator") {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
     st.obj(o).tags["accelerator"] = "1";
+    auto fact = [&](const char* k) {
+      auto it = facts_.find(k);
+      return it == facts_.end() ? std::string() : it->second;
+    };
+    bool fromPlugin = false;
     if (const ValueSet* plugin = site.kwarg("fsdp_plugin")) {
       for (ObjId p : *plugin) {
         const Obj& po = st.obj(p);
         if (!po.hasTag("fsdp_plugin")) continue;
+        fromPlugin = true;
         std::string version(po.tag("fsdp_version")), orig(po.tag("use_orig_params"));
         st.obj(o).tags["fsdp"] = version;
-        st.obj(o).tags["use_orig_params"] = orig;
+        if (orig == "True" || orig == "False") {
+          st.obj(o).tags["use_orig_params"] = orig;
+          st.obj(o).tags["orig_from"] = "code";
+        } else if (!fact("use_orig_params").empty()) {  // unset in code: the launcher's setting applies
+          st.obj(o).tags["use_orig_params"] = fact("use_orig_params") == "true" ? "True" : "False";
+          st.obj(o).tags["orig_from"] = "config";
+        } else {
+          st.obj(o).tags["use_orig_params"] = "False";  // FullyShardedDataParallelPlugin() defaults to false
+          st.obj(o).tags["orig_from"] = "code-default";
+        }
       }
     }
+    if (!fromPlugin && !fact("accelerate_fsdp").empty()) {  // FSDP comes from a linked config
+      st.obj(o).tags["fsdp"] = fact("accelerate_fsdp");
+      std::string orig = fact("use_orig_params");
+      st.obj(o).tags["use_orig_params"] = orig == "false" ? "False" : "True";  // launcher default: true
+      st.obj(o).tags["orig_from"] = "config";
+    }
+    for (const char* k : {"config", "config_line", "config_col"})
+      if (!fact(k).empty()) st.obj(o).tags[k] = fact(k);
     site.result = {o};
     return true;
   }

@@ -2,6 +2,7 @@
 // how accelerate / Fabric behave. Implements the engine's CallModel, plus the
 // queries the SL1xx rules share.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,10 @@ class FsdpCallModel final : public semantic::CallModel {
   bool onCall(semantic::CallSite& site) override;
   bool receiverSensitive(std::string_view method) const override;
   std::vector<std::string> frameworkOrder(const std::vector<std::string>& bases) const override;
+  void setFacts(const std::map<std::string, std::string>& facts) override { facts_ = facts; }
+
+ private:
+  std::map<std::string, std::string> facts_;  // from a linked accelerate config
 };
 
 bool isOptimizerQualname(std::string_view q);

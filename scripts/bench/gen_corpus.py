@@ -3,9 +3,10 @@
 
 Usage: gen_corpus.py N OUTDIR
 
-Writes N "units" of projects into OUTDIR (which is emptied first). One unit is
-PROJECTS_PER_UNIT small training projects of 18-19 files each, about 200 files, so
-N=1 is the 1x corpus, N=16 the 16x corpus. Every project follows one template:
+Writes N copies of one template into OUTDIR (which is emptied first): OUTDIR/copy_00 ..
+copy_{N-1}, each holding the same PROJECTS_PER_UNIT small training projects of 18-19 files,
+204 files in all, so N=1 is the 1x corpus and N=16 the 16x corpus with exactly 16 times the
+files and bytes. The projects of one copy follow one layout:
 
     proj_NNNN/
       <pkg>/__init__.py, config.py, data.py, trainer.py (class-based trainer)
@@ -14,15 +15,14 @@ N=1 is the 1x corpus, N=16 the 16x corpus. Every project follows one template:
       <pkg>/models/{__init__,blocks,transformer,heads}.py           (nn.Module classes)
       train_*.py (2 or 3 scripts: FSDP2 fully_shard, FSDP1, accelerate)
 
-with names, sizes, optimizers and helper counts varied per project. Some training
+with names, sizes, optimizers and helper counts varied from project to project. Some training
 scripts and trainers are correct, some carry an SL101 bug (optimizer built before
 the wrap) or an SL103 bug (blocks sharded, root never). Every file mentions FSDP and
 optimizer names, so shardlint's cheap relevance filter never skips a file: the corpus
 measures the full per-file pipeline.
 
-Deterministic: project i is generated from random.Random(SEED * 1_000_003 + i) alone,
-so the 16x corpus contains the 1x corpus's projects verbatim (proj_0000..proj_0010)
-and reruns produce byte-identical files. Standard library only.
+Deterministic: project k is generated from random.Random(SEED * 1_000_003 + k) alone, and
+reruns produce byte-identical files. Standard library only.
 """
 import os
 import random
@@ -701,20 +701,21 @@ def main(argv):
     os.makedirs(out)
     files = size = 0
     bugs = {"SL101": 0, "SL103": 0}
-    for i in range(units * PROJECTS_PER_UNIT):
-        proj = Project(i)
-        root = os.path.join(out, f"proj_{i:04d}")
-        for rel, text in proj.files():
-            path = os.path.join(root, rel)
+    projects = [Project(k) for k in range(PROJECTS_PER_UNIT)]
+    template = [(f"proj_{p.index:04d}/{rel}", text) for p in projects for rel, text in p.files()]
+    for p in projects:
+        for key in ["trainer"] + p.scripts:
+            if p.bugs[key] in bugs:
+                bugs[p.bugs[key]] += units
+    for u in range(units):
+        for rel, text in template:
+            path = os.path.join(out, f"copy_{u:02d}", rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8", newline="\n") as f:
                 f.write(text)
             files += 1
             size += len(text.encode("utf-8"))
-        for key in ["trainer"] + proj.scripts:
-            if proj.bugs[key] in bugs:
-                bugs[proj.bugs[key]] += 1
-    print(f"{out}: {units * PROJECTS_PER_UNIT} projects, {files} files, {size} bytes, "
+    print(f"{out}: {units} x {PROJECTS_PER_UNIT} projects, {files} files, {size} bytes, "
           f"seeded bugs: SL101={bugs['SL101']} SL103={bugs['SL103']}")
     return 0
 

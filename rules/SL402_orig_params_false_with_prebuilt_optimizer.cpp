@@ -1,0 +1,61 @@
+// SL402 orig-params-false-with-prebuilt-optimizer: accelerate FSDP1 whose use_orig_params is false by
+// a linked config or by the in-code plugin's default, with an optimizer built before `prepare`.
+#include "Registry.h"
+#include "fsdp/FsdpModel.h"
+#include "fsdp/Staleness.h"
+
+namespace shardlint::rules {
+namespace {
+
+using namespace fsdp;
+
+class OrigParamsFalseWithPrebuiltOptimizer final : public Rule {
+ public:
+  explicit OrigParamsFalseWithPrebuiltOptimizer(const RuleInfo* info) : info_(info) {}
+  const RuleInfo& info() const override { return *info_; }
+  std::vector<std::vector<std::string_view>> prescanTokens() const override { return optimizerAndWrapTokens(); }
+
+  void finish(RuleContext& cx) override {
+    for (const auto& root : cx.analysis().roots()) {
+      const Store& st = *root.store;
+      auto mine = [](const Event& w) {
+        return w.attr("api") == "accelerate" && w.attr("fsdp_version") != "2" &&
+               (w.attr("orig_from") == "config" || w.attr("orig_from") == "code-default");
+      };
+      for (const auto& s : staleOptimizers(st, mine)) {
+        bool fromConfig = s.wrap->attr("orig_from") == "config";
+        std::string why =
+            fromConfig ? "the linked accelerate config sets `fsdp_use_orig_params: false`"
+                       : "`FullyShardedDataParallelPlugin(...)` built in code without `use_orig_params=True` "
+                         "defaults it to false";
+        std::string msg = "optimizer is built from the parameters of `" + render(st, s.module) +
+                          "` before accelerate FSDP1 `prepare`, and " + why +
+                          ": FSDP1 flattens the parameters and accelerate never re-points the optimizer, so it "
+                          "steps stale tensors and training silently does nothing; set `use_orig_params` to true "
+                          "(in the config, or `FullyShardedDataParallelPlugin(use_orig_params=True)`), or build the "
+                          "optimizer from the prepared model";
+        std::vector<Note> extra;
+        if (fromConfig && !s.wrap->attr("config").empty()) {
+          Location loc;
+          loc.path = std::string(s.wrap->attr("config"));
+          loc.start.line = static_cast<uint32_t>(std::stoul(std::string(s.wrap->attr("config_line")))) - 1;
+          loc.start.codepointColumn = static_cast<uint32_t>(std::stoul(std::string(s.wrap->attr("config_col")))) - 1;
+          loc.end = loc.start;
+          extra.push_back(Note{loc, "the setting that decides it"});
+        }
+        reportStale(cx, info(), st, s, std::move(msg), std::move(extra));
+      }
+    }
+  }
+
+ private:
+  const RuleInfo* info_;
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> makeSL402(const RuleInfo* info) {
+  return std::make_unique<OrigParamsFalseWithPrebuiltOptimizer>(info);
+}
+
+}  // namespace shardlint::rules

@@ -1,0 +1,15 @@
+// How accelerate configs reach scripts: the facts an accelerate FSDP config gives
+// the Python analysis, and `accelerate launch` commands in shell scripts/Makefiles.
+#pragma once
+#include <vector>
+
+#include "driver/Rule.h"
+
+namespace shardlint::rules::config {
+
+// {"accelerate_fsdp": "1"|"2", "use_orig_params": "true"|"false"|"" (absent),
+//  "config": path, "config_line"/"config_col": where the deciding key is (1-based)}.
+Facts accelerateConfigFacts(const SourceFile& file, const std::vector<shardlint::config::YNode>& docs);
+std::vector<LaunchLink> accelerateLaunchLinks(const SourceFile& file);
+
+}  // namespace shardlint::rules::config

@@ -1,0 +1,29 @@
+// Optimizers that hold parameters a wrap replaced and are used afterwards: the
+// core of SL101 (raw FSDP, accelerate with use_orig_params=False in code, Fabric)
+// and SL402 (accelerate FSDP1 whose use_orig_params comes from a config or default).
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "driver/Rule.h"
+#include "fsdp/FsdpModel.h"
+
+namespace shardlint::rules::fsdp {
+
+struct StaleOptimizer {
+  ObjId optimizer;
+  const Event* wrap;
+  const Event* use;
+  Lineage module;  // the module whose parameters it was built from
+};
+
+// For each optimizer, the first wrap accepted by `wrapFilter` (and replacing
+// parameters) that makes it stale before a use.
+std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function<bool(const Event&)>& wrapFilter);
+
+// Reports at the construction (or the call that builds it, next to the wrap; or in
+// the class when a class both builds and wraps), with notes at the wrap and the use.
+void reportStale(RuleContext& cx, const RuleInfo& info, const Store& st, const StaleOptimizer& s, std::string message,
+                 std::vector<Note> extraNotes = {});
+
+}  // namespace shardlint::rules::fsdp
