@@ -16,12 +16,15 @@ std::string_view ruleDoc(std::string_view code);
 std::unique_ptr<Rule> makeSL101(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL102(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL103(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL301(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL302(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL303(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL304(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL305(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL306(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL307(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL308(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL309(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL310(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL402(const RuleInfo* info);
 

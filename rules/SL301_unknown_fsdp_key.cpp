@@ -1,0 +1,84 @@
+// SL301 unknown-fsdp-key: a key inside `fsdp_config` that the consumer ignores silently.
+#include <algorithm>
+
+#include "config/ConfigRule.h"
+#include "config/FsdpKeys.h"
+
+namespace shardlint::rules {
+namespace {
+using namespace config;
+
+size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+class UnknownFsdpKey final : public ConfigRule {
+ public:
+  using ConfigRule::ConfigRule;
+
+ private:
+  void check(ConfigContext& cx, const FsdpSettings& s) override {
+    if (s.role == Role::Accelerate) checkAccelerateTopLevel(cx, s);
+    if (!s.section) return;
+    bool trainer = s.role == Role::TrainerJson;
+    const auto& table = trainer ? trainerFsdpConfigKeys() : accelerateFsdpKeys();
+    std::string consumer = trainer ? "transformers" : s.role == Role::Axolotl ? "axolotl/accelerate" : "accelerate";
+    for (const auto& [k, v] : s.section->entries) {
+      if (!k.isScalar()) continue;
+      std::string name = k.value;
+      // transformers strips `fsdp_`; accelerate and axolotl configs spell keys with it.
+      std::string lookup = trainer ? std::string(bareKey(name)) : (name.rfind("fsdp_", 0) == 0 ? name : "fsdp_" + name);
+      bool known = std::any_of(table.begin(), table.end(), [&](const FsdpKey& key) { return key.name == lookup; });
+      if (known) continue;
+      if (!trainer && s.role == Role::Axolotl && name.rfind("fsdp_", 0) != 0) {
+        // axolotl also accepts un-prefixed keys and forwards others; stay quiet unless it is a known typo.
+        bool close = false;
+        for (const auto& key : table) close = close || editDistance(lookup, key.name) <= 2;
+        if (!close) continue;
+      }
+      std::string suggestion;
+      for (const auto& r : accelerateRenamedKeys())
+        if (!trainer && r.old == lookup) suggestion = std::string(r.replacement);
+      size_t best = 99;
+      if (suggestion.empty())
+        for (const auto& key : table) {
+          std::string candidate(key.name);
+          size_t d = editDistance(trainer ? std::string(bareKey(name)) : lookup, candidate);
+          if (d < best) best = d, suggestion = candidate;
+        }
+      std::string msg = "`" + name + "` is not a key " + consumer + " reads in `fsdp_config`; it is silently ignored";
+      bool renamed = std::any_of(accelerateRenamedKeys().begin(), accelerateRenamedKeys().end(),
+                                 [&](const RenamedKey& r) { return !trainer && r.old == lookup; });
+      if (renamed) msg += " (it was renamed); use `" + suggestion + "`";
+      else if (best <= std::max<size_t>(2, lookup.size() / 4)) msg += "; did you mean `" + suggestion + "`?";
+      cx.report(info(), k.range, msg);
+    }
+  }
+
+  // FSDP keys written at the top level instead of inside fsdp_config.
+  void checkAccelerateTopLevel(ConfigContext& cx, const FsdpSettings& s) {
+    const auto& top = accelerateTopLevelKeys();
+    for (const auto& [k, v] : s.root->entries) {
+      if (!k.isScalar() || k.value.rfind("fsdp_", 0) != 0 || k.value == "fsdp_config") continue;
+      if (std::find(top.begin(), top.end(), k.value) != top.end()) continue;
+      bool fsdpKey = std::any_of(accelerateFsdpKeys().begin(), accelerateFsdpKeys().end(),
+                                 [&](const FsdpKey& key) { return key.name == k.value; });
+      if (!fsdpKey) continue;
+      cx.report(info(), k.range,
+                "`" + k.value + "` belongs inside `fsdp_config:`; at the top level accelerate rejects the file "
+                "(\"The config file at ... had unknown keys\"); move it under fsdp_config");
+    }
+  }
+};
+}  // namespace
+
+std::unique_ptr<Rule> makeSL301(const RuleInfo* info) { return std::make_unique<UnknownFsdpKey>(info); }
+}  // namespace shardlint::rules

@@ -1,0 +1,53 @@
+// SL302 key-not-for-fsdp-version: an FSDP1-only key or value with fsdp_version 2, or the reverse.
+#include <algorithm>
+
+#include "config/ConfigRule.h"
+#include "config/FsdpKeys.h"
+
+namespace shardlint::rules {
+namespace {
+using namespace config;
+
+class KeyNotForFsdpVersion final : public ConfigRule {
+ public:
+  using ConfigRule::ConfigRule;
+
+ private:
+  void check(ConfigContext& cx, const FsdpSettings& s) override {
+    if (!s.section || s.role == Role::TrainerJson) return;
+    const auto& table = accelerateFsdpKeys();
+    for (const auto& [k, v] : s.section->entries) {
+      if (!k.isScalar()) continue;
+      std::string name = k.value.rfind("fsdp_", 0) == 0 ? k.value : "fsdp_" + k.value;
+      auto it = std::find_if(table.begin(), table.end(), [&](const FsdpKey& key) { return key.name == name; });
+      if (it == table.end()) continue;
+      std::vector<Note> notes;
+      if (s.versionNode) notes.push_back(cx.note(s.versionNode->range, "the FSDP version is chosen here"));
+      if (s.version == 2 && it->fsdp1 && !it->fsdp2) {
+        cx.report(info(), k.range,
+                  "`" + k.value + "` is an FSDP1 setting but this config uses `fsdp_version: 2`, where accelerate "
+                  "does not apply it (silently, or with a warning at most); remove it or use the FSDP2 equivalent",
+                  std::move(notes));
+      } else if (s.version == 1 && it->fsdp2 && !it->fsdp1) {
+        cx.report(info(), k.range,
+                  "`" + k.value + "` is an FSDP2 setting but this config uses FSDP1 (`fsdp_version` absent or 1), "
+                  "where accelerate does not apply it; set `fsdp_version: 2` or remove it",
+                  std::move(notes));
+      } else if (s.version == 2 && name == "fsdp_reshard_after_forward" && v.isScalar() && !asBool(&v)) {
+        cx.report(info(), v.range,
+                  "`fsdp_reshard_after_forward: " + v.value + "` is an FSDP1 sharding strategy; with FSDP2 it must "
+                  "be true or false, and accelerate's `str_to_bool` raises `ValueError: invalid truth value " +
+                  [&] {
+                    std::string lower = v.value;
+                    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+                    return lower;
+                  }() + "`; use true (FULL_SHARD) or false (SHARD_GRAD_OP)",
+                  std::move(notes));
+      }
+    }
+  }
+};
+}  // namespace
+
+std::unique_ptr<Rule> makeSL302(const RuleInfo* info) { return std::make_unique<KeyNotForFsdpVersion>(info); }
+}  // namespace shardlint::rules
