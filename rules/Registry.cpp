@@ -1,6 +1,7 @@
 #include "Registry.h"
 
 #include "config/Links.h"
+#include "config/ModelFamilies.h"
 #include "fsdp/FsdpModel.h"
 
 namespace shardlint::rules {
@@ -59,6 +60,10 @@ std::vector<Entry> makeEntries() {
       {{"SL310", "duplicate-key", Severity::Error, "a key given twice in one mapping; the later silently wins",
         ruleDoc("SL310")},
        makeSL310},
+      {{"SL401", "wrap-class-not-found", Severity::Error,
+        "a wrap class named in a config exists neither in the project nor in the model family it loads",
+        ruleDoc("SL401")},
+       makeSL401},
       {{"SL402", "orig-params-false-with-prebuilt-optimizer", Severity::Error,
         "accelerate FSDP1 with use_orig_params false (config or plugin default) and an optimizer built before "
         "prepare",
@@ -91,6 +96,7 @@ const RuleCatalog& catalog() {
     cat.makeCallModel = makeCallModel;
     cat.configFacts = config::accelerateConfigFacts;
     cat.launchLinks = config::accelerateLaunchLinks;
+    cat.projectFacts = config::projectModelFacts;
     return cat;
   }();
   return c;

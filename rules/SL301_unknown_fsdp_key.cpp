@@ -37,6 +37,10 @@ class UnknownFsdpKey final : public ConfigRule {
       // transformers strips `fsdp_`; accelerate and axolotl configs spell keys with it.
       std::string lookup = trainer ? std::string(bareKey(name)) : (name.rfind("fsdp_", 0) == 0 ? name : "fsdp_" + name);
       bool known = std::any_of(table.begin(), table.end(), [&](const FsdpKey& key) { return key.name == lookup; });
+      // axolotl hands fsdp_config to accelerate and to the Trainer: either's keys are read.
+      if (s.role == Role::Axolotl)
+        known = known || std::any_of(trainerFsdpConfigKeys().begin(), trainerFsdpConfigKeys().end(),
+                                     [&](const FsdpKey& key) { return key.name == bareKey(name); });
       if (known) continue;
       if (!trainer && s.role == Role::Axolotl && name.rfind("fsdp_", 0) != 0) {
         // axolotl also accepts un-prefixed keys and forwards others; stay quiet unless it is a known typo.

@@ -55,7 +55,8 @@ TEST_CASE("project fixtures: cross-file findings exactly as expected", "[project
     DYNAMIC_SECTION(dir.filename().string()) {
       std::vector<std::string> expected;
       for (const auto& e : fs::recursive_directory_iterator(dir)) {
-        if (e.path().extension() != ".py") continue;
+        std::string ext = e.path().extension().string();
+        if (ext != ".py" && ext != ".yaml" && ext != ".yml") continue;
         std::string rel = e.path().lexically_relative(dir).generic_string();
         for (const auto& x : shardlint::testing::parseExpectations(slurp(e.path())))
           expected.push_back(rel + ":" + std::to_string(x.line) + ":" + std::to_string(x.column) + " " + x.code);

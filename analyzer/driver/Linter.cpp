@@ -575,16 +575,16 @@ static void collectYamlComments(const SourceFile& file, Suppressions& sup) {
 }
 
 void Linter::lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats,
-                        Facts* facts) const {
+                        Facts* facts, const Facts* project) const {
   ReadResult r = readSource(path, options_.maxFileBytes);
   ++stats.filesRead;
   if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) return;  // not ours to report
   stats.bytesRead += r.text.size();
-  lintConfigText(path, std::move(r.text), out, stats, facts);
+  lintConfigText(path, std::move(r.text), out, stats, facts, project);
 }
 
 void Linter::lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out,
-                            LintStats& stats, Facts* facts) const {
+                            LintStats& stats, Facts* facts, const Facts* project) const {
   // Pre-scan: only files that mention FSDP are parsed.
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -607,7 +607,7 @@ void Linter::lintConfigText(const std::string& path, std::string text, std::vect
   }
   if (!docs.empty() && facts && catalog_.configFacts) *facts = catalog_.configFacts(file, docs);
   if (!docs.empty()) {
-    ConfigContext cx(file, docs, found);
+    ConfigContext cx(file, docs, found, project);
     for (auto& rule : catalog_.makeRules())
       if (rule->checksConfigs() && options_.selection.enabled(rule->info())) rule->checkConfig(cx);
   }
@@ -628,7 +628,8 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
   }
   if (isConfigPath(path)) {
     LintStats ignored;
-    lintConfigText(path, std::move(text), out, ignored, nullptr);
+    Facts noProject;  // a single file: no project code to consult
+    lintConfigText(path, std::move(text), out, ignored, nullptr, &noProject);
     finalizeDiagnostics(out);
     return out;
   }
@@ -679,18 +680,30 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   };
 
   // Configuration files take their own, simpler path; launch scripts are only read for links.
-  std::vector<std::string> pyPaths, launchPaths;
-  std::map<std::string, Facts> configFacts;  // absolute path -> facts
+  std::vector<std::string> pyPaths, launchPaths, configPaths;
   for (const auto& p : paths) {
-    if (isConfigPath(p)) {
-      Facts f;
-      lintConfig(p, all, stats, &f);
-      if (!f.empty()) configFacts[absoluteKey(p)] = std::move(f);
-    } else if (isLaunchPath(p)) {
-      launchPaths.push_back(p);
-    } else {
-      pyPaths.push_back(p);
+    if (isConfigPath(p)) configPaths.push_back(p);
+    else if (isLaunchPath(p)) launchPaths.push_back(p);
+    else pyPaths.push_back(p);
+  }
+  // Project facts for configuration rules (only when there are configs to check).
+  Facts projectFacts;
+  if (!configPaths.empty() && catalog_.projectFacts) {
+    std::vector<std::unique_ptr<SourceFile>> sources;
+    std::vector<const SourceFile*> views;
+    for (const auto& p : pyPaths) {
+      ReadResult r = readSource(p, options_.maxFileBytes);
+      if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
+      sources.push_back(std::make_unique<SourceFile>(p, std::move(r.text)));
+      views.push_back(sources.back().get());
     }
+    projectFacts = catalog_.projectFacts(views);
+  }
+  std::map<std::string, Facts> configFacts;  // absolute path -> facts
+  for (const auto& p : configPaths) {
+    Facts f;
+    lintConfig(p, all, stats, &f, &projectFacts);
+    if (!f.empty()) configFacts[absoluteKey(p)] = std::move(f);
   }
   std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts));
   ProjectIndex index(options_.roots);

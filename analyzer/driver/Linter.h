@@ -62,9 +62,10 @@ class Linter {
 
  private:
   // Lints a configuration file; its facts (if it configures the scripts) go to `facts`.
-  void lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats, Facts* facts) const;
+  void lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats, Facts* facts,
+                  const Facts* project) const;
   void lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out, LintStats& stats,
-                      Facts* facts) const;
+                      Facts* facts, const Facts* project) const;
   // Which facts apply to which Python file (absolute path), from configs and launch scripts.
   std::map<std::string, Facts> linkConfigs(const std::vector<std::string>& launchPaths,
                                            std::map<std::string, Facts> configFacts) const;

@@ -42,11 +42,18 @@ class RuleContext {
   std::vector<const semantic::FileAnalysis*> analyses_;
 };
 
+// Facts a configuration contributes to the analysis of the scripts it applies to
+// (the domain decides their meaning, e.g. {"accelerate_fsdp": "1", "use_orig_params": "false"}).
+using Facts = std::map<std::string, std::string>;
+
 // What a configuration rule sees: one YAML/JSON file and its documents.
 class ConfigContext {
  public:
-  ConfigContext(const SourceFile& file, const std::vector<config::YNode>& docs, std::vector<Diagnostic>& out)
-      : file_(file), docs_(docs), out_(out) {}
+  ConfigContext(const SourceFile& file, const std::vector<config::YNode>& docs, std::vector<Diagnostic>& out,
+                const Facts* project = nullptr)
+      : file_(file), docs_(docs), out_(out), project_(project) {}
+  // Facts about the project's Python code (RuleCatalog::projectFacts), or null.
+  const Facts* project() const { return project_; }
   const SourceFile& file() const { return file_; }
   const std::vector<config::YNode>& documents() const { return docs_; }
   Note note(ByteRange range, std::string message) const { return Note{makeLocation(file_, range), std::move(message)}; }
@@ -65,6 +72,7 @@ class ConfigContext {
   const SourceFile& file_;
   const std::vector<config::YNode>& docs_;
   std::vector<Diagnostic>& out_;
+  const Facts* project_;
 };
 
 class Rule {
@@ -90,9 +98,6 @@ class Rule {
 
 // What rules/ hands the engine: rule metadata for every code (engine codes
 // included), factories for the checking rules, and the domain call model.
-// Facts a configuration contributes to the analysis of the scripts it applies to
-// (the domain decides their meaning, e.g. {"accelerate_fsdp": "1", "use_orig_params": "false"}).
-using Facts = std::map<std::string, std::string>;
 
 // A launch command found in a shell script or Makefile: which script it runs with
 // which configuration file and which command-line settings.
@@ -110,6 +115,9 @@ struct RuleCatalog {
   Facts (*configFacts)(const SourceFile& file, const std::vector<config::YNode>& docs) = nullptr;
   // Launch commands in a shell script or Makefile.
   std::vector<LaunchLink> (*launchLinks)(const SourceFile& file) = nullptr;
+  // Facts about the whole project, read from the Python files' bytes (for rules over
+  // configuration files that must agree with the code).
+  Facts (*projectFacts)(const std::vector<const SourceFile*>& pythonFiles) = nullptr;
   const RuleInfo* find(std::string_view codeOrName) const;
 };
 

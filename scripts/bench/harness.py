@@ -60,12 +60,17 @@ CORPUS_LABELS = {
     "synth-4x": "synthetic training projects, 4x",
     "synth-16x": "synthetic training projects, 16x",
 }
+CONTENDED_SHARE = 0.10
 GOAL_RSS_MB = 150  # MB = 10^6 bytes (the strict reading: 143.1 MiB)
 
 
 class Run:
-    def __init__(self, corpus, tool, run, rc, fields):
+    def __init__(self, corpus, tool, run, rc, fields, other="nan"):
         self.corpus, self.tool, self.run, self.rc = corpus, tool, int(run), rc
+        try:
+            self.other = float(other)  # CPU seconds other processes used during this run
+        except ValueError:
+            self.other = float("nan")
         parts = fields.split()
         try:
             self.wall, self.user, self.sys = float(parts[0]), float(parts[1]), float(parts[2])
@@ -76,6 +81,11 @@ class Run:
             self.rss_kb = 0
             self.timed = False
         self.failure = None
+
+    @property
+    def contended(self):
+        """Other processes used more than CONTENDED_SHARE of one core on average during the run."""
+        return self.other == self.other and self.other > CONTENDED_SHARE * max(self.wall, 0.05)
 
     @property
     def cpu(self):
@@ -171,7 +181,7 @@ def report(raw, out_path):
     for line in read(os.path.join(raw, "measurements.tsv")).splitlines()[1:]:
         parts = line.split("\t")
         if len(parts) >= 5:
-            runs.append(Run(*parts[:5]))
+            runs.append(Run(*parts[:6]))
     for r in runs:
         r.failure = classify(raw, r)
 
@@ -186,6 +196,7 @@ def report(raw, out_path):
             if r.failure:
                 failures.append(r)
         pool = ok or [r for r in rs if r.timed] or rs
+        pool = [r for r in pool if not r.contended] or pool  # prefer runs no other process disturbed
         best[key] = min(pool, key=lambda r: (r.wall if r.wall == r.wall else float("inf")))
 
     busy = {}  # corpus -> [(round, busy%, waited s)]
@@ -205,11 +216,13 @@ def report(raw, out_path):
              f"{env.get('runs', '?')} (its CPU time and peak RSS are from that same run), measured with GNU time "
              f"(`/usr/bin/time -f '%e %U %S %M'`). Ratios divide the tool's number by shardlint's default "
              f"(`--jobs` = all cores) row in the same table: above 1.00x means the tool is slower or bigger than "
-             f"shardlint.\n")
+             f"shardlint. A run during which other processes used more than {int(CONTENDED_SHARE * 100)}% of a core "
+             f"on average (machine busy time from /proc/stat minus the tool's own CPU time) counts as contended, "
+             f"and the best run is taken from the uncontended ones when there are any.\n")
     L.append("## Machine and versions\n")
     L.append("| | |\n|---|---|")
     for k, label in [("cpu", "CPU"), ("cores", "cores"), ("memory", "memory"), ("kernel", "kernel"),
-                     ("shardlint", "shardlint"), ("ruff", "Ruff (wasm, @astral-sh/ruff-wasm-nodejs)"),
+                     ("shardlint", "shardlint"), ("shardlint_sha256", "shardlint binary (sha256 prefix)"), ("ruff", "Ruff (wasm, @astral-sh/ruff-wasm-nodejs)"),
                      ("node", "Node.js"), ("pyflakes", "pyflakes"), ("pylint", "pylint"),
                      ("torch", "python3-torch (corpus)"), ("python", "Python (pyflakes, pylint)"),
                      ("gcc", "gcc (parse floor, -O2)")]:
@@ -263,6 +276,9 @@ def report(raw, out_path):
                 note = f"**FAILED: {r.failure}**"
             elif nfail:
                 note += f"; {nfail} of {len(by_key[(corpus, tool)])} runs failed"
+            if r.contended:
+                note += (f"; **contended**: other processes used {r.other:.1f} CPU-s during this run "
+                         f"(every run of this row was)")
             if tool == "pylint":
                 note += f"; ratios compare a {nsample}-file sample with the whole corpus"
             if sl:

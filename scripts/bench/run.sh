@@ -47,6 +47,10 @@ else
   SL="$root/build/shardlint"
 fi
 [ -x "$SL" ] || die "no shardlint binary at $SL"
+# Measure a private copy: a rebuild of build/shardlint during the run must not change what is measured.
+mkdir -p "$bench/build"
+cp "$SL" "$bench/build/shardlint-under-test"
+SL="$bench/build/shardlint-under-test"
 
 # ------------------------------------------------------------------ npm: Ruff's wasm build
 stamp="$bench/node_modules/.bench-lock.sha256"
@@ -157,21 +161,33 @@ tool_cmd() {
   esac
 }
 
-# measure CORPUS TOOL RUN DIR SAMPLE: one run under GNU time; appends a line to measurements.tsv
+# CPU jiffies the whole machine spent busy (user nice system irq softirq steal) since boot
+busy_jiffies() {
+  local _ a b c d e f g h
+  read -r _ a b c d e f g h _ < /proc/stat
+  echo $((a + b + c + f + g + h))
+}
+HZ="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+
+# measure CORPUS TOOL RUN DIR SAMPLE: one run under GNU time; appends a line to measurements.tsv with
+# the CPU seconds that other processes used meanwhile (machine busy time minus the tool's own CPU time)
 measure() {
   local corpus="$1" tool="$2" run="$3" dir="$4" sample="$5"
   local d="$RAW/$corpus/$tool"; mkdir -p "$d"
   tool_cmd "$tool" "$dir" "$sample"
   printf '%q ' "${CMD[@]:0:12}" > "$d/cmd.txt"; [ "${#CMD[@]}" -gt 12 ] && printf '... (%d args)' "${#CMD[@]}" >> "$d/cmd.txt"
-  local rc=0
+  local rc=0 j0 j1
+  j0="$(busy_jiffies)"
   (cd "$root" && /usr/bin/time -f '%e %U %S %M' -o "$d/time.$run" "${CMD[@]}" > "$d/out.$run" 2> "$d/err.$run") || rc=$?
+  j1="$(busy_jiffies)"
   local t; t="$(tail -n 1 "$d/time.$run" 2>/dev/null || true)"
+  local other; other="$(awk -v j="$((j1 - j0))" -v hz="$HZ" -v t="$t" 'BEGIN { split(t, f, " "); o = j / hz - f[2] - f[3]; if (o < 0) o = 0; printf "%.2f", o }')"
   grep -q 'Command terminated by signal' "$d/time.$run" 2>/dev/null && rc="signal:$(grep -o 'signal [0-9]*' "$d/time.$run" | cut -d' ' -f2)"
-  printf '%s\t%s\t%s\t%s\t%s\n' "$corpus" "$tool" "$run" "$rc" "$t" >> "$RAW/measurements.tsv"
-  log "  $corpus $tool run $run: rc=$rc wall/user/sys/rssKB=$t"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$corpus" "$tool" "$run" "$rc" "$t" "$other" >> "$RAW/measurements.tsv"
+  log "  $corpus $tool run $run: rc=$rc wall/user/sys/rssKB=$t other-CPU=${other}s"
 }
 
-printf 'corpus\ttool\trun\trc\twall user sys maxrss_kb\n' > "$RAW/measurements.tsv"
+printf 'corpus\ttool\trun\trc\twall user sys maxrss_kb\tother_cpu_s\n' > "$RAW/measurements.tsv"
 printf 'round\tbusy_pct\twaited_s\n' > "$RAW/busy.tsv"
 printf 'corpus\tpath\n' > "$RAW/corpora.tsv"
 for c in $CORPORA; do
@@ -209,6 +225,7 @@ done
   printf 'cores\t%s\n' "$(nproc)"
   printf 'memory\t%s\n' "$(free -h | awk '/^Mem:/ {print $2}')"
   printf 'kernel\t%s\n' "$(uname -r)"
+  printf 'shardlint_sha256\t%s\n' "$(sha256sum "$SL" | cut -c1-16)"
   printf 'shardlint\t%s (commit %s)\n' "$("$SL" --version 2>&1 | head -1)" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD -- analyzer rules CMakeLists.txt 2>/dev/null || echo ' + uncommitted changes in analyzer/, rules/ or CMakeLists.txt')"
   printf 'has_jobs\t%s\n' "$HAS_JOBS"
   printf 'has_stats\t%s\n' "$HAS_STATS"
