@@ -42,7 +42,7 @@ TEST_CASE("registry: codes and names are unique and sorted", "[registry]") {
     CHECK(info.code.substr(0, 2) == "SL");
     if (i > 0) CHECK(cat.infos[i - 1].code < info.code);
     CHECK(names.insert(info.name).second);
-    CHECK(std::all_of(info.name.begin(), info.name.end(), [](char ch) { return (ch >= 'a' && ch <= 'z') || ch == '-'; }));
+    CHECK(std::all_of(info.name.begin(), info.name.end(), [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'; }));
     CHECK(cat.find(info.code) == &info);
     CHECK(cat.find(info.name) == &info);
   }
