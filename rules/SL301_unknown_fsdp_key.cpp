@@ -61,7 +61,8 @@ class UnknownFsdpKey final : public ConfigRule {
       std::string msg = "`" + name + "` is not a key " + consumer + " reads in `fsdp_config`; it is silently ignored";
       bool renamed = std::any_of(accelerateRenamedKeys().begin(), accelerateRenamedKeys().end(),
                                  [&](const RenamedKey& r) { return !trainer && r.old == lookup; });
-      if (renamed) msg += " (it was renamed); use `" + suggestion + "`";
+      if (renamed && suggestion.rfind("fsdp_", 0) == 0) msg += " (it was renamed); use `" + suggestion + "`";
+      else if (renamed) msg += "; it is not read from config files (" + suggestion + ")";
       else if (best <= std::max<size_t>(2, lookup.size() / 4)) msg += "; did you mean `" + suggestion + "`?";
       cx.report(info(), k.range, msg);
     }

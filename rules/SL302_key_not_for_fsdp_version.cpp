@@ -8,6 +8,14 @@ namespace shardlint::rules {
 namespace {
 using namespace config;
 
+// What accelerate's str_to_bool accepts (case-insensitive).
+bool truthValue(std::string v) {
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* ok : {"y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0"})
+    if (v == ok) return true;
+  return false;
+}
+
 class KeyNotForFsdpVersion final : public ConfigRule {
  public:
   using ConfigRule::ConfigRule;
@@ -33,7 +41,7 @@ class KeyNotForFsdpVersion final : public ConfigRule {
                   "`" + k.value + "` is an FSDP2 setting but this config uses FSDP1 (`fsdp_version` absent or 1), "
                   "where accelerate does not apply it; set `fsdp_version: 2` or remove it",
                   std::move(notes));
-      } else if (s.version == 2 && name == "fsdp_reshard_after_forward" && v.isScalar() && !asBool(&v)) {
+      } else if (s.version == 2 && name == "fsdp_reshard_after_forward" && v.isScalar() && !truthValue(v.value)) {
         cx.report(info(), v.range,
                   "`fsdp_reshard_after_forward: " + v.value + "` is an FSDP1 sharding strategy; with FSDP2 it must "
                   "be true or false, and accelerate's `str_to_bool` raises `ValueError: invalid truth value " +

@@ -1,4 +1,6 @@
 // SL309 exclusive-wrap-options: min_num_params together with transformer_layer_cls_to_wrap in a Trainer fsdp_config.
+#include <string>
+
 #include "config/ConfigRule.h"
 
 namespace shardlint::rules {
@@ -15,8 +17,18 @@ class ExclusiveWrapOptions final : public ConfigRule {
     const auto* size = s.entry("min_num_params");
     const auto* cls = s.entry("transformer_layer_cls_to_wrap");
     if (!size || !cls) return;
+    // transformers raises only for a positive threshold together with a class list.
     Resolved r = shardlint::config::resolveYaml11(size->second);
-    if (r.type == Resolved::Type::Int && r.integer == 0) return;  // 0 is the "unset" default
+    bool positive = (r.type == Resolved::Type::Int && r.integer > 0) || (r.type == Resolved::Type::Float && r.real > 0);
+    if (!positive && size->second.isScalar() && !size->second.quoted) {  // JSON numbers such as 1e8
+      try {
+        size_t used = 0;
+        double d = std::stod(size->second.value, &used);
+        positive = used == size->second.value.size() && d > 0;
+      } catch (...) {
+      }
+    }
+    if (!positive || cls->second.kind == YNode::Kind::Null) return;
     const auto* later = size->first.range.begin > cls->first.range.begin ? size : cls;
     const auto* earlier = later == size ? cls : size;
     cx.report(info(), later->first.range,

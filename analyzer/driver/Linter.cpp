@@ -588,7 +588,9 @@ void Linter::lintConfigText(const std::string& path, std::string text, std::vect
   // Pre-scan: only files that mention FSDP are parsed.
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (lower.find("fsdp") == std::string::npos) {
+  // (A Trainer fsdp_config JSON may spell its keys without the fsdp_ prefix.)
+  if (lower.find("fsdp") == std::string::npos && lower.find("min_num_params") == std::string::npos &&
+      lower.find("transformer_layer_cls_to_wrap") == std::string::npos) {
     ++stats.filesSkipped;
     return;
   }

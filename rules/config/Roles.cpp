@@ -77,7 +77,10 @@ std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const 
     s.root = &doc;
     s.section = fsdpConfig && fsdpConfig->isMap() ? fsdpConfig : nullptr;
     s.enabled = asString(distributed) == "FSDP" || (!distributed && s.section);
-    if (s.section) readVersion(s, lastValue(*s.section, "fsdp_version"));
+    if (s.section) {
+      readVersion(s, lastValue(*s.section, "version"));  // accelerate adds the `fsdp_` prefix itself
+      readVersion(s, lastValue(*s.section, "fsdp_version"));
+    }
     if (!s.section && !s.enabled) return std::nullopt;
     return s;
   }
