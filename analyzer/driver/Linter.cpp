@@ -658,7 +658,6 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   std::vector<std::vector<uint64_t>> ruleGroups;  // per rule: a mask per group
   bool alwaysRelevant = false;
   for (const auto& r : rules) {
-    if (r->checksConfigs()) continue;  // configuration rules never make a Python file relevant
     auto groups = r->prescanTokens();
     if (groups.empty()) alwaysRelevant = true;
     std::vector<uint64_t> masks;

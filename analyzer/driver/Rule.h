@@ -33,6 +33,8 @@ class RuleContext {
   Location locate(const semantic::Site& site) const { return makeLocation(file(site.file), site.range); }
   Note note(const semantic::Site& site, std::string message) const { return Note{locate(site), std::move(message)}; }
   void report(const RuleInfo& info, const semantic::Site& primary, std::string message, std::vector<Note> notes = {});
+  // Where findings go (for rules that check settings written in code with a ConfigContext).
+  std::vector<Diagnostic>& sink() { return out_; }
 
  private:
   std::vector<const SourceFile*> files_;

@@ -15,10 +15,21 @@ class ConfigRule : public Rule {
     for (const auto& doc : cx.documents())
       if (auto s = detectFsdp(cx.file(), doc)) check(cx, *s);
   }
+  // Settings written in code: `TrainingArguments(..., fsdp_config={...})` (and TRL's
+  // config classes, which subclass it) are a Trainer fsdp_config.
+  std::vector<std::vector<std::string_view>> prescanTokens() const override { return {{"fsdp_config"}}; }
+  std::vector<syntax::Kind> nodeKinds() const override { return {syntax::Kind::call}; }
+  void onNode(RuleContext& cx, TSNode call) override { checkTrainingArguments(cx, call, *this); }
 
  protected:
   virtual void check(ConfigContext& cx, const FsdpSettings& s) = 0;
   const RuleInfo* info_;
+
+ private:
+  friend void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule);
 };
+
+// Builds the fsdp_config of a TrainingArguments-like call and runs `rule` on it.
+void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule);
 
 }  // namespace shardlint::rules::config

@@ -1,5 +1,9 @@
 #include "config/Roles.h"
 
+#include "config/ConfigRule.h"
+#include "config/PyLiteral.h"
+#include "syntax/TreeSitter.h"
+
 #include <algorithm>
 
 namespace shardlint::rules::config {
@@ -120,6 +124,33 @@ std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const 
     }
   }
   return std::nullopt;
+}
+
+void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule) {
+  std::string_view src = cx.file().text;
+  TSNode fn = syntax::field(call, "function");
+  std::string_view name = syntax::textOf(fn, src);
+  name = name.substr(name.rfind('.') == std::string_view::npos ? 0 : name.rfind('.') + 1);
+  static const std::vector<std::string_view> kArgs = {"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig",
+                                                      "DPOConfig", "GRPOConfig", "ORPOConfig", "KTOConfig",
+                                                      "RewardConfig", "PPOConfig"};
+  if (std::find(kArgs.begin(), kArgs.end(), name) == kArgs.end()) return;
+  TSNode args = syntax::field(call, "arguments");
+  if (ts_node_is_null(args)) return;
+  for (TSNode a : syntax::namedChildren(args)) {
+    if (syntax::PyKinds::instance().kind(a) != syntax::Kind::keyword_argument) continue;
+    if (syntax::textOf(syntax::field(a, "name"), src) != "fsdp_config") continue;
+    std::vector<YNode> docs{shardlint::config::fromPythonLiteral(syntax::field(a, "value"), src)};
+    if (!docs[0].isMap()) return;
+    FsdpSettings s{Role::TrainerJson};
+    s.root = &docs[0];
+    s.section = &docs[0];
+    s.enabled = true;
+    if (const YNode* v = docs[0].get("version")) readVersion(s, v);
+    if (const YNode* v = docs[0].get("fsdp_version")) readVersion(s, v);
+    ConfigContext ccx(cx.file(), docs, cx.sink());
+    rule.check(ccx, s);
+  }
 }
 
 }  // namespace shardlint::rules::config
