@@ -26,6 +26,8 @@ class UnknownFsdpKey final : public ConfigRule {
 
  private:
   void check(ConfigContext& cx, const FsdpSettings& s) override {
+    // argparse and Python reject unknown flags / keyword arguments loudly: nothing silent to report.
+    if (s.role == Role::LaunchFlags || s.role == Role::Plugin) return;
     if (s.role == Role::Accelerate) checkAccelerateTopLevel(cx, s);
     if (!s.section) return;
     bool trainer = s.role == Role::TrainerJson;

@@ -21,8 +21,32 @@ class KeyNotForFsdpVersion final : public ConfigRule {
   using ConfigRule::ConfigRule;
 
  private:
+  // FullyShardedDataParallelPlugin(...) in code validates some arguments against the version.
+  void checkPlugin(ConfigContext& cx, const FsdpSettings& s) {
+    const YNode* fwd = s.section->get("forward_prefetch");
+    if (s.version == 2 && fwd && fwd->kind != YNode::Kind::Null) {
+      for (const auto& [k, v] : s.section->entries)
+        if (k.value == "forward_prefetch")
+          cx.report(info(), k.range,
+                    "`forward_prefetch` with `fsdp_version=2`: the plugin raises `ValueError` for any value but None "
+                    "(FSDP2 prefetches on its own); remove it");
+    }
+    const YNode* reshard = s.section->get("reshard_after_forward");
+    if (s.version == 1 && reshard && asBool(reshard) == true) {
+      for (const auto& [k, v] : s.section->entries)
+        if (k.value == "reshard_after_forward")
+          cx.report(info(), k.range,
+                    "`reshard_after_forward=True` is an FSDP2 argument; with FSDP1 (`fsdp_version` absent or 1) the "
+                    "plugin raises `ValueError`; use `sharding_strategy` for FSDP1 or set `fsdp_version=2`");
+    }
+  }
+
   void check(ConfigContext& cx, const FsdpSettings& s) override {
     if (!s.section || s.role == Role::TrainerJson) return;
+    if (s.role == Role::Plugin) {
+      checkPlugin(cx, s);
+      return;
+    }
     const auto& table = accelerateFsdpKeys();
     for (const auto& [k, v] : s.section->entries) {
       if (!k.isScalar()) continue;

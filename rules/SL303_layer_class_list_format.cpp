@@ -12,7 +12,7 @@ class LayerClassListFormat final : public ConfigRule {
  private:
   void check(ConfigContext& cx, const FsdpSettings& s) override {
     const auto* e = s.entry("transformer_layer_cls_to_wrap");
-    if (!e || !e->second.isScalar() || s.role == Role::TrainerJson) return;
+    if (!e || !e->second.isScalar() || s.role == Role::TrainerJson || s.role == Role::Plugin) return;
     const std::string& v = e->second.value;
     std::vector<std::string> parts;
     size_t start = 0;

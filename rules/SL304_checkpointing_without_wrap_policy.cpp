@@ -11,7 +11,8 @@ class CheckpointingWithoutWrapPolicy final : public ConfigRule {
 
  private:
   void check(ConfigContext& cx, const FsdpSettings& s) override {
-    if (s.role != Role::Accelerate || !s.enabled || s.version != 2) return;
+    bool accelerate = s.role == Role::Accelerate || s.role == Role::LaunchFlags || s.role == Role::Plugin;
+    if (!accelerate || !s.enabled || s.version != 2) return;
     const auto* ac = s.entry("activation_checkpointing");
     if (!ac || asBool(&ac->second) != true) return;
     const auto* policy = s.entry("auto_wrap_policy");

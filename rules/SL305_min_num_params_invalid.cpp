@@ -1,4 +1,5 @@
 // SL305 min-num-params-invalid: fsdp_min_num_params that is not an int after PyYAML resolution, or 0 with SIZE_BASED_WRAP.
+#include <cctype>
 #include <cstdio>
 
 #include "config/ConfigRule.h"
@@ -16,6 +17,21 @@ class MinNumParamsInvalid final : public ConfigRule {
     const auto* e = s.entry("min_num_params");
     if (!e) return;
     const YNode& v = e->second;
+    if (s.role == Role::Plugin) return;  // a value in code is not parsed from text
+    if (s.role == Role::LaunchFlags) {
+      // The launcher exports the flag's text; the plugin then calls int() on it.
+      std::string t = v.value;
+      bool integer = !t.empty();
+      for (size_t i = 0; i < t.size(); ++i)
+        integer = integer && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '_' ||
+                              (i == 0 && (t[i] == '-' || t[i] == '+')));
+      if (!integer)
+        cx.report(info(), v.range,
+                  "`--" + e->first.value + " " + t + "` is not an integer: the launcher passes the text on and the "
+                  "plugin's `int('" + t + "')` fails with `ValueError: invalid literal for int() with base 10`; "
+                  "write the integer out");
+      return;
+    }
     Resolved r = shardlint::config::resolveYaml11(v);
     if (s.role == Role::TrainerJson) {
       if (v.isScalar() && !v.quoted && r.type == Resolved::Type::Int && r.integer >= 0) return;

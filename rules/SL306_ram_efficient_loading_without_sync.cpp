@@ -11,6 +11,7 @@ class RamEfficientLoadingWithoutSync final : public ConfigRule {
 
  private:
   void check(ConfigContext& cx, const FsdpSettings& s) override {
+    if (s.role == Role::Plugin) return;  // in code FSDP1 only warns and forces sync on
     const auto* ram = s.entry("cpu_ram_efficient_loading");
     const auto* sync = s.entry("sync_module_states");
     if (!ram || !sync || asBool(&ram->second) != true || asBool(&sync->second) != false) return;

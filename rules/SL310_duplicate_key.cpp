@@ -12,7 +12,9 @@ class DuplicateKey final : public ConfigRule {
   using ConfigRule::ConfigRule;
 
  private:
-  void check(ConfigContext& cx, const FsdpSettings& s) override { visit(cx, *s.root); }
+  void check(ConfigContext& cx, const FsdpSettings& s) override {
+    if (s.role != Role::Plugin) visit(cx, *s.root);  // duplicate keyword arguments are a SyntaxError
+  }
 
   void visit(ConfigContext& cx, const YNode& n) {
     if (n.isMap()) {

@@ -42,7 +42,7 @@ class WrapClassNotFound final : public ConfigRule {
  private:
   void check(ConfigContext& cx, const FsdpSettings& s) override {
     const auto* e = s.entry("transformer_layer_cls_to_wrap");
-    if (!e || !cx.project()) return;
+    if (!e || !cx.project() || s.role == Role::Plugin) return;
     // What the project proves exists.
     std::set<std::string> known;
     for (const auto& c : splitList(cx.project()->count("module_classes") ? cx.project()->at("module_classes") : ""))

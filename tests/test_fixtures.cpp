@@ -23,7 +23,7 @@ std::vector<fs::path> fixtureFiles() {
     if (!fs::exists(root)) continue;
     for (const auto& e : fs::recursive_directory_iterator(root)) {
       std::string ext = e.path().extension().string();
-      if (ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json") out.push_back(e.path());
+      if (ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json" || ext == ".sh") out.push_back(e.path());
     }
   }
   std::sort(out.begin(), out.end());

@@ -464,6 +464,10 @@ void finalizeDiagnostics(std::vector<Diagnostic>& all) {
 
 }  // namespace
 
+static void collectYamlComments(const SourceFile& file, Suppressions& sup);
+// Shell scripts and Makefiles use `#` comments like YAML.
+static void collectShellComments(const SourceFile& file, Suppressions& sup) { collectYamlComments(file, sup); }
+
 static bool isLaunchPath(const std::string& path) {
   std::filesystem::path p(path);
   std::string name = p.filename().string();
@@ -476,8 +480,23 @@ static std::string absoluteKey(const std::string& path) {
   return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();
 }
 
+void Linter::checkLaunchSettings(const SourceFile& file, const LaunchLink& link, std::vector<Diagnostic>& out) const {
+  if (!link.settings.isMap()) return;  // the command's own settings, checked like a config
+  static const Facts noProject;
+  std::vector<config::YNode> docs{link.settings};
+  std::vector<Diagnostic> found;
+  ConfigContext cx(file, docs, found, &noProject);
+  for (auto& rule : catalog_.makeRules())
+    if (rule->checksConfigs() && options_.selection.enabled(rule->info())) rule->checkConfig(cx);
+  Suppressions sup;
+  collectShellComments(file, sup);
+  for (auto& d : found)
+    if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
+}
+
 std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>& launchPaths,
-                                                 std::map<std::string, Facts> configFacts) const {
+                                                 std::map<std::string, Facts> configFacts,
+                                                 std::vector<Diagnostic>* diagnostics) const {
   namespace fs = std::filesystem;
   auto factsOfConfig = [&](const std::string& path) -> const Facts* {
     std::string key = absoluteKey(path);
@@ -520,6 +539,8 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
         return std::nullopt;
       };
       for (const auto& link : catalog_.launchLinks(file)) {
+        if (diagnostics) checkLaunchSettings(file, link, *diagnostics);
+        if (link.script.empty()) continue;
         auto script = locate(link.script);
         if (!script) continue;
         Facts merged;
@@ -628,6 +649,13 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
     }
     return out;
   }
+  if (isLaunchPath(path)) {
+    SourceFile file(path, std::move(text));
+    if (catalog_.launchLinks)
+      for (const auto& link : catalog_.launchLinks(file)) checkLaunchSettings(file, link, out);
+    finalizeDiagnostics(out);
+    return out;
+  }
   if (isConfigPath(path)) {
     LintStats ignored;
     Facts noProject;  // a single file: no project code to consult
@@ -706,7 +734,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     lintConfig(p, all, stats, &f, &projectFacts);
     if (!f.empty()) configFacts[absoluteKey(p)] = std::move(f);
   }
-  std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts));
+  std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all);
   ProjectIndex index(options_.roots);
   index.addFiles(pyPaths);
   struct Scanned {

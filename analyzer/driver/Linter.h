@@ -67,8 +67,11 @@ class Linter {
   void lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out, LintStats& stats,
                       Facts* facts, const Facts* project) const;
   // Which facts apply to which Python file (absolute path), from configs and launch scripts.
+  void checkLaunchSettings(const SourceFile& file, const LaunchLink& link, std::vector<Diagnostic>& out) const;
+  // Findings about the launch commands' own settings go to `diagnostics`.
   std::map<std::string, Facts> linkConfigs(const std::vector<std::string>& launchPaths,
-                                           std::map<std::string, Facts> configFacts) const;
+                                           std::map<std::string, Facts> configFacts,
+                                           std::vector<Diagnostic>* diagnostics) const;
   const RuleCatalog& catalog_;
   LintOptions options_;
 };

@@ -107,6 +107,9 @@ struct LaunchLink {
   std::string script;      // as written
   std::string configFile;  // as written, may be empty
   Facts facts;             // settings given on the command line
+  // The command's settings as a document (ranges in the script), checked by the
+  // configuration rules like a config file; Null when there are none.
+  config::YNode settings;
 };
 
 struct RuleCatalog {

@@ -17,7 +17,9 @@ class ConfigRule : public Rule {
   }
   // Settings written in code: `TrainingArguments(..., fsdp_config={...})` (and TRL's
   // config classes, which subclass it) are a Trainer fsdp_config.
-  std::vector<std::vector<std::string_view>> prescanTokens() const override { return {{"fsdp_config"}}; }
+  std::vector<std::vector<std::string_view>> prescanTokens() const override {
+    return {{"fsdp_config", "FullyShardedDataParallelPlugin"}};
+  }
   std::vector<syntax::Kind> nodeKinds() const override { return {syntax::Kind::call}; }
   void onNode(RuleContext& cx, TSNode call) override { checkTrainingArguments(cx, call, *this); }
 

@@ -1,5 +1,6 @@
 #include "config/Links.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "config/Roles.h"
@@ -30,74 +31,139 @@ Facts accelerateConfigFacts(const SourceFile& file, const std::vector<shardlint:
 }
 
 namespace {
-// Words of a command, with backslash-newline continuations joined and simple quotes removed.
-std::vector<std::string> words(std::string_view cmd) {
-  std::vector<std::string> out;
-  std::string cur;
+struct Word {
+  std::string text;
+  ByteRange range;
+};
+
+// Words of a command with their byte ranges; backslash-newline continuations are
+// joined, quotes removed; "\n" marks the end of a command.
+std::vector<Word> words(std::string_view cmd) {
+  std::vector<Word> out;
+  Word cur;
+  bool inWord = false;
   char quote = 0;
-  for (size_t i = 0; i < cmd.size(); ++i) {
+  auto flush = [&](uint32_t end) {
+    if (inWord) {
+      cur.range.end = end;
+      out.push_back(cur);
+    }
+    cur = Word{};
+    inWord = false;
+  };
+  for (uint32_t i = 0; i < cmd.size(); ++i) {
     char c = cmd[i];
     if (quote) {
       if (c == quote) quote = 0;
-      else cur += c;
+      else cur.text += c;
       continue;
     }
-    if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '\\' && i + 1 < cmd.size() && cmd[i + 1] == '\n') {
-      ++i;
-    } else if (std::isspace(static_cast<unsigned char>(c)) || c == ';' || c == '&' || c == '|') {
-      if (!cur.empty()) out.push_back(cur), cur.clear();
-      if (c == '\n' || c == ';' || c == '&' || c == '|') out.push_back("\n");
-    } else {
-      cur += c;
+    if (c == '#' && !inWord) {  // a comment runs to the line end
+      while (i + 1 < cmd.size() && cmd[i + 1] != '\n') ++i;
+      continue;
     }
+    if (c == '\\' && i + 1 < cmd.size() && cmd[i + 1] == '\n') {
+      flush(i);
+      ++i;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(c)) || c == ';' || c == '&' || c == '|') {
+      flush(i);
+      if (c == '\n' || c == ';' || c == '&' || c == '|') out.push_back(Word{"\n", {i, i + 1}});
+      continue;
+    }
+    if (!inWord) {
+      inWord = true;
+      cur.range.begin = i;
+    }
+    if (c == '"' || c == '\'') quote = c;
+    else cur.text += c;
   }
-  if (!cur.empty()) out.push_back(cur);
+  flush(static_cast<uint32_t>(cmd.size()));
   return out;
+}
+
+YNode scalar(std::string value, ByteRange range) {
+  YNode n;
+  n.kind = YNode::Kind::Scalar;
+  n.value = std::move(value);
+  n.range = range;
+  return n;
 }
 }  // namespace
 
 std::vector<LaunchLink> accelerateLaunchLinks(const SourceFile& file) {
   std::vector<LaunchLink> links;
-  std::vector<std::string> w = words(file.text);
+  std::vector<Word> w = words(file.text);
   for (size_t i = 0; i + 1 < w.size(); ++i) {
-    if (w[i] != "launch" || i == 0 || (w[i - 1] != "accelerate" && w[i - 1].find("/accelerate") == std::string::npos))
+    if (w[i].text != "launch" || i == 0 ||
+        (w[i - 1].text != "accelerate" && w[i - 1].text.find("/accelerate") == std::string::npos))
       continue;
     LaunchLink link;
-    for (size_t j = i + 1; j < w.size() && w[j] != "\n"; ++j) {
-      std::string a = w[j];
+    YNode flags;
+    flags.kind = YNode::Kind::Map;
+    flags.range = w[i].range;
+    bool useFsdp = false;
+    for (size_t j = i + 1; j < w.size() && w[j].text != "\n"; ++j) {
+      std::string a = w[j].text;
+      ByteRange keyRange = w[j].range;
       std::string value;
+      ByteRange valueRange = w[j].range;
+      bool inlineValue = false;
       auto eq = a.find('=');
-      if (a.rfind("--", 0) == 0 && eq != std::string::npos) value = a.substr(eq + 1), a = a.substr(0, eq);
+      if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        a = a.substr(0, eq);
+        keyRange.end = keyRange.begin + static_cast<uint32_t>(eq);
+        valueRange.begin = keyRange.end + 1;
+        inlineValue = true;
+      }
+      std::replace(a.begin(), a.end(), '-', '_');  // --fsdp-version == --fsdp_version
       auto next = [&]() -> std::string {
-        if (!value.empty()) return value;
-        if (j + 1 < w.size() && w[j + 1] != "\n") return w[++j];
+        if (inlineValue) return value;
+        if (j + 1 < w.size() && w[j + 1].text != "\n" && w[j + 1].text.rfind("--", 0) != 0) {
+          valueRange = w[j + 1].range;
+          return w[++j].text;
+        }
         return "";
       };
-      if (a == "--config_file" || a == "--config-file") {
+      if (a == "__config_file") {
         link.configFile = next();
-      } else if (a == "--use_fsdp" || a == "--use-fsdp") {
-        link.facts["accelerate_fsdp"] = link.facts.count("accelerate_fsdp") ? link.facts["accelerate_fsdp"] : "1";
-      } else if (a == "--fsdp_version" || a == "--fsdp-version") {
-        link.facts["accelerate_fsdp"] = next();
-      } else if (a == "--fsdp_use_orig_params" || a == "--fsdp-use-orig-params") {
+      } else if (a == "__use_fsdp") {
+        useFsdp = true;
+      } else if (a.rfind("__fsdp_", 0) == 0) {
+        std::string key = a.substr(2);
         std::string v = next();
-        for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        link.facts["use_orig_params"] = v == "true" || v == "1" ? "true" : "false";
-        link.facts["config"] = file.path;
-        LineCol lc = file.index.resolve(static_cast<uint32_t>(file.text.find("orig_params")));
-        link.facts["config_line"] = std::to_string(lc.line + 1);
-        link.facts["config_col"] = std::to_string(lc.codepointColumn + 1);
-      } else if (a.rfind("--", 0) == 0) {
-        if (a.find("fsdp") != std::string::npos && value.empty() && j + 1 < w.size() && w[j + 1].rfind("--", 0) != 0)
-          ++j;  // another --fsdp_* flag with its value
+        if (v.empty()) v = "true", valueRange = keyRange;  // a bare boolean flag
+        flags.entries.emplace_back(scalar(key, {keyRange.begin, keyRange.end}), scalar(v, valueRange));
+        flags.range.end = valueRange.end;
+        if (key == "fsdp_version") link.facts["accelerate_fsdp"] = v;
+        if (key == "fsdp_use_orig_params") {
+          std::string lower = v;
+          for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          link.facts["use_orig_params"] = lower == "true" || lower == "1" || lower == "yes" ? "true" : "false";
+          link.facts["config"] = file.path;
+          LineCol lc = file.index.resolve(valueRange.begin);
+          link.facts["config_line"] = std::to_string(lc.line + 1);
+          link.facts["config_col"] = std::to_string(lc.codepointColumn + 1);
+        }
+      } else if (a.rfind("__", 0) == 0) {
+        continue;  // another launcher flag (its value, if any, is skipped with it below)
       } else if (a.size() > 3 && a.substr(a.size() - 3) == ".py") {
         link.script = a;
         break;  // the script; what follows are its own arguments
       }
     }
-    if (!link.script.empty()) links.push_back(std::move(link));
+    if ((useFsdp || !flags.entries.empty()) && !link.facts.count("accelerate_fsdp")) link.facts["accelerate_fsdp"] = "1";
+    if (!flags.entries.empty()) {
+      YNode doc;
+      doc.kind = YNode::Kind::Map;
+      doc.range = flags.range;
+      doc.entries.emplace_back(scalar("__launch__", w[i].range), scalar("true", w[i].range));
+      doc.entries.emplace_back(scalar("fsdp_config", w[i].range), std::move(flags));
+      link.settings = std::move(doc);
+    }
+    if (!link.script.empty() || link.settings.isMap()) links.push_back(std::move(link));
   }
   return links;
 }

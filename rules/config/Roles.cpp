@@ -25,6 +25,8 @@ std::string_view FsdpSettings::roleName() const {
     case Role::Accelerate: return "accelerate config";
     case Role::Axolotl: return "axolotl config";
     case Role::TrainerJson: return "Trainer fsdp_config";
+    case Role::LaunchFlags: return "accelerate launch flags";
+    case Role::Plugin: return "FullyShardedDataParallelPlugin arguments";
   }
   return "config";
 }
@@ -67,6 +69,14 @@ bool isJson(const shardlint::SourceFile& f) {
 
 std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const YNode& doc) {
   if (!doc.isMap()) return std::nullopt;
+  if (doc.get("__launch__")) {  // synthesized from an `accelerate launch` command (Links.cpp)
+    FsdpSettings s{Role::LaunchFlags};
+    s.root = &doc;
+    s.section = doc.get("fsdp_config");
+    s.enabled = true;
+    if (s.section) readVersion(s, lastValue(*s.section, "fsdp_version"));
+    return s;
+  }
   const YNode* fsdpConfig = lastValue(doc, "fsdp_config");
   const YNode* distributed = lastValue(doc, "distributed_type");
   static const std::vector<std::string_view> kAccelerateTop = {"compute_environment", "distributed_type",
@@ -131,6 +141,31 @@ void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule) {
   TSNode fn = syntax::field(call, "function");
   std::string_view name = syntax::textOf(fn, src);
   name = name.substr(name.rfind('.') == std::string_view::npos ? 0 : name.rfind('.') + 1);
+  if (name == "FullyShardedDataParallelPlugin") {
+    // The plugin's keyword arguments, as a settings mapping (literal values only).
+    TSNode args = syntax::field(call, "arguments");
+    if (ts_node_is_null(args)) return;
+    std::vector<YNode> docs(1);
+    docs[0].kind = YNode::Kind::Map;
+    docs[0].range = syntax::rangeOf(args);
+    for (TSNode a : syntax::namedChildren(args)) {
+      if (syntax::PyKinds::instance().kind(a) != syntax::Kind::keyword_argument) continue;
+      YNode key;
+      key.kind = YNode::Kind::Scalar;
+      TSNode kn = syntax::field(a, "name");
+      key.value = std::string(syntax::textOf(kn, src));
+      key.range = syntax::rangeOf(kn);
+      docs[0].entries.emplace_back(std::move(key), shardlint::config::fromPythonLiteral(syntax::field(a, "value"), src));
+    }
+    FsdpSettings s{Role::Plugin};
+    s.root = &docs[0];
+    s.section = &docs[0];
+    s.enabled = true;
+    readVersion(s, docs[0].get("fsdp_version"));
+    ConfigContext ccx(cx.file(), docs, cx.sink());
+    rule.check(ccx, s);
+    return;
+  }
   static const std::vector<std::string_view> kArgs = {"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig",
                                                       "DPOConfig", "GRPOConfig", "ORPOConfig", "KTOConfig",
                                                       "RewardConfig", "PPOConfig"};

@@ -14,7 +14,11 @@ namespace shardlint::rules::config {
 using shardlint::config::Resolved;
 using shardlint::config::YNode;
 
-enum class Role { Accelerate, Axolotl, TrainerJson };
+// Accelerate: an accelerate config file; Axolotl: an axolotl YAML; TrainerJson: a Trainer
+// fsdp_config (JSON file or `TrainingArguments(fsdp_config={...})`); LaunchFlags: the
+// `--fsdp_*` flags of an `accelerate launch` command; Plugin: the keyword arguments of
+// `FullyShardedDataParallelPlugin(...)` in code.
+enum class Role { Accelerate, Axolotl, TrainerJson, LaunchFlags, Plugin };
 
 struct FsdpSettings {
   Role role;
