@@ -826,3 +826,23 @@ TEST_CASE("cli: --jobs and --stats", "[cli][jobs]") {
     CHECK(stats.err.find(key) != std::string::npos);
   CHECK(run(dir, "check . --jobs -1").code == 2);
 }
+
+TEST_CASE("cli: --accelerate-config links a config to scripts no launch command names", "[cli][config]") {
+  TempDir dir;
+  dir.write("configs/a.yaml",
+            "distributed_type: FSDP\nfsdp_config:\n  fsdp_use_orig_params: false\nnum_processes: 2\n");
+  dir.write("configs/b.yaml",
+            "distributed_type: FSDP\nfsdp_config:\n  fsdp_use_orig_params: true\nnum_processes: 2\n");
+  dir.write("train.py",
+            "import torch\nfrom accelerate import Accelerator\nfrom nets import Net\n"
+            "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.AdamW(model.parameters())\n"
+            "model, opt = accelerator.prepare(model, opt)\nopt.step()\n");
+  // Two configs: none is "the only one", so nothing links without the option.
+  CHECK(run(dir, "check .").code == 0);
+  Result r = run(dir, "check . --accelerate-config configs/a.yaml -q");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("train.py:6:7: error:") == 0);
+  CHECK(r.out.find("[SL402 orig-params-false-with-prebuilt-optimizer]") != std::string::npos);
+  CHECK(r.out.find("configs/a.yaml:3:25: note: the setting that decides it") != std::string::npos);
+  CHECK(run(dir, "check . --accelerate-config configs/b.yaml").code == 0);
+}
