@@ -36,6 +36,19 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# --- test tools from npm (the SARIF validator) ---------------------------
+tstamp="tools/node_modules/.shardlint-lock.sha256"
+twant="$(sha256sum tools/package-lock.json | cut -d' ' -f1)"
+if [ ! -f "$tstamp" ] || [ "$(cat "$tstamp")" != "$twant" ]; then
+  log "installing pinned test tools from tools/package-lock.json"
+  (cd tools && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$twant" > "$tstamp"
+fi
+# npm does not run the platform package's postinstall (chmod) without approval; do it here.
+for bin in tools/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool; do
+  [ -f "$bin" ] && chmod u+x "$bin"
+done
+
 # --- build ----------------------------------------------------------------
 gen=()
 if [ ! -f build/CMakeCache.txt ]; then

@@ -107,6 +107,16 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
   auto analysed = Clock::now();
   if (format == "json") {
     output::writeJson(std::cout, all, summary, SHARDLINT_VERSION);
+  } else if (format == "sarif") {
+    output::writeSarif(std::cout, all, catalog.infos, SHARDLINT_VERSION);
+  } else if (format == "github") {
+    output::writeGithub(std::cout, all);
+  } else if (format == "lsp") {
+    output::writeLspJson(std::cout, all, catalog.infos);
+  } else if (format == "concise") {
+    output::TextStyle style;
+    style.summary = !quiet;
+    output::writeConcise(std::cout, all, summary, style);
   } else {
     output::TextStyle style;
     style.summary = !quiet;
@@ -181,7 +191,8 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  check->add_option("--format", format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  check->add_option("--format", format, "Output format: text, concise, json, sarif, github, lsp")
+      ->check(CLI::IsMember({"text", "concise", "json", "sarif", "github", "lsp"}));
   check->add_flag("-q,--quiet", quiet, "Print findings only, no summary line");
   check->add_flag("--no-color", noColor, "Disable colored output (NO_COLOR is respected too)");
 

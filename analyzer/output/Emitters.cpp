@@ -26,12 +26,15 @@ void writeText(std::ostream& os, const std::vector<Diagnostic>& diags, const Run
       os << "  " << c(kBold) << position(n.location) << ":" << c(kReset) << " " << c(kCyan) << "note" << c(kReset)
          << ": " << n.message << "\n";
   }
-  if (!style.summary) return;
-  if (diags.empty()) {
+  if (style.summary) writeSummary(os, diags.size(), summary);
+}
+
+void writeSummary(std::ostream& os, size_t findings, const RunSummary& summary) {
+  if (findings == 0) {
     os << "No findings in " << summary.filesChecked << (summary.filesChecked == 1 ? " file" : " files") << ".\n";
     return;
   }
-  os << "Found " << diags.size() << (diags.size() == 1 ? " finding" : " findings") << " in "
+  os << "Found " << findings << (findings == 1 ? " finding" : " findings") << " in "
      << summary.filesWithFindings << (summary.filesWithFindings == 1 ? " file" : " files") << " ("
      << summary.filesChecked << " checked).\n";
 }

@@ -21,8 +21,30 @@ struct TextStyle {
 // `path:line:col: severity: message [CODE name]`, notes indented below, then a summary line.
 void writeText(std::ostream& os, const std::vector<Diagnostic>& diags, const RunSummary& summary,
                const TextStyle& style);
+// `No findings in N files.` / `Found N findings in M files (K checked).`
+void writeSummary(std::ostream& os, size_t findings, const RunSummary& summary);
+
 // One JSON object: {"version", "findings": [...], "summary": {...}}.
 void writeJson(std::ostream& os, const std::vector<Diagnostic>& diags, const RunSummary& summary,
                std::string_view version);
+
+// `path:line:col: CODE message`, one line per finding (no notes), then the summary.
+void writeConcise(std::ostream& os, const std::vector<Diagnostic>& diags, const RunSummary& summary,
+                  const TextStyle& style);
+
+// GitHub Actions workflow commands: `::error file=...,line=...,col=...,endLine=...,endColumn=...,title=...::msg`.
+void writeGithub(std::ostream& os, const std::vector<Diagnostic>& diags);
+
+// Where a rule's documentation lives (a file URI into the source tree the binary was built from).
+std::string ruleDocUri(const RuleInfo& info);
+std::string fileUri(const std::string& path);
+
+// SARIF 2.1.0 (GitHub code scanning): rules from the catalog, 1-based UTF-16 columns,
+// notes as relatedLocations, partialFingerprints stable when unrelated lines move.
+void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const std::vector<RuleInfo>& rules,
+                std::string_view version);
+
+// LSP: a JSON array of PublishDiagnosticsParams (0-based UTF-16 ranges).
+void writeLspJson(std::ostream& os, const std::vector<Diagnostic>& diags, const std::vector<RuleInfo>& rules);
 
 }  // namespace shardlint::output

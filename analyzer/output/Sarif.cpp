@@ -1,0 +1,241 @@
+// SARIF, GitHub annotations, LSP JSON and the concise format.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "output/Emitters.h"
+
+#ifndef SHARDLINT_SOURCE_DIR
+#define SHARDLINT_SOURCE_DIR "."
+#endif
+
+namespace shardlint::output {
+
+using nlohmann::json;
+
+std::string fileUri(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  std::string p = (ec ? std::filesystem::path(path) : abs).lexically_normal().generic_string();
+  std::string out = "file://";
+  for (unsigned char c : p) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+std::string ruleDocUri(const RuleInfo& info) {
+  std::string file = std::string(info.code) + "_" + std::string(info.name) + ".md";
+  for (char& c : file)
+    if (c == '-') c = '_';
+  return fileUri(std::string(SHARDLINT_SOURCE_DIR) + "/rules/" + file);
+}
+
+namespace {
+
+std::string percent(std::string_view s, bool property) {
+  std::string out;
+  for (char c : s) {
+    if (c == '%') out += "%25";
+    else if (c == '\r') out += "%0D";
+    else if (c == '\n') out += "%0A";
+    else if (property && c == ':') out += "%3A";
+    else if (property && c == ',') out += "%2C";
+    else out += c;
+  }
+  return out;
+}
+
+// The first paragraph under "## What it does" (or the summary).
+std::string fullDescription(const RuleInfo& info) {
+  std::string doc(info.doc);
+  size_t at = doc.find("## What it does");
+  if (at == std::string::npos) return std::string(info.summary);
+  at = doc.find('\n', at);
+  size_t end = doc.find("\n\n", at + 1);
+  std::string para = doc.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+  for (char& c : para)
+    if (c == '\n') c = ' ';
+  return para.empty() ? std::string(info.summary) : para;
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// The text of a line, trimmed, for fingerprints (files read once per run).
+class LineCache {
+ public:
+  std::string line(const std::string& path, uint32_t line) {
+    auto it = files_.find(path);
+    if (it == files_.end()) {
+      std::ifstream in(path, std::ios::binary);
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      std::vector<std::string> lines;
+      std::istringstream text(ss.str());
+      for (std::string l; std::getline(text, l);) lines.push_back(l);
+      it = files_.emplace(path, std::move(lines)).first;
+    }
+    if (line >= it->second.size()) return {};
+    std::string l = it->second[line];
+    size_t b = l.find_first_not_of(" \t\r"), e = l.find_last_not_of(" \t\r");
+    return b == std::string::npos ? std::string() : l.substr(b, e - b + 1);
+  }
+
+ private:
+  std::map<std::string, std::vector<std::string>> files_;
+};
+
+json region(const Location& l) {
+  return {{"startLine", l.start.line + 1},
+          {"startColumn", l.start.utf16Column + 1},
+          {"endLine", l.end.line + 1},
+          {"endColumn", l.end.utf16Column + 1}};
+}
+
+json lspRange(const Location& l) {
+  return {{"start", {{"line", l.start.line}, {"character", l.start.utf16Column}}},
+          {"end", {{"line", l.end.line}, {"character", l.end.utf16Column}}}};
+}
+
+int lspSeverity(Severity s) {
+  switch (s) {
+    case Severity::Error: return 1;
+    case Severity::Warning: return 2;
+    case Severity::Info: return 3;
+    case Severity::Hint: return 4;
+  }
+  return 1;
+}
+
+std::string sarifLevel(Severity s) {
+  return s == Severity::Error ? "error" : s == Severity::Warning ? "warning" : "note";
+}
+
+}  // namespace
+
+void writeConcise(std::ostream& os, const std::vector<Diagnostic>& diags, const RunSummary& summary,
+                  const TextStyle& style) {
+  for (const auto& d : diags)
+    os << d.location.path << ":" << d.location.start.line + 1 << ":" << d.location.start.codepointColumn + 1 << ": "
+       << d.code << " " << d.message << "\n";
+  if (style.summary) writeSummary(os, diags.size(), summary);
+}
+
+void writeGithub(std::ostream& os, const std::vector<Diagnostic>& diags) {
+  for (const auto& d : diags) {
+    const Location& l = d.location;
+    std::string cmd = d.severity == Severity::Error ? "error" : d.severity == Severity::Warning ? "warning" : "notice";
+    os << "::" << cmd << " file=" << percent(l.path, true) << ",line=" << l.start.line + 1;
+    if (l.start.line == l.end.line)  // col/endColumn only on single-line ranges
+      os << ",col=" << l.start.codepointColumn + 1 << ",endColumn=" << l.end.codepointColumn + 1;
+    os << ",endLine=" << l.end.line + 1 << ",title=" << percent(d.code + " " + d.name, true) << "::";
+    std::string msg = d.message;
+    for (const auto& n : d.notes)
+      msg += "\n" + n.location.path + ":" + std::to_string(n.location.start.line + 1) + ":" +
+             std::to_string(n.location.start.codepointColumn + 1) + ": note: " + n.message;
+    os << percent(msg, false) << "\n";
+  }
+}
+
+void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const std::vector<RuleInfo>& rules,
+                std::string_view version) {
+  json jrules = json::array();
+  std::map<std::string, size_t> index;
+  for (const auto& r : rules) {
+    index[std::string(r.code)] = jrules.size();
+    jrules.push_back({{"id", std::string(r.code)},
+                      {"name", std::string(r.name)},
+                      {"shortDescription", {{"text", std::string(r.summary)}}},
+                      {"fullDescription", {{"text", fullDescription(r)}}},
+                      {"help", {{"text", std::string(r.doc)}, {"markdown", std::string(r.doc)}}},
+                      {"helpUri", ruleDocUri(r)},
+                      {"defaultConfiguration", {{"level", sarifLevel(r.severity)}}},
+                      {"properties", {{"tags", json::array({"fsdp", "correctness"})}}}});
+  }
+  LineCache lines;
+  std::map<std::string, int> occurrences;
+  json results = json::array();
+  for (const auto& d : diags) {
+    auto physical = [](const Location& l) {
+      return json{{"artifactLocation", {{"uri", l.path}, {"uriBaseId", "%SRCROOT%"}}}, {"region", region(l)}};
+    };
+    json related = json::array();
+    int id = 1;
+    for (const auto& n : d.notes)
+      related.push_back({{"id", id++}, {"physicalLocation", physical(n.location)}, {"message", {{"text", n.message}}}});
+    // Stable across unrelated edits: the rule, the file and the text of the line, not its number.
+    std::string key = d.code + "|" + d.location.path + "|" + lines.line(d.location.path, d.location.start.line);
+    int nth = occurrences[key]++;
+    char fp[40];
+    std::snprintf(fp, sizeof fp, "%016llx:%d", static_cast<unsigned long long>(fnv1a(key)), nth + 1);
+    json result = {{"ruleId", d.code},
+                   {"level", sarifLevel(d.severity)},
+                   {"message", {{"text", d.message}}},
+                   {"locations", json::array({{{"physicalLocation", physical(d.location)}}})},
+                   {"partialFingerprints", {{"primaryLocationLineHash", fp}}}};
+    if (auto it = index.find(d.code); it != index.end()) result["ruleIndex"] = it->second;
+    if (!related.empty()) result["relatedLocations"] = related;
+    results.push_back(std::move(result));
+  }
+  std::error_code ec;
+  std::string root = fileUri(std::filesystem::current_path(ec).string());
+  if (root.empty() || root.back() != '/') root += "/";
+  json log = {{"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+              {"version", "2.1.0"},
+              {"runs",
+               json::array({{{"tool",
+                              {{"driver",
+                                {{"name", "shardlint"},
+                                 {"version", std::string(version)},
+                                 {"semanticVersion", std::string(version)},
+                                 {"informationUri", fileUri(std::string(SHARDLINT_SOURCE_DIR) + "/README.md")},
+                                 {"rules", jrules}}}}},
+                             {"originalUriBaseIds", {{"%SRCROOT%", {{"uri", root}}}}},
+                             {"columnKind", "utf16CodeUnits"},
+                             {"results", results}}})}};
+  os << log.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+void writeLspJson(std::ostream& os, const std::vector<Diagnostic>& diags, const std::vector<RuleInfo>& rules) {
+  std::map<std::string, const RuleInfo*> byCode;
+  for (const auto& r : rules) byCode[std::string(r.code)] = &r;
+  std::map<std::string, json> byFile;
+  std::vector<std::string> order;
+  for (const auto& d : diags) {
+    std::string uri = fileUri(d.location.path);
+    if (!byFile.count(uri)) order.push_back(uri), byFile[uri] = json::array();
+    json related = json::array();
+    for (const auto& n : d.notes)
+      related.push_back({{"location", {{"uri", fileUri(n.location.path)}, {"range", lspRange(n.location)}}},
+                         {"message", n.message}});
+    json diag = {{"range", lspRange(d.location)},
+                 {"severity", lspSeverity(d.severity)},
+                 {"code", d.code},
+                 {"source", "shardlint"},
+                 {"message", d.message}};
+    if (auto it = byCode.find(d.code); it != byCode.end())
+      diag["codeDescription"] = {{"href", ruleDocUri(*it->second)}};
+    if (!related.empty()) diag["relatedInformation"] = related;
+    byFile[uri].push_back(std::move(diag));
+  }
+  json out = json::array();
+  for (const auto& uri : order) out.push_back({{"uri", uri}, {"diagnostics", byFile[uri]}});
+  os << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+}  // namespace shardlint::output

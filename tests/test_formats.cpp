@@ -1,0 +1,139 @@
+// Output formats against their consumers: SARIF through Microsoft's validator,
+// GitHub workflow commands, LSP JSON, concise.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+struct Run {
+  int code;
+  std::string out;
+};
+
+Run sh(const std::string& cmd) {
+  Run r{-1, {}};
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string shardlint(const std::string& args, const fs::path& cwd = SHARDLINT_SOURCE_DIR) {
+  return sh("cd '" + cwd.string() + "' && '" + std::string(SHARDLINT_BINARY) + "' " + args + " 2>/dev/null").out;
+}
+
+fs::path tempDir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("shardlint-formats-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+const char* kBug =
+    "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nfrom nets import Net\n"
+    "model = Net()\nopt = torch.optim.AdamW(model.parameters())  # caf\xC3\xA9 \xF0\x9F\x99\x82\n"
+    "model = FSDP(model)\nopt.step()\n";
+}  // namespace
+
+TEST_CASE("sarif: the whole fixture suite passes @microsoft/sarif-multitool validate", "[formats][sarif]") {
+  fs::path validator = fs::path(SHARDLINT_SOURCE_DIR) / "tools" / "node_modules" / ".bin" / "sarif-multitool";
+  REQUIRE(fs::exists(validator));  // installed by scripts/setup.sh
+  fs::path dir = tempDir("sarif");
+  fs::path log = dir / "fixtures.sarif";
+  { std::ofstream(log) << shardlint("check fixtures examples --format sarif"); }
+  json doc = json::parse(std::ifstream(log));
+  REQUIRE(doc["runs"][0]["results"].size() > 100);
+  Run v = sh("'" + validator.string() + "' validate '" + log.string() + "' 2>&1");
+  INFO(v.out);
+  CHECK(v.code == 0);
+  CHECK(v.out.find("Analysis completed successfully") != std::string::npos);
+  CHECK(v.out.find(" error ") == std::string::npos);
+  CHECK(v.out.find(" warning ") == std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sarif: rules, UTF-16 columns, related locations, stable fingerprints", "[formats][sarif]") {
+  fs::path dir = tempDir("sarif2");
+  std::ofstream(dir / "train.py") << kBug;
+  json a = json::parse(shardlint("check train.py --format sarif", dir));
+  const json& run = a["runs"][0];
+  CHECK(run["tool"]["driver"]["name"] == "shardlint");
+  CHECK(run["columnKind"] == "utf16CodeUnits");
+  bool hasSL101 = false;
+  for (const auto& r : run["tool"]["driver"]["rules"])
+    if (r["id"] == "SL101") {
+      hasSL101 = true;
+      CHECK(!r["fullDescription"]["text"].get<std::string>().empty());
+      CHECK(r["help"]["markdown"].get<std::string>().rfind("# SL101", 0) == 0);
+    }
+  CHECK(hasSL101);
+  REQUIRE(run["results"].size() == 1);
+  const json& res = run["results"][0];
+  CHECK(res["ruleId"] == "SL101");
+  CHECK(res["locations"][0]["physicalLocation"]["region"]["startLine"] == 5);
+  CHECK(res["locations"][0]["physicalLocation"]["region"]["startColumn"] == 7);
+  CHECK(res["relatedLocations"].size() >= 2);
+  std::string fp = res["partialFingerprints"]["primaryLocationLineHash"];
+  // Unrelated lines above move the finding; its fingerprint stays.
+  std::ofstream(dir / "train.py") << "# a new header comment\n\n" << kBug;
+  json b = json::parse(shardlint("check train.py --format sarif", dir));
+  CHECK(b["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 7);
+  CHECK(b["runs"][0]["results"][0]["partialFingerprints"]["primaryLocationLineHash"] == fp);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("github: workflow commands with escaping", "[formats][github]") {
+  fs::path dir = tempDir("github");
+  fs::create_directories(dir / "a,b:c");
+  std::ofstream(dir / "a,b:c" / "100%.py") << kBug;
+  std::string out = shardlint("check . --format github", dir);
+  INFO(out);
+  CHECK(out.rfind("::error file=a%2Cb%3Ac/100%25.py,line=5,col=7,endColumn=", 0) == 0);
+  CHECK(out.find(",title=SL101 optimizer-before-wrap::optimizer is built") != std::string::npos);
+  CHECK(out.find("%0Aa,b:c/100%25.py:6:9: note:") != std::string::npos);  // notes after %0A; data keeps , and :
+  CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("lsp: PublishDiagnosticsParams with 0-based UTF-16 ranges", "[formats][lsp]") {
+  fs::path dir = tempDir("lsp");
+  std::ofstream(dir / "train.py") << "x = '\xF0\x9F\x99\x82'; import torch\n" << kBug;
+  json j = json::parse(shardlint("check train.py --format lsp", dir));
+  REQUIRE(j.is_array());
+  REQUIRE(j.size() == 1);
+  CHECK(j[0]["uri"].get<std::string>().rfind("file:///", 0) == 0);
+  const json& d = j[0]["diagnostics"][0];
+  CHECK(d["range"]["start"]["line"] == 5);
+  CHECK(d["range"]["start"]["character"] == 6);
+  CHECK(d["severity"] == 1);
+  CHECK(d["code"] == "SL101");
+  CHECK(d["source"] == "shardlint");
+  CHECK(d["codeDescription"]["href"].get<std::string>().find("SL101_optimizer_before_wrap.md") != std::string::npos);
+  CHECK(d["relatedInformation"].size() >= 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("concise: one line per finding", "[formats]") {
+  fs::path dir = tempDir("concise");
+  std::ofstream(dir / "train.py") << kBug;
+  std::string out = shardlint("check train.py --format concise", dir);
+  CHECK(out.rfind("train.py:5:7: SL101 optimizer is built", 0) == 0);
+  CHECK(out.find("note:") == std::string::npos);
+  CHECK(out.find("\nFound 1 finding in 1 file (1 checked).\n") != std::string::npos);
+  fs::remove_all(dir);
+}
