@@ -200,8 +200,22 @@ struct ReadResult {
   std::optional<std::string> skipped;  // why (SL002 message)
 };
 
-ReadResult readSource(const std::string& path, uint64_t maxBytes) {
+std::string absolutePathKey(const std::string& path) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();
+}
+
+ReadResult readSource(const std::string& path, const LintOptions& options) {
+  uint64_t maxBytes = options.maxFileBytes;
   ReadResult r;
+  if (!options.overlays.empty()) {  // an editor's unsaved buffer wins over the file
+    auto it = options.overlays.find(absolutePathKey(path));
+    if (it != options.overlays.end()) {
+      r.text = it->second;
+      return r;
+    }
+  }
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
   if (ec) {
@@ -354,7 +368,10 @@ class Task final : public semantic::ModuleProvider {
     auto u = std::make_unique<Unit>();
     u->file = std::make_unique<SourceFile>(path, std::move(text));
     thread_local syntax::Parser parser;
-    u->tree = parser.parse(u->file->text);
+    auto given = options_.parsedTrees.empty() ? options_.parsedTrees.end()
+                                              : options_.parsedTrees.find(absolutePathKey(path));
+    if (given != options_.parsedTrees.end() && given->second) u->tree = syntax::Tree(ts_tree_copy(given->second));
+    else u->tree = parser.parse(u->file->text);
     if (!u->tree) return nullptr;
     ProjectIndex::Module module =
         index_ ? index_->moduleOf(path) : ProjectIndex::Module{moduleNameFor(path), false};
@@ -376,7 +393,7 @@ class Task final : public semantic::ModuleProvider {
   Unit* load(const std::string& path) {
     if (auto it = byPath_.find(path); it != byPath_.end()) return it->second;
     if (units_.size() >= kMaxUnits) return nullptr;
-    ReadResult r = readSource(path, options_.maxFileBytes);
+    ReadResult r = readSource(path, options_);
     if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) {
       byPath_[path] = nullptr;
       return nullptr;
@@ -503,7 +520,7 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
     auto it = configFacts.find(key);
     if (it != configFacts.end()) return &it->second;
     // A config outside the linted paths: read it for its facts only (its findings are not ours to report).
-    ReadResult r = readSource(path, options_.maxFileBytes);
+    ReadResult r = readSource(path, options_);
     Facts f;
     if (!r.skipped && !contentProblem(r.text, options_.maxFileBytes) && catalog_.configFacts) {
       SourceFile file(path, std::move(r.text));
@@ -519,7 +536,7 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
   // 1. Launch commands in shell scripts and Makefiles name the script and its config.
   if (catalog_.launchLinks) {
     for (const auto& lp : launchPaths) {
-      ReadResult r = readSource(lp, options_.maxFileBytes);
+      ReadResult r = readSource(lp, options_);
       if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
       SourceFile file(lp, std::move(r.text));
       fs::path dir = fs::path(lp).parent_path();
@@ -597,7 +614,7 @@ static void collectYamlComments(const SourceFile& file, Suppressions& sup) {
 
 void Linter::lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats,
                         Facts* facts, const Facts* project) const {
-  ReadResult r = readSource(path, options_.maxFileBytes);
+  ReadResult r = readSource(path, options_);
   ++stats.filesRead;
   if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) return;  // not ours to report
   stats.bytesRead += r.text.size();
@@ -721,7 +738,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     std::vector<std::unique_ptr<SourceFile>> sources;
     std::vector<const SourceFile*> views;
     for (const auto& p : pyPaths) {
-      ReadResult r = readSource(p, options_.maxFileBytes);
+      ReadResult r = readSource(p, options_);
       if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
       sources.push_back(std::make_unique<SourceFile>(p, std::move(r.text)));
       views.push_back(sources.back().get());
@@ -754,7 +771,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   }
   constexpr size_t kMaxExtraFiles = 4000;
   for (size_t i = 0; i < scanned.size(); ++i) {
-    ReadResult r = readSource(scanned[i].path, options_.maxFileBytes);
+    ReadResult r = readSource(scanned[i].path, options_);
     ++stats.filesRead;
     std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options_.maxFileBytes);
     if (problem) {

@@ -8,6 +8,7 @@
 
 #include "core/Diagnostic.h"
 #include "driver/Rule.h"
+#include "syntax/TreeSitter.h"
 
 namespace shardlint {
 
@@ -33,6 +34,11 @@ struct LintOptions {
   // accelerate config files that apply to every script without a launch command
   // naming its own (--accelerate-config / the `accelerate-config` setting).
   std::vector<std::string> accelerateConfigs;
+  // In-memory contents by absolute path (an editor's open buffers); read instead of the files.
+  std::map<std::string, std::string> overlays;
+  // Trees already parsed for overlays (the language server re-parses incrementally);
+  // used instead of parsing again. They must match the overlay text exactly.
+  std::map<std::string, const TSTree*> parsedTrees;
 };
 
 struct LintStats {
