@@ -1,3 +1,4 @@
+#include <cstdio>
 // In-process tests of `# noqa` suppressions and of rule selection (--select/--ignore).
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -96,7 +97,8 @@ TEST_CASE("suppressions: # shardlint: noqa on its own line silences the file", "
   CHECK(lint(script("", "", "# shardlint: noqa\n")) == kNone);
   CHECK(lint(script("", "# shardlint: noqa: SL101\n")) == kNone);
   CHECK(lint(script("", "# shardlint: noqa: optimizer-before-wrap\n")) == kNone);
-  CHECK(lint(script("", "# shardlint: noqa: SL102\n")) == kSL101);
+  // SL102 does not fire here, so the directive is unused: SL003 says so (it is a warning).
+  CHECK(lint(script("", "# shardlint: noqa: SL102\n")) == std::vector<std::string>{"SL003", "SL101"});
   CHECK(lint(script("", "    # shardlint: noqa\n")) == kNone);  // indented, but still alone on its line
   CHECK(lint(script("", "", "def f():\n    # shardlint: noqa\n    pass\n")) == kNone);
 }
@@ -133,6 +135,37 @@ std::vector<std::string> enabledCodes(const RuleSelection& sel) {
 }
 }  // namespace
 
+TEST_CASE("suppressions: disable / disable-file directives and SL003", "[suppressions]") {
+  const char* bug =
+      "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nfrom nets import Net\n"
+      "model = Net()\nopt = torch.optim.AdamW(model.parameters())%s\nmodel = FSDP(model)\nopt.step()\n";
+  auto codes = [&](const std::string& trailing, const std::string& header = "", bool noqaToo = false) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf, bug, trailing.c_str());
+    shardlint::LintOptions o;
+    o.reportUnusedNoqa = noqaToo;
+    shardlint::Linter linter(shardlint::rules::catalog(), o);
+    std::vector<std::string> out;
+    for (const auto& d : linter.lintText("t.py", header + buf)) out.push_back(d.code);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  CHECK(codes("  # shardlint: disable=SL101").empty());
+  CHECK(codes("  # shardlint: disable=optimizer-before-wrap,SL102") == V{"SL003"});  // SL102 unused
+  CHECK(codes("", "# shardlint: disable-file=SL101\n").empty());
+  CHECK(codes("", "# shardlint: disable-file=SL103\n") == V{"SL003", "SL101"});
+  CHECK(codes("  # shardlint: disable=SL999") == V{"SL101", "SL003"});  // unknown rule
+  CHECK(codes("  # noqa: E501") == V{"SL101"});                        // another tool's code: not ours
+  CHECK(codes("  # noqa: SL101, SL103").empty());                      // unused noqa codes: off by default
+  CHECK(codes("  # noqa: SL101, SL103", "", true) == V{"SL003"});      // ... unless asked for
+  // On its own line, `disable` covers the next line of code (comments and blank lines skipped).
+  std::string own = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                    "from nets import Net\nmodel = Net()\n# shardlint: disable=SL101\n\n# why: measured\n"
+                    "opt = torch.optim.AdamW(model.parameters())\nmodel = FSDP(model)\nopt.step()\n";
+  shardlint::Linter linter(shardlint::rules::catalog(), {});
+  CHECK(linter.lintText("t.py", own).empty());
+}
+
 TEST_CASE("suppressions: RuleSelection", "[suppressions]") {
   const auto& catalog = shardlint::rules::catalog();
   std::vector<std::string> all;
@@ -160,7 +193,7 @@ TEST_CASE("suppressions: RuleSelection", "[suppressions]") {
   }
   SECTION("by prefix") {
     CHECK(enabledCodes(RuleSelection(catalog, {"SL1"}, {})) == std::vector<std::string>{"SL101", "SL102", "SL103"});
-    CHECK(enabledCodes(RuleSelection(catalog, {"SL0"}, {})) == std::vector<std::string>{"SL001", "SL002"});
+    CHECK(enabledCodes(RuleSelection(catalog, {"SL0"}, {})) == std::vector<std::string>{"SL001", "SL002", "SL003"});
     CHECK(enabledCodes(RuleSelection(catalog, {"SL10"}, {})) ==
           std::vector<std::string>{"SL101", "SL102", "SL103"});
     CHECK(enabledCodes(RuleSelection(catalog, {}, {"SL1"})) == allBut({"SL101", "SL102", "SL103"}));

@@ -83,83 +83,6 @@ bool RuleSelection::enabled(const RuleInfo& info) const {
   return bestSelect > 0 && bestSelect > bestIgnore;
 }
 
-// ------------------------------------------------------------------ suppressions
-
-namespace {
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-bool iequalsPrefix(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
-  return true;
-}
-
-// Parses "noqa", "noqa: A1, B2" at the start of `s`. Returns false if s is not a noqa directive.
-bool parseNoqa(std::string_view s, Suppressions::Line& out) {
-  if (!iequalsPrefix(s, "noqa")) return false;
-  s.remove_prefix(4);
-  std::string_view rest = s;
-  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  if (rest.empty() || rest.front() != ':') {
-    if (!s.empty() && !std::isspace(static_cast<unsigned char>(s.front())) && s.front() != '#') return false;
-    out.all = true;
-    return true;
-  }
-  rest.remove_prefix(1);
-  size_t i = 0;
-  while (i < rest.size()) {
-    while (i < rest.size() && (rest[i] == ' ' || rest[i] == ',' || rest[i] == '\t')) ++i;
-    size_t start = i;
-    while (i < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[i])) || rest[i] == '-' || rest[i] == '_'))
-      ++i;
-    if (i == start) break;
-    out.codes.emplace_back(rest.substr(start, i - start));
-  }
-  if (out.codes.empty()) out.all = true;
-  return true;
-}
-}  // namespace
-
-void Suppressions::addComment(std::string_view comment, uint32_t line, bool ownLine) {
-  // A comment may hold several `#` sections: `# type: ignore # noqa: SL101`.
-  size_t pos = 0;
-  while ((pos = comment.find('#', pos)) != std::string_view::npos) {
-    std::string_view body = trim(comment.substr(pos + 1));
-    ++pos;
-    if (ownLine && iequalsPrefix(body, "shardlint:")) {
-      Line l;
-      if (parseNoqa(trim(body.substr(10)), l)) {
-        fileLevel = true;
-        file.all = file.all || l.all;
-        file.codes.insert(file.codes.end(), l.codes.begin(), l.codes.end());
-      }
-      continue;
-    }
-    Line l;
-    if (parseNoqa(body, l)) lines.emplace_back(line, std::move(l));
-  }
-}
-
-bool Suppressions::suppresses(const Diagnostic& d, const RuleCatalog& catalog) const {
-  auto matches = [&](const Line& l) {
-    if (l.all) return true;
-    for (const auto& c : l.codes) {
-      const RuleInfo* info = catalog.find(c);
-      if (info && info->code == d.code) return true;
-    }
-    return false;
-  };
-  if (fileLevel && matches(file)) return true;
-  for (const auto& [line, l] : lines)
-    if (line == d.location.start.line && matches(l)) return true;
-  return false;
-}
-
 // ------------------------------------------------------------------ Linter
 
 std::string moduleNameFor(const std::string& path) {
@@ -279,11 +202,7 @@ void collectComments(const SourceFile& file, TSNode root, Suppressions& sup,
     syntax::Kind k = kinds.kind(n);
     if (k == syntax::Kind::comment) {
       ByteRange r = syntax::rangeOf(n);
-      uint32_t line = file.index.lineOf(r.begin);
-      std::string_view before =
-          std::string_view(file.text).substr(file.index.lineStart(line), r.begin - file.index.lineStart(line));
-      bool ownLine = before.find_first_not_of(" \t") == std::string_view::npos;
-      sup.addComment(file.slice(r), line, ownLine);
+      sup.addComment(file.slice(r), r.begin);
     }
     if (visit) visit(k, n);
     if (ts_tree_cursor_goto_first_child(&cur)) continue;
@@ -349,15 +268,14 @@ class Task final : public semantic::ModuleProvider {
     });
     for (auto& r : rules) r->finish(cx);
 
-    // Units loaded while rules ran (none today) and their comments.
-    for (size_t i = 1; i < units_.size(); ++i)
-      if (!units_[i]->suppressions.fileLevel && units_[i]->suppressions.lines.empty())
-        collectComments(*units_[i]->file, units_[i]->tree.root(), units_[i]->suppressions, {});
     for (auto& d : found) {
-      const Unit* u = unitByPath(d.location.path);
+      Unit* u = unitByPath(d.location.path);
       if (u && u->suppressions.suppresses(d, catalog_)) continue;
       out.push_back(std::move(d));
     }
+    // SL003 for the linted file's own suppression comments.
+    for (auto& d : root->suppressions.problems(catalog_, options_.selection, options_.reportUnusedNoqa))
+      out.push_back(std::move(d));
     return out;
   }
 
@@ -367,6 +285,7 @@ class Task final : public semantic::ModuleProvider {
   Unit* addUnit(const std::string& path, std::string text) {
     auto u = std::make_unique<Unit>();
     u->file = std::make_unique<SourceFile>(path, std::move(text));
+    u->suppressions.setFile(u->file.get());
     thread_local syntax::Parser parser;
     auto given = options_.parsedTrees.empty() ? options_.parsedTrees.end()
                                               : options_.parsedTrees.find(absolutePathKey(path));
@@ -385,7 +304,7 @@ class Task final : public semantic::ModuleProvider {
     return units_.back().get();
   }
 
-  const Unit* unitByPath(const std::string& path) const {
+  Unit* unitByPath(const std::string& path) {
     auto it = byPath_.find(path);
     return it == byPath_.end() ? nullptr : it->second;
   }
@@ -505,7 +424,7 @@ void Linter::checkLaunchSettings(const SourceFile& file, const LaunchLink& link,
   ConfigContext cx(file, docs, found, &noProject);
   for (auto& rule : catalog_.makeRules())
     if (rule->checksConfigs() && options_.selection.enabled(rule->info())) rule->checkConfig(cx);
-  Suppressions sup;
+  Suppressions sup(&file);
   collectShellComments(file, sup);
   for (auto& d : found)
     if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
@@ -604,8 +523,7 @@ static void collectYamlComments(const SourceFile& file, Suppressions& sup) {
       }
       if (c == '"' || c == '\'') quote = c;
       else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
-        bool ownLine = text.substr(0, i).find_first_not_of(" \t") == std::string_view::npos;
-        sup.addComment(text.substr(i), line, ownLine);
+        sup.addComment(text.substr(i), file.index.lineStart(line) + static_cast<uint32_t>(i));
         break;
       }
     }
@@ -651,10 +569,11 @@ void Linter::lintConfigText(const std::string& path, std::string text, std::vect
     for (auto& rule : catalog_.makeRules())
       if (rule->checksConfigs() && options_.selection.enabled(rule->info())) rule->checkConfig(cx);
   }
-  Suppressions sup;
+  Suppressions sup(&file);
   collectYamlComments(file, sup);
   for (auto& d : found)
     if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
+  for (auto& d : sup.problems(catalog_, options_.selection, options_.reportUnusedNoqa)) out.push_back(std::move(d));
 }
 
 std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string text) const {

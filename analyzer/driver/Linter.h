@@ -8,6 +8,7 @@
 
 #include "core/Diagnostic.h"
 #include "driver/Rule.h"
+#include "driver/Suppressions.h"
 #include "syntax/TreeSitter.h"
 
 namespace shardlint {
@@ -39,6 +40,8 @@ struct LintOptions {
   // Trees already parsed for overlays (the language server re-parses incrementally);
   // used instead of parsing again. They must match the overlay text exactly.
   std::map<std::string, const TSTree*> parsedTrees;
+  // SL003 also for unused `# noqa` comments (off by default: other tools share the syntax).
+  bool reportUnusedNoqa = false;
 };
 
 struct LintStats {
@@ -88,18 +91,5 @@ std::string dumpModel(const std::string& path, std::string text, const RuleCatal
 
 // Module name used for qualified names of definitions in a file ("train" for train.py).
 std::string moduleNameFor(const std::string& path);
-
-// `# noqa`, `# noqa: SL101, SL102` on a line; `# shardlint: noqa[: codes]` on its own line for the file.
-struct Suppressions {
-  struct Line {
-    bool all = false;
-    std::vector<std::string> codes;
-  };
-  std::vector<std::pair<uint32_t, Line>> lines;  // 0-based line -> suppression
-  Line file;
-  bool fileLevel = false;
-  void addComment(std::string_view comment, uint32_t line, bool ownLine);
-  bool suppresses(const Diagnostic& d, const RuleCatalog& catalog) const;
-};
 
 }  // namespace shardlint
