@@ -798,7 +798,7 @@ TEST_CASE("cli: configuration in pyproject.toml / .shardlint.toml", "[cli][confi
     dir.write("pyproject.toml", "[tool.shardlint]\nselct = [\"SL101\"]\n");
     Result r = run(dir, "check scripts");
     CHECK(r.code == 2);
-    CHECK(r.err.find("pyproject.toml: unknown key `selct`") != std::string::npos);
+    CHECK(r.err.find("pyproject.toml:2: unknown key `selct`") != std::string::npos);
     dir.write("pyproject.toml", "[tool.shardlint]\nroots = \"lib\"\n");
     CHECK(run(dir, "check scripts").code == 2);
     dir.write("pyproject.toml", "[tool.shardlint\n");
@@ -845,4 +845,51 @@ TEST_CASE("cli: --accelerate-config links a config to scripts no launch command 
   CHECK(r.out.find("[SL402 orig-params-false-with-prebuilt-optimizer]") != std::string::npos);
   CHECK(r.out.find("configs/a.yaml:3:25: note: the setting that decides it") != std::string::npos);
   CHECK(run(dir, "check . --accelerate-config configs/b.yaml").code == 0);
+}
+
+TEST_CASE("cli: settings: per-file-ignores, exclude, severity, extend-select, optimizers, fsdp-version",
+          "[cli][config]") {
+  TempDir dir;
+  const char* bug =
+      "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nfrom nets import Net\n"
+      "model = Net()\nopt = torch.optim.AdamW(model.parameters())\nmodel = FSDP(model)\nopt.step()\n";
+  dir.write("train.py", bug);
+  dir.write("tests/test_train.py", bug);
+  dir.write("legacy/old/train.py", bug);
+  dir.write("custom.py",
+            "from mylib import make_opt\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "from nets import Net\nmodel = Net()\nopt = make_opt(model.parameters())\nmodel = FSDP(model)\nopt.step()\n");
+  dir.write("acc.py",
+            "import torch\nimport torch.nn as nn\nfrom accelerate import Accelerator\nfrom nets import Net\n"
+            "accelerator = Accelerator()\nmodel = Net()\nscale = nn.Parameter(torch.ones(1))\n"
+            "opt = torch.optim.AdamW([{'params': model.parameters()}, {'params': [scale]}])\n"
+            "model, opt = accelerator.prepare(model, opt)\n");
+  auto paths = [](const std::string& out) {
+    std::vector<std::string> p;
+    for (const auto& l : lines(out))
+      if (l.find(": error:") != std::string::npos || l.find(": warning:") != std::string::npos)
+        p.push_back(l.substr(0, l.find(':')));
+    return p;
+  };
+  CHECK(paths(run(dir, "check . -q").out) ==
+        std::vector<std::string>{"legacy/old/train.py", "tests/test_train.py", "train.py"});
+  dir.write("pyproject.toml",
+            "[tool.shardlint]\nexclude = [\"legacy/**\"]\noptimizers = [\"mylib.make_opt\"]\nfsdp-version = 2\n"
+            "[tool.shardlint.per-file-ignores]\n\"tests/*.py\" = [\"SL101\"]\n"
+            "[tool.shardlint.severity]\nSL101 = \"warning\"\n");
+  Result r = run(dir, "check . -q");
+  INFO(r.out << r.err);
+  // custom.py: the configured helper builds optimizers; acc.py: FSDP2 assumed, so the stray parameter is SL102.
+  CHECK(paths(r.out) == std::vector<std::string>{"acc.py", "custom.py", "train.py"});
+  CHECK(r.out.find("train.py:5:7: warning:") != std::string::npos);
+  CHECK(r.out.find("[SL102 stray-param-group]") != std::string::npos);
+  Result shown = run(dir, "check --show-settings --extend-select SL003");
+  CHECK(shown.code == 0);
+  CHECK(shown.out.find("extend-select = [\"SL003\"]") != std::string::npos);
+  CHECK(shown.out.find("\"tests/*.py\" = [\"SL101\"]") != std::string::npos);
+  // An unused noqa is reported only when SL003 is asked for by name.
+  dir.write("pyproject.toml", "[tool.shardlint]\n");
+  dir.write("n.py", "import torch  # noqa: SL101\nimport torch.distributed.fsdp\nx = torch.optim\n");
+  CHECK(run(dir, "check n.py -q").out.empty());
+  CHECK(run(dir, "check n.py -q --extend-select SL003").out.find("[SL003 unused-suppression]") != std::string::npos);
 }

@@ -47,7 +47,8 @@ std::vector<std::string> splitList(const std::vector<std::string>& in) {
 struct CheckArgs {
   std::optional<std::string> config;
   bool jobsGiven = false;
-  std::vector<std::string> paths, select, ignore, roots, accelerateConfigs;
+  std::vector<std::string> paths, select, extendSelect, ignore, roots, accelerateConfigs;
+  bool showSettings = false;
   std::string format = "text";
   bool quiet = false, noColor = false, stats = false;
   unsigned jobs = 0;
@@ -72,11 +73,39 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
     std::cerr << "shardlint: error: " << e.what() << "\n";
     return kExitUsage;
   }
-  // Command-line selections replace the file's `select`; `ignore` and roots add up.
+  // Command-line selections replace the file's `select`; extend-select, ignore and roots add up.
   std::vector<std::string> select = a.select.empty() ? cfg.select : a.select;
+  std::vector<std::string> extend = cfg.extendSelect;
+  extend.insert(extend.end(), a.extendSelect.begin(), a.extendSelect.end());
+  if (!extend.empty()) {
+    if (select.empty()) select.push_back("ALL");
+    select.insert(select.end(), extend.begin(), extend.end());
+  }
   std::vector<std::string> ignore = cfg.ignore;
   ignore.insert(ignore.end(), a.ignore.begin(), a.ignore.end());
+  if (a.showSettings) {
+    FileConfig shown = cfg;
+    shown.select = a.select.empty() ? cfg.select : a.select;
+    shown.extendSelect = extend;
+    shown.ignore = ignore;
+    shown.roots.insert(shown.roots.end(), a.roots.begin(), a.roots.end());
+    shown.accelerateConfigs.insert(shown.accelerateConfigs.end(), a.accelerateConfigs.begin(), a.accelerateConfigs.end());
+    if (a.jobsGiven) shown.jobs = a.jobs;
+    std::cout << describeConfig(shown);
+    return kExitClean;
+  }
   LintOptions options;
+  // Unused `noqa` comments only when SL003 is asked for by name.
+  for (const auto& sel : splitList(select))
+    if (sel == "SL003" || sel == "unused-suppression") options.reportUnusedNoqa = true;
+  options.assumeFsdpVersion = cfg.fsdpVersion;
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+    return out;
+  };
+  if (!cfg.optimizers.empty()) options.extraFacts["extra_optimizers"] = join(cfg.optimizers);
+  if (!cfg.wraps.empty()) options.extraFacts["extra_wraps"] = join(cfg.wraps);
   options.jobs = a.jobsGiven ? a.jobs : cfg.jobs.value_or(0);
   options.roots = cfg.roots;
   options.roots.insert(options.roots.end(), a.roots.begin(), a.roots.end());
@@ -95,10 +124,54 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
   for (const auto& missing : found.errors)
     std::cerr << "shardlint: error: " << missing << ": no such file or directory\n";
   if (!found.errors.empty()) return kExitUsage;
+  if (!cfg.exclude.empty()) {  // `exclude` globs drop discovered files (and everything under excluded folders)
+    std::vector<std::string> kept;
+    for (const auto& f : found.files) {
+      bool out = false;
+      for (const auto& g : cfg.exclude) {
+        std::string path = f;
+        for (size_t slash = path.size(); !out && slash != std::string::npos; slash = path.rfind('/', slash - 1)) {
+          out = globMatch(g, path.substr(0, slash));
+          if (slash == 0) break;
+        }
+      }
+      if (!out) kept.push_back(f);
+    }
+    found.files = std::move(kept);
+  }
 
   Linter linter(catalog, std::move(options));
   LintStats stats;
   std::vector<Diagnostic> all = linter.lintFiles(found.files, &stats);
+  // per-file-ignores, then severity overrides.
+  if (!cfg.perFileIgnores.empty()) {
+    std::vector<Diagnostic> kept;
+    for (auto& d : all) {
+      bool drop = false;
+      for (const auto& [glob, rules] : cfg.perFileIgnores) {
+        if (!globMatch(glob, d.location.path)) continue;
+        for (const auto& r : rules) {
+          const RuleInfo* info = catalog.find(r);
+          std::string prefix = r;
+          for (char& c : prefix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+          drop = drop || (info && info->code == d.code) || r == "ALL" || d.code.rfind(prefix, 0) == 0;
+        }
+      }
+      if (!drop) kept.push_back(std::move(d));
+    }
+    all = std::move(kept);
+  }
+  for (const auto& [rule, level] : cfg.severity) {
+    const RuleInfo* info = catalog.find(rule);
+    if (!info) {
+      std::cerr << "shardlint: error: `severity` names an unknown rule `" << rule << "`\n";
+      return kExitUsage;
+    }
+    Severity sev = level == "warning" ? Severity::Warning : level == "info" ? Severity::Info
+                   : level == "hint" ? Severity::Hint : Severity::Error;
+    for (auto& d : all)
+      if (d.code == info->code) d.severity = sev;
+  }
   output::RunSummary summary;
   summary.filesChecked = found.files.size();
   std::set<std::string> withFindings;
@@ -187,6 +260,11 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  check->add_option("--extend-select", ca.extendSelect, "Rules to enable in addition to the selection")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  check->add_flag("--show-settings", ca.showSettings, "Print the resolved configuration and exit");
   check->add_option("--ignore", ignore, "Rules to disable: codes, names or code prefixes (comma-separated)")
       ->expected(1)
       ->allow_extra_args(false)

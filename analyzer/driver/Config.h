@@ -15,7 +15,21 @@ struct FileConfig {
   std::vector<std::string> ignore;
   std::optional<unsigned> jobs;
   std::vector<std::string> accelerateConfigs;  // `accelerate-config`, relative to the current directory
+  std::vector<std::string> extendSelect;       // `extend-select`: added to the selection
+  std::vector<std::pair<std::string, std::vector<std::string>>> perFileIgnores;  // glob -> rules
+  std::vector<std::string> exclude;            // globs of paths discovery skips
+  std::vector<std::pair<std::string, std::string>> severity;  // rule -> error|warning|info|hint
+  std::optional<int> fsdpVersion;              // `fsdp-version`: assumed for accelerate scripts with no evidence
+  std::vector<std::string> optimizers;         // extra qualified names that build optimizers (in-house helpers)
+  std::vector<std::string> wraps;              // extra qualified names that wrap like `fully_shard`
 };
+
+// Glob matching for settings: `*` and `?` stay within a path component, `**` crosses
+// them; a pattern without `/` matches the file name or any trailing part of the path.
+bool globMatch(std::string_view pattern, std::string_view path);
+
+// The resolved settings as TOML (`shardlint check --show-settings`).
+std::string describeConfig(const FileConfig& cfg);
 
 // `explicitPath` (from --config) wins; otherwise the nearest .shardlint.toml or
 // pyproject.toml with a [tool.shardlint] table. Throws std::runtime_error with a

@@ -500,6 +500,8 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
     if (count == 1) fallback = only;
   }
   if (fallback) out[""] = *fallback;  // "" = every script without its own link
+  else if (options_.assumeFsdpVersion)
+    out[""] = Facts{{"accelerate_fsdp", std::to_string(*options_.assumeFsdpVersion)}, {"use_orig_params", ""}};
   return out;
 }
 
@@ -599,7 +601,7 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
     finalizeDiagnostics(out);
     return out;
   }
-  Task task(catalog_, options_, nullptr);
+  Task task(catalog_, options_, nullptr, options_.extraFacts.empty() ? nullptr : &options_.extraFacts);
   out = task.run(path, std::move(text));
   finalizeDiagnostics(out);
   return out;
@@ -637,10 +639,23 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     }
     ruleGroups.push_back(std::move(masks));
   }
+  // Names configured as extra optimizer builders / wraps make a file worth analysing too.
+  std::vector<std::string> extraWords;
+  for (const auto& [k, v] : options_.extraFacts) {
+    for (size_t start = 0; start <= v.size();) {
+      size_t comma = v.find(',', start);
+      std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!item.empty()) extraWords.push_back(item.substr(item.rfind('.') == std::string::npos ? 0 : item.rfind('.') + 1));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
   auto maskOf = [&](std::string_view text) {
     uint64_t m = 0;
     for (size_t i = 0; i < words.size() && i < 64; ++i)
       if (text.find(words[i]) != std::string_view::npos) m |= uint64_t{1} << i;
+    for (const auto& w : extraWords)
+      if (text.find(w) != std::string_view::npos) m = ~uint64_t{0};
     return m;
   };
 
@@ -745,11 +760,18 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   };
   std::vector<size_t> tasks;
   std::vector<const Facts*> taskFacts;
+  std::vector<std::unique_ptr<Facts>> taskFactStore;
   for (size_t i = 0; i < scanned.size(); ++i) {
     if (!scanned[i].linted || !scanned[i].ok) continue;
     auto f = linked.find(absoluteKey(scanned[i].path));
     if (f == linked.end()) f = linked.find("");
     const Facts* facts = f == linked.end() ? nullptr : &f->second;
+    if (!options_.extraFacts.empty()) {  // merged into a per-task copy
+      Facts merged = facts ? *facts : Facts{};
+      for (const auto& [k, v] : options_.extraFacts) merged.emplace(k, v);
+      taskFactStore.push_back(std::make_unique<Facts>(std::move(merged)));
+      facts = taskFactStore.back().get();
+    }
     // A script a linked config applies to is relevant when it uses accelerate at all.
     bool configured = facts && scanned[i].text.find("ccelerat") != std::string::npos;
     if (relevant(closure[i]) || configured) {

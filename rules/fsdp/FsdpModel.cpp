@@ -201,7 +201,20 @@ bool FsdpCallModel::onCall(CallSite& site) {
   }
 
   const std::string& q = site.qualname;
-  bool localOptimizer = false;
+  auto listed = [&](const char* fact) {
+    auto it = facts_.find(fact);
+    if (it == facts_.end() || q.empty()) return false;
+    std::string_view list = it->second;
+    for (size_t start = 0; start <= list.size();) {
+      size_t comma = list.find(',', start);
+      std::string_view item = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+      if (item == q || (endsWith(q, item) && q.size() > item.size() && q[q.size() - item.size() - 1] == '.')) return true;
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    return false;
+  };
+  bool localOptimizer = listed("extra_optimizers");  // configured in-house optimizer builders
   if (site.cls) {
     for (const auto& b : site.cls->allBases())
       if (b == "torch.optim.Optimizer" || b == "torch.optim.optimizer.Optimizer" || isOptimizerQualname(b))
@@ -237,7 +250,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
       return true;
     }
   }
-  if (isFullyShard(q) || isFsdp1Class(q)) {
+  if (isFullyShard(q) || isFsdp1Class(q) || listed("extra_wraps")) {
     const ValueSet* modArg = site.arg(0, "module");
     if (!modArg) return false;
     bool fsdp1 = isFsdp1Class(q);
