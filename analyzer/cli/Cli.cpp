@@ -8,9 +8,11 @@
 #include <optional>
 #include <cstdio>
 #include <set>
+#include <fstream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -49,6 +51,7 @@ struct CheckArgs {
   bool jobsGiven = false;
   std::vector<std::string> paths, select, extendSelect, ignore, roots, accelerateConfigs;
   bool showSettings = false;
+  std::optional<std::string> baseline;
   std::string format = "text";
   bool quiet = false, noColor = false, stats = false;
   unsigned jobs = 0;
@@ -161,6 +164,46 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
     }
     all = std::move(kept);
   }
+  if (a.baseline) {
+    // The first run writes the baseline; later runs report only findings not in it.
+    namespace fs = std::filesystem;
+    std::vector<std::string> prints = output::fingerprints(all);
+    std::error_code ec;
+    if (!fs::exists(*a.baseline, ec)) {
+      nlohmann::json doc = {{"shardlint_baseline", 1}, {"findings", nlohmann::json::array()}};
+      for (size_t i = 0; i < all.size(); ++i)
+        doc["findings"].push_back({{"code", all[i].code}, {"path", all[i].location.path}, {"fingerprint", prints[i]}});
+      std::ofstream out(*a.baseline);
+      out << doc.dump(2) << "\n";
+      if (!out) {
+        std::cerr << "shardlint: error: cannot write the baseline " << *a.baseline << "\n";
+        return kExitUsage;
+      }
+      std::cerr << "shardlint: wrote the baseline " << *a.baseline << " with " << all.size()
+                << (all.size() == 1 ? " finding" : " findings") << "; later runs report only new ones\n";
+      all.clear();
+    } else {
+      nlohmann::json doc;
+      try {
+        std::ifstream in(*a.baseline);
+        doc = nlohmann::json::parse(in);
+        if (!doc.contains("findings") || !doc["findings"].is_array()) throw std::runtime_error("no findings list");
+      } catch (const std::exception& e) {
+        std::cerr << "shardlint: error: " << *a.baseline << " is not a shardlint baseline (" << e.what() << ")\n";
+        return kExitUsage;
+      }
+      std::multiset<std::string> known;
+      for (const auto& f : doc["findings"])
+        known.insert(f.value("code", "") + "|" + f.value("path", "") + "|" + f.value("fingerprint", ""));
+      std::vector<Diagnostic> fresh;
+      for (size_t i = 0; i < all.size(); ++i) {
+        auto it = known.find(all[i].code + "|" + all[i].location.path + "|" + prints[i]);
+        if (it != known.end()) known.erase(it);
+        else fresh.push_back(std::move(all[i]));
+      }
+      all = std::move(fresh);
+    }
+  }
   for (const auto& [rule, level] : cfg.severity) {
     const RuleInfo* info = catalog.find(rule);
     if (!info) {
@@ -265,6 +308,8 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   check->add_flag("--show-settings", ca.showSettings, "Print the resolved configuration and exit");
+  check->add_option("--baseline", ca.baseline,
+                    "Baseline file: written on the first run (exit 0), then only findings not in it are reported");
   check->add_option("--ignore", ignore, "Rules to disable: codes, names or code prefixes (comma-separated)")
       ->expected(1)
       ->allow_extra_args(false)

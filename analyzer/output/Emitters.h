@@ -35,6 +35,9 @@ void writeConcise(std::ostream& os, const std::vector<Diagnostic>& diags, const 
 // GitHub Actions workflow commands: `::error file=...,line=...,col=...,endLine=...,endColumn=...,title=...::msg`.
 void writeGithub(std::ostream& os, const std::vector<Diagnostic>& diags);
 
+// A fingerprint per finding (rule, path, the text of its line; stable when unrelated lines move).
+std::vector<std::string> fingerprints(const std::vector<Diagnostic>& diags);
+
 // Where a rule's documentation lives (a file URI into the source tree the binary was built from).
 std::string ruleDocUri(const RuleInfo& info);
 std::string fileUri(const std::string& path);

@@ -128,6 +128,22 @@ std::string sarifLevel(Severity s) {
 
 }  // namespace
 
+std::vector<std::string> fingerprints(const std::vector<Diagnostic>& diags) {
+  // Stable across unrelated edits: the rule, the file and the text of the line, not its
+  // number; repeated identical lines are told apart by their order.
+  LineCache lines;
+  std::map<std::string, int> occurrences;
+  std::vector<std::string> out;
+  for (const auto& d : diags) {
+    std::string key = d.code + "|" + d.location.path + "|" + lines.line(d.location.path, d.location.start.line);
+    int nth = occurrences[key]++;
+    char fp[40];
+    std::snprintf(fp, sizeof fp, "%016llx:%d", static_cast<unsigned long long>(fnv1a(key)), nth + 1);
+    out.emplace_back(fp);
+  }
+  return out;
+}
+
 void writeConcise(std::ostream& os, const std::vector<Diagnostic>& diags, const RunSummary& summary,
                   const TextStyle& style) {
   for (const auto& d : diags)
@@ -167,8 +183,7 @@ void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const st
                       {"defaultConfiguration", {{"level", sarifLevel(r.severity)}}},
                       {"properties", {{"tags", json::array({"fsdp", "correctness"})}}}});
   }
-  LineCache lines;
-  std::map<std::string, int> occurrences;
+  std::vector<std::string> prints = fingerprints(diags);
   json results = json::array();
   for (const auto& d : diags) {
     auto physical = [](const Location& l) {
@@ -178,11 +193,7 @@ void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const st
     int id = 1;
     for (const auto& n : d.notes)
       related.push_back({{"id", id++}, {"physicalLocation", physical(n.location)}, {"message", {{"text", n.message}}}});
-    // Stable across unrelated edits: the rule, the file and the text of the line, not its number.
-    std::string key = d.code + "|" + d.location.path + "|" + lines.line(d.location.path, d.location.start.line);
-    int nth = occurrences[key]++;
-    char fp[40];
-    std::snprintf(fp, sizeof fp, "%016llx:%d", static_cast<unsigned long long>(fnv1a(key)), nth + 1);
+    std::string fp = prints[static_cast<size_t>(&d - diags.data())];
     json result = {{"ruleId", d.code},
                    {"level", sarifLevel(d.severity)},
                    {"message", {{"text", d.message}}},
