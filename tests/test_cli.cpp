@@ -893,3 +893,25 @@ TEST_CASE("cli: settings: per-file-ignores, exclude, severity, extend-select, op
   CHECK(run(dir, "check n.py -q").out.empty());
   CHECK(run(dir, "check n.py -q --extend-select SL003").out.find("[SL003 unused-suppression]") != std::string::npos);
 }
+
+TEST_CASE("cli: --baseline writes, then reports only new findings", "[cli][baseline]") {
+  TempDir dir;
+  const char* bug =
+      "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nfrom nets import Net\n"
+      "model = Net()\nopt = torch.optim.AdamW(model.parameters())\nmodel = FSDP(model)\nopt.step()\n";
+  dir.write("old.py", bug);
+  Result first = run(dir, "check . --baseline base.json");
+  CHECK(first.code == 0);
+  CHECK(first.err.find("wrote the baseline base.json with 1 finding") != std::string::npos);
+  CHECK(run(dir, "check . --baseline base.json").code == 0);
+  // Moving the old finding down does not make it new; a new file's finding is reported.
+  dir.write("old.py", std::string("# a comment added on top\n") + bug);
+  CHECK(run(dir, "check . --baseline base.json").code == 0);
+  dir.write("new.py", bug);
+  Result second = run(dir, "check . --baseline base.json -q");
+  CHECK(second.code == 1);
+  CHECK(second.out.find("new.py:5:7:") == 0);
+  CHECK(second.out.find("old.py") == std::string::npos);
+  dir.write("broken.json", "not json");
+  CHECK(run(dir, "check . --baseline broken.json").code == 2);
+}
