@@ -23,18 +23,6 @@ std::vector<std::string> splitList(const std::string& s) {
   return out;
 }
 
-size_t distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 class WrapClassNotFound final : public ConfigRule {
  public:
   using ConfigRule::ConfigRule;
@@ -72,9 +60,9 @@ class WrapClassNotFound final : public ConfigRule {
       std::string best;
       size_t bestD = 99;
       for (const auto& l : layers)
-        if (size_t d = distance(name, l); d < bestD) bestD = d, best = l;
+        if (size_t d = editDistance(name, l); d < bestD) bestD = d, best = l;
       for (const auto& k : known)
-        if (size_t d = distance(name, k); d < bestD) bestD = d, best = k;
+        if (size_t d = editDistance(name, k); d < bestD) bestD = d, best = k;
       // Precision first: the table cannot list every variant class (vision towers, MoE
       // blocks), so only a near-miss (a typo) or another family's layer proves a mistake.
       bool otherFamily = false;

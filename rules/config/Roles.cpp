@@ -12,6 +12,18 @@ std::string_view bareKey(std::string_view key) {
   return key.substr(0, 5) == "fsdp_" ? key.substr(5) : key;
 }
 
+size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
 const std::pair<YNode, YNode>* FsdpSettings::entry(std::string_view bareName) const {
   const std::pair<YNode, YNode>* found = nullptr;
   if (!section || !section->isMap()) return nullptr;

@@ -45,5 +45,7 @@ std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const 
 std::optional<bool> asBool(const YNode* n);
 std::string asString(const YNode* n);  // the scalar text ("" for non-scalars)
 std::string_view bareKey(std::string_view key);  // "fsdp_min_num_params" -> "min_num_params"
+// Levenshtein distance, for "did you mean" suggestions.
+size_t editDistance(std::string_view a, std::string_view b);
 
 }  // namespace shardlint::rules::config
