@@ -294,6 +294,7 @@ class Task final : public semantic::ModuleProvider {
     if (!u->tree) return nullptr;
     ProjectIndex::Module module =
         index_ ? index_->moduleOf(path) : ProjectIndex::Module{moduleNameFor(path), false};
+    if (units_.empty()) rootModule_ = module.name;
     u->analysis = std::make_unique<semantic::FileAnalysis>(*u->file, u->tree.root(), *model_, module.name,
                                                            static_cast<uint32_t>(units_.size()), module.isPackage);
     u->analysis->setProvider(this);
@@ -313,8 +314,8 @@ class Task final : public semantic::ModuleProvider {
     if (auto it = byPath_.find(path); it != byPath_.end()) return it->second;
     if (units_.size() >= kMaxUnits) return nullptr;
     ReadResult r = readSource(path, options_);
-    if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) {
-      byPath_[path] = nullptr;
+    if (r.skipped || contentProblem(r.text, options_.maxFileBytes) || !mentionsAnyWord(r.text)) {
+      byPath_[path] = nullptr;  // unreadable, or names nothing any rule looks for: not worth parsing
       return nullptr;
     }
     Unit* u = addUnit(path, std::move(r.text));
@@ -341,6 +342,11 @@ class Task final : public semantic::ModuleProvider {
     for (size_t k = parts.size() - 1; k >= 1; --k) {
       std::string module;
       for (size_t i = 0; i < k; ++i) module += (i ? "." : "") + parts[i];
+      // The analysed file's own ancestor packages (torch/nn/x.py calling `torch.zeros`) are
+      // library plumbing, not helpers: not loaded (as in the pre-scan).
+      if (rootModule_.size() > module.size() && rootModule_.compare(0, module.size(), module) == 0 &&
+          rootModule_[module.size()] == '.')
+        return {};
       auto path = index_->findModule(module);
       if (!path) continue;
       Unit* u = load(*path);
@@ -369,7 +375,38 @@ class Task final : public semantic::ModuleProvider {
     return {};
   }
 
-  static constexpr size_t kMaxUnits = 64;  // project modules loaded per task
+  // A module worth loading for its summaries mentions some pre-scan word (an optimizer,
+  // a wrap) or the configured extra names; words of rules without groups make all qualify.
+  bool mentionsAnyWord(std::string_view text) {
+    if (!wordsReady_) {
+      wordsReady_ = true;
+      for (const auto& r : catalog_.makeRules()) {
+        auto groups = r->prescanTokens();
+        if (groups.empty() && !r->checksConfigs()) anyText_ = true;
+        for (const auto& g : groups)
+          for (auto w : g) words_.emplace_back(w);
+      }
+      for (const auto& [k, v] : options_.extraFacts) {
+        for (size_t start = 0; start <= v.size();) {
+          size_t comma = v.find(',', start);
+          std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+          if (!item.empty()) words_.push_back(item.substr(item.rfind('.') == std::string::npos ? 0 : item.rfind('.') + 1));
+          if (comma == std::string::npos) break;
+          start = comma + 1;
+        }
+      }
+    }
+    if (anyText_) return true;
+    for (const auto& w : words_)
+      if (text.find(w) != std::string_view::npos) return true;
+    return false;
+  }
+
+  static constexpr size_t kMaxUnits = 24;  // project modules loaded per task
+  std::string rootModule_;  // the analysed file's dotted module name
+  bool wordsReady_ = false;
+  bool anyText_ = false;
+  std::vector<std::string> words_;
   const RuleCatalog& catalog_;
   const LintOptions& options_;
   const ProjectIndex* index_;
@@ -719,9 +756,15 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     scanned[i].ok = true;
     scanned[i].mask = maskOf(r.text);
     if (!alwaysRelevant) {
+      std::string ownModule = index.moduleOf(scanned[i].path).name;
       for (const auto& spelled : scanImports(r.text)) {
         auto name = index.absoluteName(scanned[i].path, spelled);
         if (!name) continue;
+        // A module's own ancestor packages (`import torch` inside torch/nn/...) say nothing about
+        // what this file calls; following them would make a whole library relevant.
+        if (ownModule.size() > name->size() && ownModule.compare(0, name->size(), *name) == 0 &&
+            ownModule[name->size()] == '.')
+          continue;
         auto file = index.findModule(*name);
         if (!file) continue;
         auto [it, fresh] = byPath.emplace(*file, scanned.size());

@@ -43,7 +43,9 @@ void ProjectIndex::addFiles(const std::vector<std::string>& paths) {
     fs::path abs = absoluteOf(p);
     given_[abs.string()] = p;
     fs::path dir = abs.parent_path();
-    scriptDirs.push_back(dir);
+    // A script's folder is an import root only for scripts outside packages (a module inside
+    // a package imports through the package root).
+    if (!isFile(dir / "__init__.py")) scriptDirs.push_back(dir);
     fs::path top = dir;
     while (isFile(top / "__init__.py") && top.has_parent_path() && top.parent_path() != top) top = top.parent_path();
     packageRoots.push_back(top);

@@ -13,7 +13,7 @@ using syntax::Kind;
 using syntax::PyKinds;
 
 namespace {
-constexpr size_t kMaxObjects = 200000;  // per store: bounds pathological summary fan-out
+constexpr size_t kMaxObjects = 30000;   // per store: bounds pathological summary fan-out
 
 Kind kindOf(TSNode n) { return PyKinds::instance().kind(n); }
 

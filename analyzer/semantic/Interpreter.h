@@ -73,9 +73,9 @@ struct Budget {
   size_t work = 0;
   size_t copied = 0;
   static constexpr size_t kInlineBudget = 50000;
-  static constexpr size_t kWorkBudget = 400000;
-  static constexpr size_t kCopyBudget = 2000000;
-  static constexpr size_t kMaxInstantiated = 20000;
+  static constexpr size_t kWorkBudget = 150000;
+  static constexpr size_t kCopyBudget = 400000;
+  static constexpr size_t kMaxInstantiated = 8000;
 };
 
 // Finds definitions in other modules of the project (cross-file analysis).
