@@ -22,6 +22,7 @@
 #include "driver/Discovery.h"
 #include "driver/Linter.h"
 #include "output/Emitters.h"
+#include "lsp/Server.h"
 
 #ifndef SHARDLINT_VERSION
 #define SHARDLINT_VERSION "0.0.0"
@@ -324,6 +325,10 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   CLI::App* rule = app.add_subcommand("rule", "Print the documentation of one rule");
   rule->add_option("rule", ruleName, "Rule code or name (SL101 or optimizer-before-wrap)")->required();
 
+  CLI::App* server = app.add_subcommand("server", "Run the language server (LSP over stdin/stdout)");
+  bool stdio = false;  // accepted for clients that pass it; stdio is the only transport
+  server->add_flag("--stdio", stdio, "Use stdin/stdout (the default and only transport)");
+
   std::string dumpFile;
   CLI::App* dump = app.add_subcommand("dump-model", "Print the semantic model of a file (for debugging)");
   dump->add_option("file", dumpFile, "Python file")->required();
@@ -338,6 +343,7 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
     return kExitUsage;
   }
 
+  if (*server) return lsp::runStdioServer(catalog);
   if (*dump) {
     std::string text;
     if (!readFile(dumpFile, text)) {

@@ -179,6 +179,15 @@ MessageReader::Result MessageReader::next(int timeoutMs) {
   }
 }
 
+bool MessageReader::inputPending() {
+  // (A complete buffered message is always returned by next() before the caller goes idle.)
+  if (eof_) return false;
+  pollfd p{};
+  p.fd = fd_;
+  p.events = POLLIN;
+  return ::poll(&p, 1, 0) > 0;
+}
+
 bool MessageWriter::sendRaw(const std::string& body) {
   if (broken_) return false;
   std::string out = "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";

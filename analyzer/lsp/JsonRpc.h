@@ -34,6 +34,8 @@ class MessageReader {
   // The next message; waits at most `timeoutMs` for input (-1: no limit, 0: only what is buffered
   // or readable now).
   Result next(int timeoutMs);
+  // True when more input is readable now (does not block).
+  bool inputPending();
 
   static constexpr size_t kMaxHeaderLine = 8192;
   static constexpr size_t kMaxBody = 256u * 1024u * 1024u;
