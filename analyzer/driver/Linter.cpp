@@ -780,17 +780,16 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     }
     if (scanned[i].linted) scanned[i].text = std::move(r.text);
   }
-  // Words reachable through imports (a fixpoint over the import graph, cycles included).
+  // Words reachable through imports, two levels deep: a file's own helpers, and what a
+  // package's __init__ or a helper re-exports. Deeper chains are library plumbing; following
+  // them all makes a whole library relevant (every torch module imports its siblings).
   std::vector<uint64_t> closure(scanned.size());
   for (size_t i = 0; i < scanned.size(); ++i) closure[i] = scanned[i].mask;
-  for (bool changed = true; changed;) {
-    changed = false;
+  for (int level = 0; level < 2; ++level) {
+    std::vector<uint64_t> next = closure;
     for (size_t i = 0; i < scanned.size(); ++i)
-      for (size_t j : scanned[i].imports)
-        if ((closure[i] | closure[j]) != closure[i]) {
-          closure[i] |= closure[j];
-          changed = true;
-        }
+      for (size_t j : scanned[i].imports) next[i] |= closure[j];
+    closure = std::move(next);
   }
   auto relevant = [&](uint64_t mask) {
     if (alwaysRelevant) return true;
