@@ -17,7 +17,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -602,27 +601,6 @@ class Server {
     TSTree* old = incremental ? d.tree.get() : nullptr;
     TSTree* fresh = ts_parser_parse_string(parser_.get(), old, d.text.data(), static_cast<uint32_t>(d.text.size()));
     d.tree.reset(fresh);  // null when parsing failed: the linter parses the text itself
-    if (std::getenv("VERIFY") && d.tree) {
-      TSTree* full = ts_parser_parse_string(parser_.get(), nullptr, d.text.data(), static_cast<uint32_t>(d.text.size()));
-      char* a = ts_node_string(ts_tree_root_node(full));
-      char* b = ts_node_string(ts_tree_root_node(d.tree.get()));
-      bool same = std::string(a) == b;
-      // compare positions too
-      TSNode ra = ts_tree_root_node(full), rb = ts_tree_root_node(d.tree.get());
-      std::function<bool(TSNode, TSNode)> eq = [&](TSNode x, TSNode y) {
-        if (ts_node_start_byte(x) != ts_node_start_byte(y) || ts_node_end_byte(x) != ts_node_end_byte(y)) return false;
-        TSPoint px = ts_node_start_point(x), py = ts_node_start_point(y);
-        TSPoint qx = ts_node_end_point(x), qy = ts_node_end_point(y);
-        if (px.row != py.row || px.column != py.column || qx.row != qy.row || qx.column != qy.column) return false;
-        if (ts_node_child_count(x) != ts_node_child_count(y)) return false;
-        for (uint32_t i = 0; i < ts_node_child_count(x); ++i) if (!eq(ts_node_child(x, i), ts_node_child(y, i))) return false;
-        return true;
-      };
-      bool samePos = eq(ra, rb);
-      std::fprintf(stderr, "VERIFY %s %s\n", same ? "same" : "DIFF", samePos ? "samepos" : "DIFFPOS");
-      free(a); free(b); ts_tree_delete(full);
-      if (FILE* f = std::fopen("/tmp/lsp/adhoc/server_text.txt", "wb")) { std::fwrite(d.text.data(), 1, d.text.size(), f); std::fclose(f); }
-    }
     if (trace_)
       std::fprintf(stderr, "shardlint server: %s parse of %s: %.2f ms\n", incremental ? "incremental" : "full",
                    d.path.c_str(),
