@@ -352,7 +352,7 @@ void FileAnalysis::run() {
   for (const auto& f : functions_) {
     if (f->nested || called_.count(f.get()) || driven.count(f.get())) continue;
     const Summary* s = summary(f.get());
-    if (!s) continue;
+    if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     std::vector<ValueSet> args;
@@ -393,6 +393,8 @@ const Summary* FileAnalysis::summary(const FunctionDef* def) {
   }
   std::sort(s->attrWrites.begin(), s->attrWrites.end());
   s->truncated = s->truncated || s->store.objects.size() >= kMaxObjects;
+  for (const auto& o : s->store.objects) s->hasDomainFacts = s->hasDomainFacts || !o.tags.empty();
+  for (const auto& e : s->store.events) s->hasDomainFacts = s->hasDomainFacts || e.kind == EventKind::Domain;
   inProgress_.erase(def);
   return (summaries_[def] = std::move(s)).get();
 }

@@ -59,6 +59,10 @@ struct Summary {
   // call site (a framework method called on them, a call of a parameter). Callers
   // then interpret the body in their own context instead of instantiating this.
   bool contextDependent = false;
+  // The body produced something a call model gave meaning to (a tagged object or a
+  // domain event). A summary without that, and not context-dependent, cannot matter to
+  // any rule, so a function never called is not analysed in place.
+  bool hasDomainFacts = false;
   // Readable facts, one per line, relative to the parameters ("arg0" ...).
   std::string describe() const;
 };
