@@ -20,6 +20,7 @@
 
 #include "driver/Config.h"
 #include "driver/Discovery.h"
+#include "driver/Settings.h"
 #include "driver/Linter.h"
 #include "output/Emitters.h"
 #include "lsp/Server.h"
@@ -31,21 +32,6 @@
 namespace shardlint {
 
 namespace {
-
-std::vector<std::string> splitList(const std::vector<std::string>& in) {
-  std::vector<std::string> out;
-  for (const auto& s : in) {
-    size_t start = 0;
-    while (start <= s.size()) {
-      size_t comma = s.find(',', start);
-      std::string part = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!part.empty()) out.push_back(part);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  return out;
-}
 
 struct CheckArgs {
   std::optional<std::string> config;
@@ -78,20 +64,13 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
     return kExitUsage;
   }
   // Command-line selections replace the file's `select`; extend-select, ignore and roots add up.
-  std::vector<std::string> select = a.select.empty() ? cfg.select : a.select;
-  std::vector<std::string> extend = cfg.extendSelect;
-  extend.insert(extend.end(), a.extendSelect.begin(), a.extendSelect.end());
-  if (!extend.empty()) {
-    if (select.empty()) select.push_back("ALL");
-    select.insert(select.end(), extend.begin(), extend.end());
-  }
-  std::vector<std::string> ignore = cfg.ignore;
-  ignore.insert(ignore.end(), a.ignore.begin(), a.ignore.end());
+  SettingsOverrides overrides{a.select, a.extendSelect, a.ignore, a.roots, a.accelerateConfigs,
+                              a.jobsGiven ? std::optional<unsigned>(a.jobs) : std::nullopt};
   if (a.showSettings) {
     FileConfig shown = cfg;
     shown.select = a.select.empty() ? cfg.select : a.select;
-    shown.extendSelect = extend;
-    shown.ignore = ignore;
+    shown.extendSelect.insert(shown.extendSelect.end(), a.extendSelect.begin(), a.extendSelect.end());
+    shown.ignore.insert(shown.ignore.end(), a.ignore.begin(), a.ignore.end());
     shown.roots.insert(shown.roots.end(), a.roots.begin(), a.roots.end());
     shown.accelerateConfigs.insert(shown.accelerateConfigs.end(), a.accelerateConfigs.begin(), a.accelerateConfigs.end());
     if (a.jobsGiven) shown.jobs = a.jobs;
@@ -99,26 +78,9 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
     return kExitClean;
   }
   LintOptions options;
-  // Unused `noqa` comments only when SL003 is asked for by name.
-  for (const auto& sel : splitList(select))
-    if (sel == "SL003" || sel == "unused-suppression") options.reportUnusedNoqa = true;
-  options.assumeFsdpVersion = cfg.fsdpVersion;
-  auto join = [](const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
-    return out;
-  };
-  if (!cfg.optimizers.empty()) options.extraFacts["extra_optimizers"] = join(cfg.optimizers);
-  if (!cfg.wraps.empty()) options.extraFacts["extra_wraps"] = join(cfg.wraps);
-  options.jobs = a.jobsGiven ? a.jobs : cfg.jobs.value_or(0);
-  options.roots = cfg.roots;
-  options.roots.insert(options.roots.end(), a.roots.begin(), a.roots.end());
-  options.accelerateConfigs = cfg.accelerateConfigs;
-  options.accelerateConfigs.insert(options.accelerateConfigs.end(), a.accelerateConfigs.begin(),
-                                   a.accelerateConfigs.end());
   try {
-    options.selection = RuleSelection(catalog, splitList(select), splitList(ignore));
-  } catch (const std::invalid_argument& e) {
+    options = lintOptionsFrom(catalog, cfg, overrides);
+  } catch (const std::exception& e) {
     std::cerr << "shardlint: error: " << e.what() << "\n";
     return kExitUsage;
   }
@@ -130,41 +92,15 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
   if (!found.errors.empty()) return kExitUsage;
   if (!cfg.exclude.empty()) {  // `exclude` globs drop discovered files (and everything under excluded folders)
     std::vector<std::string> kept;
-    for (const auto& f : found.files) {
-      bool out = false;
-      for (const auto& g : cfg.exclude) {
-        std::string path = f;
-        for (size_t slash = path.size(); !out && slash != std::string::npos; slash = path.rfind('/', slash - 1)) {
-          out = globMatch(g, path.substr(0, slash));
-          if (slash == 0) break;
-        }
-      }
-      if (!out) kept.push_back(f);
-    }
+    for (const auto& f : found.files)
+      if (!isExcluded(cfg, f)) kept.push_back(f);
     found.files = std::move(kept);
   }
 
   Linter linter(catalog, std::move(options));
   LintStats stats;
   std::vector<Diagnostic> all = linter.lintFiles(found.files, &stats);
-  // per-file-ignores, then severity overrides.
-  if (!cfg.perFileIgnores.empty()) {
-    std::vector<Diagnostic> kept;
-    for (auto& d : all) {
-      bool drop = false;
-      for (const auto& [glob, rules] : cfg.perFileIgnores) {
-        if (!globMatch(glob, d.location.path)) continue;
-        for (const auto& r : rules) {
-          const RuleInfo* info = catalog.find(r);
-          std::string prefix = r;
-          for (char& c : prefix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-          drop = drop || (info && info->code == d.code) || r == "ALL" || d.code.rfind(prefix, 0) == 0;
-        }
-      }
-      if (!drop) kept.push_back(std::move(d));
-    }
-    all = std::move(kept);
-  }
+  applyFindingSettings(catalog, cfg, all);  // per-file-ignores, then severity overrides
   if (a.baseline) {
     // The first run writes the baseline; later runs report only findings not in it.
     namespace fs = std::filesystem;
@@ -205,17 +141,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
       all = std::move(fresh);
     }
   }
-  for (const auto& [rule, level] : cfg.severity) {
-    const RuleInfo* info = catalog.find(rule);
-    if (!info) {
-      std::cerr << "shardlint: error: `severity` names an unknown rule `" << rule << "`\n";
-      return kExitUsage;
-    }
-    Severity sev = level == "warning" ? Severity::Warning : level == "info" ? Severity::Info
-                   : level == "hint" ? Severity::Hint : Severity::Error;
-    for (auto& d : all)
-      if (d.code == info->code) d.severity = sev;
-  }
+
   output::RunSummary summary;
   summary.filesChecked = found.files.size();
   std::set<std::string> withFindings;

@@ -22,6 +22,7 @@
 
 #include "core/SourceFile.h"
 #include "driver/Config.h"
+#include "driver/Settings.h"
 #include "driver/Linter.h"
 #include "lsp/JsonRpc.h"
 #include "output/Emitters.h"
@@ -94,21 +95,6 @@ std::optional<std::string> uriToPath(const std::string& uri) {
   }
   if (out.empty() || out.find('\0') != std::string::npos) return std::nullopt;
   return normalPath(out);
-}
-
-std::vector<std::string> splitList(const std::vector<std::string>& in) {
-  std::vector<std::string> out;
-  for (const auto& s : in) {
-    size_t start = 0;
-    while (start <= s.size()) {
-      size_t comma = s.find(',', start);
-      std::string part = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!part.empty()) out.push_back(part);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  return out;
 }
 
 int lspSeverity(Severity s) {
@@ -411,26 +397,9 @@ class Server {
     FileConfig cfg;
     try {
       cfg = loadConfig(root_, std::nullopt);
-      std::vector<std::string> select = cfg.select, ignore = cfg.ignore;
-      if (!cfg.extendSelect.empty()) {
-        if (select.empty()) select.push_back("ALL");
-        select.insert(select.end(), cfg.extendSelect.begin(), cfg.extendSelect.end());
-      }
-      for (const auto& sel : splitList(select))
-        if (sel == "SL003" || sel == "unused-suppression") options.reportUnusedNoqa = true;
-      options.assumeFsdpVersion = cfg.fsdpVersion;
-      auto join = [](const std::vector<std::string>& v) {
-        std::string out;
-        for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
-        return out;
-      };
-      if (!cfg.optimizers.empty()) options.extraFacts["extra_optimizers"] = join(cfg.optimizers);
-      if (!cfg.wraps.empty()) options.extraFacts["extra_wraps"] = join(cfg.wraps);
-      for (const auto& r : cfg.roots) options.roots.push_back(normalPath(fs::path(root_) / r));
-      for (const auto& a : cfg.accelerateConfigs) options.accelerateConfigs.push_back(normalPath(fs::path(root_) / a));
-      options.selection = RuleSelection(catalog_, splitList(select), splitList(ignore));
-      for (const auto& [rule, level] : cfg.severity)
-        if (!catalog_.find(rule)) throw std::runtime_error("`severity` names an unknown rule `" + rule + "`");
+      SettingsOverrides one;
+      one.jobs = 1;  // one file per lint; no thread pool
+      options = lintOptionsFrom(catalog_, cfg, one);
     } catch (const std::exception& e) {
       // Keep linting with the defaults; tell the user why their settings were not used.
       send(makeNotification("window/showMessage",
@@ -463,15 +432,8 @@ class Server {
     return s;
   }
 
-  bool excluded(const std::string& path) const {
-    std::string p = settingsPath(path);
-    for (const auto& g : config_.exclude)
-      for (size_t slash = p.size(); slash != std::string::npos; slash = p.rfind('/', slash - 1)) {
-        if (globMatch(g, p.substr(0, slash))) return true;
-        if (slash == 0) break;
-      }
-    return false;
-  }
+  bool excluded(const std::string& path) const { return isExcluded(config_, settingsPath(path)); }
+
 
   // ---- documents ---------------------------------------------------------------------------
   void didOpen(const json& params) {
@@ -670,26 +632,9 @@ class Server {
     if (d.kind == DocKind::Other || excluded(d.path)) return out;
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Diagnostic> all = linter.lintFiles({d.path});
-    std::string rel = settingsPath(d.path);
+    applyFindingSettings(catalog_, config_, all, [&](const std::string& p) { return settingsPath(normalPath(p)); });
     for (auto& diag : all) {
       if (normalPath(diag.location.path) != d.path) continue;  // reported with the file it points into
-      bool drop = false;
-      for (const auto& [glob, rules] : config_.perFileIgnores) {
-        if (!globMatch(glob, rel)) continue;
-        for (const auto& r : rules) {
-          const RuleInfo* info = catalog_.find(r);
-          std::string prefix = r;
-          for (char& c : prefix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-          drop = drop || (info && info->code == diag.code) || r == "ALL" || diag.code.rfind(prefix, 0) == 0;
-        }
-      }
-      if (drop) continue;
-      for (const auto& [rule, level] : config_.severity)
-        if (const RuleInfo* info = catalog_.find(rule); info && info->code == diag.code)
-          diag.severity = level == "warning" ? Severity::Warning
-                          : level == "info"  ? Severity::Info
-                          : level == "hint"  ? Severity::Hint
-                                             : Severity::Error;
       out.push_back(toLsp(diag));
     }
     if (trace_)
