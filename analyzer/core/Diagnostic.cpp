@@ -24,6 +24,17 @@ Location makeLocation(const SourceFile& file, ByteRange range) {
   return loc;
 }
 
+Diagnostic makeDiagnostic(const RuleInfo& info, Location location, std::string message, std::vector<Note> notes) {
+  Diagnostic d;
+  d.code = std::string(info.code);
+  d.name = std::string(info.name);
+  d.severity = info.severity;
+  d.location = std::move(location);
+  d.message = std::move(message);
+  d.notes = std::move(notes);
+  return d;
+}
+
 void sortDiagnostics(std::vector<Diagnostic>& diags) {
   std::stable_sort(diags.begin(), diags.end(), [](const Diagnostic& a, const Diagnostic& b) {
     return std::tie(a.location.path, a.location.start.line, a.location.start.codepointColumn, a.code) <

@@ -33,6 +33,9 @@ struct Diagnostic {
   std::vector<Note> notes;
 };
 
+Diagnostic makeDiagnostic(const struct RuleInfo& info, Location location, std::string message,
+                          std::vector<Note> notes = {});
+
 // Sort by path, line, column, then code (the order of every output).
 void sortDiagnostics(std::vector<Diagnostic>& diags);
 

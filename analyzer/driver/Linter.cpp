@@ -27,14 +27,7 @@ namespace shardlint {
 
 void RuleContext::report(const RuleInfo& info, const semantic::Site& primary, std::string message,
                          std::vector<Note> notes) {
-  Diagnostic d;
-  d.code = std::string(info.code);
-  d.name = std::string(info.name);
-  d.severity = info.severity;
-  d.location = locate(primary);
-  d.message = std::move(message);
-  d.notes = std::move(notes);
-  out_.push_back(std::move(d));
+  out_.push_back(makeDiagnostic(info, locate(primary), std::move(message), std::move(notes)));
 }
 
 const RuleInfo* RuleCatalog::find(std::string_view codeOrName) const {
@@ -108,13 +101,7 @@ Linter::Linter(const RuleCatalog& catalog, LintOptions options) : catalog_(catal
 namespace {
 
 Diagnostic engineDiagnostic(const RuleInfo& info, const SourceFile& file, ByteRange range, std::string message) {
-  Diagnostic d;
-  d.code = std::string(info.code);
-  d.name = std::string(info.name);
-  d.severity = info.severity;
-  d.location = makeLocation(file, range);
-  d.message = std::move(message);
-  return d;
+  return makeDiagnostic(info, makeLocation(file, range), std::move(message));
 }
 
 // Reads a file for linting; problems become the reason it is skipped (SL002).

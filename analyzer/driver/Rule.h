@@ -60,14 +60,7 @@ class ConfigContext {
   const std::vector<config::YNode>& documents() const { return docs_; }
   Note note(ByteRange range, std::string message) const { return Note{makeLocation(file_, range), std::move(message)}; }
   void report(const RuleInfo& info, ByteRange range, std::string message, std::vector<Note> notes = {}) {
-    Diagnostic d;
-    d.code = std::string(info.code);
-    d.name = std::string(info.name);
-    d.severity = info.severity;
-    d.location = makeLocation(file_, range);
-    d.message = std::move(message);
-    d.notes = std::move(notes);
-    out_.push_back(std::move(d));
+    out_.push_back(makeDiagnostic(info, makeLocation(file_, range), std::move(message), std::move(notes)));
   }
 
  private:

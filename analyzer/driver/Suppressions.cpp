@@ -142,13 +142,7 @@ std::vector<Diagnostic> Suppressions::problems(const RuleCatalog& catalog, const
   const RuleInfo* sl003 = catalog.find("SL003");
   if (!sl003 || !file_ || !selection.enabled(*sl003)) return out;
   auto report = [&](const Directive& d, std::string message) {
-    Diagnostic diag;
-    diag.code = std::string(sl003->code);
-    diag.name = std::string(sl003->name);
-    diag.severity = sl003->severity;
-    diag.location = makeLocation(*file_, d.range);
-    diag.message = std::move(message);
-    out.push_back(std::move(diag));
+    out.push_back(makeDiagnostic(*sl003, makeLocation(*file_, d.range), std::move(message)));
   };
   for (const auto& d : directives_) {
     bool noqa = d.kind == Directive::Kind::Noqa;

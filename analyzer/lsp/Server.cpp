@@ -97,16 +97,6 @@ std::optional<std::string> uriToPath(const std::string& uri) {
   return normalPath(out);
 }
 
-int lspSeverity(Severity s) {
-  switch (s) {
-    case Severity::Error: return 1;
-    case Severity::Warning: return 2;
-    case Severity::Info: return 3;
-    case Severity::Hint: return 4;
-  }
-  return 1;
-}
-
 bool iprefix(std::string_view s, std::string_view prefix) {
   if (s.size() < prefix.size()) return false;
   for (size_t i = 0; i < prefix.size(); ++i)
@@ -591,7 +581,6 @@ class Server {
   json position(const LineCol& lc) const {
     return {{"line", lc.line}, {"character", encoding_ == Encoding::Utf8 ? lc.byteColumn : lc.utf16Column}};
   }
-  json range(const Location& l) const { return {{"start", position(l.start)}, {"end", position(l.end)}}; }
 
   std::string uriFor(const std::string& path) const {
     std::string key = normalPath(path);
@@ -603,19 +592,9 @@ class Server {
   // ---- linting -----------------------------------------------------------------------------
   // The Diagnostic as `writeLspJson` writes it, in the negotiated encoding.
   json toLsp(const Diagnostic& d) const {
-    json diag = {{"range", range(d.location)},
-                 {"severity", lspSeverity(d.severity)},
-                 {"code", d.code},
-                 {"source", "shardlint"},
-                 {"message", d.message}};
-    if (const RuleInfo* info = catalog_.find(d.code); info && info->code == d.code)
-      diag["codeDescription"] = {{"href", output::ruleDocUri(*info)}};
-    json related = json::array();
-    for (const auto& n : d.notes)
-      related.push_back({{"location", {{"uri", uriFor(n.location.path)}, {"range", range(n.location)}}},
-                         {"message", n.message}});
-    if (!related.empty()) diag["relatedInformation"] = related;
-    return diag;
+    const RuleInfo* info = catalog_.find(d.code);
+    return output::lspDiagnostic(d, info && info->code == d.code ? info : nullptr, encoding_ == Encoding::Utf8,
+                                 [&](const std::string& p) { return uriFor(p); });
   }
 
   LintOptions optionsWithOverlays() const {

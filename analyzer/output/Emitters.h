@@ -1,5 +1,7 @@
 // Output formats. Every emitter reads the same Diagnostic model.
 #pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -46,6 +48,11 @@ std::string fileUri(const std::string& path);
 // notes as relatedLocations, partialFingerprints stable when unrelated lines move.
 void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const std::vector<RuleInfo>& rules,
                 std::string_view version);
+
+// One LSP Diagnostic: 0-based ranges in UTF-16 code units (or bytes with `utf8`); notes
+// become relatedInformation with URIs from `uriOf`.
+nlohmann::json lspDiagnostic(const Diagnostic& d, const RuleInfo* info, bool utf8,
+                             const std::function<std::string(const std::string&)>& uriOf);
 
 // LSP: a JSON array of PublishDiagnosticsParams (0-based UTF-16 ranges).
 void writeLspJson(std::ostream& os, const std::vector<Diagnostic>& diags, const std::vector<RuleInfo>& rules);

@@ -107,21 +107,6 @@ json region(const Location& l) {
           {"endColumn", l.end.utf16Column + 1}};
 }
 
-json lspRange(const Location& l) {
-  return {{"start", {{"line", l.start.line}, {"character", l.start.utf16Column}}},
-          {"end", {{"line", l.end.line}, {"character", l.end.utf16Column}}}};
-}
-
-int lspSeverity(Severity s) {
-  switch (s) {
-    case Severity::Error: return 1;
-    case Severity::Warning: return 2;
-    case Severity::Info: return 3;
-    case Severity::Hint: return 4;
-  }
-  return 1;
-}
-
 std::string sarifLevel(Severity s) {
   return s == Severity::Error ? "error" : s == Severity::Warning ? "warning" : "note";
 }
@@ -222,6 +207,28 @@ void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const st
   os << log.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
 }
 
+json lspDiagnostic(const Diagnostic& d, const RuleInfo* info, bool utf8,
+                   const std::function<std::string(const std::string&)>& uriOf) {
+  auto position = [&](const LineCol& lc) {
+    return json{{"line", lc.line}, {"character", utf8 ? lc.byteColumn : lc.utf16Column}};
+  };
+  auto range = [&](const Location& l) { return json{{"start", position(l.start)}, {"end", position(l.end)}}; };
+  int severity = d.severity == Severity::Error ? 1 : d.severity == Severity::Warning ? 2
+                 : d.severity == Severity::Info ? 3 : 4;
+  json diag = {{"range", range(d.location)},
+               {"severity", severity},
+               {"code", d.code},
+               {"source", "shardlint"},
+               {"message", d.message}};
+  if (info) diag["codeDescription"] = {{"href", ruleDocUri(*info)}};
+  json related = json::array();
+  for (const auto& n : d.notes)
+    related.push_back({{"location", {{"uri", uriOf(n.location.path)}, {"range", range(n.location)}}},
+                       {"message", n.message}});
+  if (!related.empty()) diag["relatedInformation"] = related;
+  return diag;
+}
+
 void writeLspJson(std::ostream& os, const std::vector<Diagnostic>& diags, const std::vector<RuleInfo>& rules) {
   std::map<std::string, const RuleInfo*> byCode;
   for (const auto& r : rules) byCode[std::string(r.code)] = &r;
@@ -230,19 +237,8 @@ void writeLspJson(std::ostream& os, const std::vector<Diagnostic>& diags, const 
   for (const auto& d : diags) {
     std::string uri = fileUri(d.location.path);
     if (!byFile.count(uri)) order.push_back(uri), byFile[uri] = json::array();
-    json related = json::array();
-    for (const auto& n : d.notes)
-      related.push_back({{"location", {{"uri", fileUri(n.location.path)}, {"range", lspRange(n.location)}}},
-                         {"message", n.message}});
-    json diag = {{"range", lspRange(d.location)},
-                 {"severity", lspSeverity(d.severity)},
-                 {"code", d.code},
-                 {"source", "shardlint"},
-                 {"message", d.message}};
-    if (auto it = byCode.find(d.code); it != byCode.end())
-      diag["codeDescription"] = {{"href", ruleDocUri(*it->second)}};
-    if (!related.empty()) diag["relatedInformation"] = related;
-    byFile[uri].push_back(std::move(diag));
+    auto it = byCode.find(d.code);
+    byFile[uri].push_back(lspDiagnostic(d, it == byCode.end() ? nullptr : it->second, false, fileUri));
   }
   json out = json::array();
   for (const auto& uri : order) out.push_back({{"uri", uri}, {"diagnostics", byFile[uri]}});
