@@ -100,6 +100,9 @@ const RuleCatalog& catalog() {
     cat.configFacts = config::accelerateConfigFacts;
     cat.launchLinks = config::accelerateLaunchLinks;
     cat.projectFacts = config::projectModelFacts;
+    cat.factWords = config::factWords;
+    // Config files worth parsing mention FSDP (a Trainer fsdp_config JSON may spell keys without fsdp_).
+    cat.configWords = {"fsdp", "min_num_params", "transformer_layer_cls_to_wrap"};
     return cat;
   }();
   return c;

@@ -373,15 +373,8 @@ class Task final : public semantic::ModuleProvider {
         for (const auto& g : groups)
           for (auto w : g) words_.emplace_back(w);
       }
-      for (const auto& [k, v] : options_.extraFacts) {
-        for (size_t start = 0; start <= v.size();) {
-          size_t comma = v.find(',', start);
-          std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-          if (!item.empty()) words_.push_back(item.substr(item.rfind('.') == std::string::npos ? 0 : item.rfind('.') + 1));
-          if (comma == std::string::npos) break;
-          start = comma + 1;
-        }
-      }
+      if (catalog_.factWords)
+        for (auto& w : catalog_.factWords(options_.settingsFacts)) words_.push_back(std::move(w));
     }
     if (anyText_) return true;
     for (const auto& w : words_)
@@ -524,8 +517,7 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
     if (count == 1) fallback = only;
   }
   if (fallback) out[""] = *fallback;  // "" = every script without its own link
-  else if (options_.assumeFsdpVersion)
-    out[""] = Facts{{"accelerate_fsdp", std::to_string(*options_.assumeFsdpVersion)}, {"use_orig_params", ""}};
+
   return out;
 }
 
@@ -567,12 +559,12 @@ void Linter::lintConfig(const std::string& path, std::vector<Diagnostic>& out, L
 
 void Linter::lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out,
                             LintStats& stats, Facts* facts, const Facts* project) const {
-  // Pre-scan: only files that mention FSDP are parsed.
+  // Pre-scan: only files that mention a word the config rules need are parsed.
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  // (A Trainer fsdp_config JSON may spell its keys without the fsdp_ prefix.)
-  if (lower.find("fsdp") == std::string::npos && lower.find("min_num_params") == std::string::npos &&
-      lower.find("transformer_layer_cls_to_wrap") == std::string::npos) {
+  bool mentions = catalog_.configWords.empty();
+  for (auto w : catalog_.configWords) mentions = mentions || lower.find(w) != std::string::npos;
+  if (!mentions) {
     ++stats.filesSkipped;
     return;
   }
@@ -625,7 +617,7 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
     finalizeDiagnostics(out);
     return out;
   }
-  Task task(catalog_, options_, nullptr, options_.extraFacts.empty() ? nullptr : &options_.extraFacts);
+  Task task(catalog_, options_, nullptr, options_.settingsFacts.empty() ? nullptr : &options_.settingsFacts);
   out = task.run(path, std::move(text));
   finalizeDiagnostics(out);
   return out;
@@ -663,17 +655,9 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     }
     ruleGroups.push_back(std::move(masks));
   }
-  // Names configured as extra optimizer builders / wraps make a file worth analysing too.
+  // Words the settings make relevant (configured in-house optimizer / wrap names) count for every group.
   std::vector<std::string> extraWords;
-  for (const auto& [k, v] : options_.extraFacts) {
-    for (size_t start = 0; start <= v.size();) {
-      size_t comma = v.find(',', start);
-      std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!item.empty()) extraWords.push_back(item.substr(item.rfind('.') == std::string::npos ? 0 : item.rfind('.') + 1));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
+  if (catalog_.factWords) extraWords = catalog_.factWords(options_.settingsFacts);
   auto maskOf = [&](std::string_view text) {
     uint64_t m = 0;
     for (size_t i = 0; i < words.size() && i < 64; ++i)
@@ -795,14 +779,17 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     auto f = linked.find(absoluteKey(scanned[i].path));
     if (f == linked.end()) f = linked.find("");
     const Facts* facts = f == linked.end() ? nullptr : &f->second;
-    if (!options_.extraFacts.empty()) {  // merged into a per-task copy
+    if (!options_.settingsFacts.empty()) {  // merged into a per-task copy
       Facts merged = facts ? *facts : Facts{};
-      for (const auto& [k, v] : options_.extraFacts) merged.emplace(k, v);
+      for (const auto& [k, v] : options_.settingsFacts) merged.emplace(k, v);
       taskFactStore.push_back(std::make_unique<Facts>(std::move(merged)));
       facts = taskFactStore.back().get();
     }
-    // A script a linked config applies to is relevant when it uses accelerate at all.
-    bool configured = facts && scanned[i].text.find("ccelerat") != std::string::npos;
+    // A script the facts (a linked config, settings) apply to is relevant when it names their words.
+    bool configured = false;
+    if (facts && catalog_.factWords)
+      for (const auto& w : catalog_.factWords(*facts))
+        configured = configured || scanned[i].text.find(w) != std::string::npos;
     if (relevant(closure[i]) || configured) {
       tasks.push_back(i);
       taskFacts.push_back(facts);

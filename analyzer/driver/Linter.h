@@ -42,10 +42,9 @@ struct LintOptions {
   std::map<std::string, const TSTree*> parsedTrees;
   // SL003 also for unused `# noqa` comments (off by default: other tools share the syntax).
   bool reportUnusedNoqa = false;
-  // FSDP version to assume for accelerate scripts no config or plugin describes (`fsdp-version`).
-  std::optional<int> assumeFsdpVersion;
-  // Facts every analysed file gets (e.g. the configured extra optimizer / wrap names).
-  Facts extraFacts;
+  // Settings the rules interpret, passed to every analysed file as facts
+  // (`fsdp-version`, `optimizers`, `wraps`: setting name -> value, lists comma-joined).
+  Facts settingsFacts;
 };
 
 struct LintStats {

@@ -113,6 +113,11 @@ struct RuleCatalog {
   Facts (*configFacts)(const SourceFile& file, const std::vector<config::YNode>& docs) = nullptr;
   // Launch commands in a shell script or Makefile.
   std::vector<LaunchLink> (*launchLinks)(const SourceFile& file) = nullptr;
+  // Words that make a Python file worth analysing when it has these facts (a linked
+  // config, settings): the pre-scan adds them to the rules' own words.
+  std::vector<std::string> (*factWords)(const Facts& facts) = nullptr;
+  // Words that make a configuration file worth parsing (the config pre-scan).
+  std::vector<std::string_view> configWords;
   // Facts about the whole project, read from the Python files' bytes (for rules over
   // configuration files that must agree with the code).
   Facts (*projectFacts)(const std::vector<const SourceFile*>& pythonFiles) = nullptr;

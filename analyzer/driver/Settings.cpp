@@ -46,14 +46,15 @@ LintOptions lintOptionsFrom(const RuleCatalog& catalog, const FileConfig& cfg, c
   options.accelerateConfigs = cfg.accelerateConfigs;
   options.accelerateConfigs.insert(options.accelerateConfigs.end(), o.accelerateConfigs.begin(),
                                    o.accelerateConfigs.end());
-  options.assumeFsdpVersion = cfg.fsdpVersion;
   auto join = [](const std::vector<std::string>& v) {
     std::string out;
     for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
     return out;
   };
-  if (!cfg.optimizers.empty()) options.extraFacts["extra_optimizers"] = join(cfg.optimizers);
-  if (!cfg.wraps.empty()) options.extraFacts["extra_wraps"] = join(cfg.wraps);
+  // Settings the rules interpret travel as facts under their own names.
+  if (cfg.fsdpVersion) options.settingsFacts["fsdp-version"] = std::to_string(*cfg.fsdpVersion);
+  if (!cfg.optimizers.empty()) options.settingsFacts["optimizers"] = join(cfg.optimizers);
+  if (!cfg.wraps.empty()) options.settingsFacts["wraps"] = join(cfg.wraps);
   for (const auto& [rule, level] : cfg.severity)
     if (!catalog.find(rule)) throw std::runtime_error("`severity` names an unknown rule `" + rule + "`");
   return options;

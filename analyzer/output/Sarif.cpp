@@ -166,7 +166,7 @@ void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const st
                       {"help", {{"text", std::string(r.doc)}, {"markdown", std::string(r.doc)}}},
                       {"helpUri", ruleDocUri(r)},
                       {"defaultConfiguration", {{"level", sarifLevel(r.severity)}}},
-                      {"properties", {{"tags", json::array({"fsdp", "correctness"})}}}});
+                      {"properties", {{"tags", json::array({"correctness", std::string(r.code.substr(0, 3)) + "xx"})}}}});
   }
   std::vector<std::string> prints = fingerprints(diags);
   json results = json::array();

@@ -168,4 +168,22 @@ std::vector<LaunchLink> accelerateLaunchLinks(const SourceFile& file) {
   return links;
 }
 
+std::vector<std::string> factWords(const Facts& facts) {
+  std::vector<std::string> words;
+  if (facts.count("accelerate_fsdp") || facts.count("fsdp-version")) words.emplace_back("ccelerat");
+  for (const char* key : {"optimizers", "wraps"}) {
+    auto it = facts.find(key);
+    if (it == facts.end()) continue;
+    const std::string& v = it->second;
+    for (size_t start = 0; start <= v.size();) {
+      size_t comma = v.find(',', start);
+      std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!item.empty()) words.push_back(item.substr(item.rfind('.') == std::string::npos ? 0 : item.rfind('.') + 1));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return words;
+}
+
 }  // namespace shardlint::rules::config

@@ -11,5 +11,8 @@ namespace shardlint::rules::config {
 //  "config": path, "config_line"/"config_col": where the deciding key is (1-based)}.
 Facts accelerateConfigFacts(const SourceFile& file, const std::vector<shardlint::config::YNode>& docs);
 std::vector<LaunchLink> accelerateLaunchLinks(const SourceFile& file);
+// Words that make a script worth analysing under these facts: accelerate scripts when an
+// accelerate config or the fsdp-version setting applies; configured helper names.
+std::vector<std::string> factWords(const Facts& facts);
 
 }  // namespace shardlint::rules::config

@@ -214,7 +214,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
     }
     return false;
   };
-  bool localOptimizer = listed("extra_optimizers");  // configured in-house optimizer builders
+  bool localOptimizer = listed("optimizers");  // configured in-house optimizer builders (setting)
   if (site.cls) {
     for (const auto& b : site.cls->allBases())
       if (b == "torch.optim.Optimizer" || b == "torch.optim.optimizer.Optimizer" || isOptimizerQualname(b))
@@ -250,7 +250,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
       return true;
     }
   }
-  if (isFullyShard(q) || isFsdp1Class(q) || listed("extra_wraps")) {
+  if (isFullyShard(q) || isFsdp1Class(q) || listed("wraps")) {
     const ValueSet* modArg = site.arg(0, "module");
     if (!modArg) return false;
     bool fsdp1 = isFsdp1Class(q);
@@ -317,6 +317,12 @@ bool FsdpCallModel::onCall(CallSite& site) {
           st.obj(o).tags["orig_from"] = "code-default";
         }
       }
+    }
+    if (!fromPlugin && fact("accelerate_fsdp").empty() && !fact("fsdp-version").empty()) {
+      // The `fsdp-version` setting: assumed for accelerate scripts nothing else describes.
+      st.obj(o).tags["fsdp"] = fact("fsdp-version");
+      st.obj(o).tags["use_orig_params"] = "True";  // the launcher's default
+      st.obj(o).tags["orig_from"] = "config";
     }
     if (!fromPlugin && !fact("accelerate_fsdp").empty()) {  // FSDP comes from a linked config
       st.obj(o).tags["fsdp"] = fact("accelerate_fsdp");
