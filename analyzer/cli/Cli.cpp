@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "driver/Linter.h"
 #include "output/Emitters.h"
 #include "lsp/Server.h"
+#include "orchestrator/Probe.h"
 
 #ifndef SHARDLINT_VERSION
 #define SHARDLINT_VERSION "0.0.0"
@@ -50,7 +52,8 @@ long peakRssKb() {
   return ru.ru_maxrss;  // kilobytes on Linux
 }
 
-int runCheck(const RuleCatalog& catalog, CheckArgs a) {
+// `probe`: the runtime probe runs on the findings and its verdicts join the output (shardlint probe).
+int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nullptr) {
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();
   std::vector<std::string>& paths = a.paths;
@@ -142,13 +145,21 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
     }
   }
 
+  if (probe) {
+    if (int rc = probe->run(all); rc != kExitClean) return rc;
+  }
+
   output::RunSummary summary;
   summary.filesChecked = found.files.size();
   std::set<std::string> withFindings;
   for (const auto& d : all) withFindings.insert(d.location.path);
   summary.filesWithFindings = withFindings.size();
   auto analysed = Clock::now();
-  if (format == "json") {
+  if (format == "json" && probe) {
+    std::ostringstream plain;
+    output::writeJson(plain, all, summary, SHARDLINT_VERSION);
+    std::cout << probe::addProbeToJson(plain.str(), all, probe->results());
+  } else if (format == "json") {
     output::writeJson(std::cout, all, summary, SHARDLINT_VERSION);
   } else if (format == "sarif") {
     output::writeSarif(std::cout, all, catalog.infos, SHARDLINT_VERSION);
@@ -183,6 +194,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a) {
                  linter.options().jobs ? linter.options().jobs : std::max(1u, std::thread::hardware_concurrency()),
                  static_cast<double>(peakRssKb()) / 1024.0);
   }
+  if (probe) return probe->exitCode(all);
   return all.empty() ? kExitClean : kExitFindings;
 }
 
@@ -255,13 +267,45 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   bool stdio = false;  // accepted for clients that pass it; stdio is the only transport
   server->add_flag("--stdio", stdio, "Use stdin/stdout (the default and only transport)");
 
+  // `shardlint probe [options] PATH... [-- SCRIPT ARGS]`: what follows `--` belongs to the script.
+  std::vector<std::string> scriptArgs;
+  std::vector<char*> args(argv, argv + argc);
+  if (argc > 1 && std::string(argv[1]) == "probe") {
+    auto dd = std::find_if(args.begin() + 2, args.end(), [](const char* s) { return std::string(s) == "--"; });
+    if (dd != args.end()) scriptArgs.assign(dd + 1, args.end()), args.erase(dd, args.end());
+  }
+  CheckArgs pa;
+  probe::ProbeOptions po;
+  bool preflight = false;
+  int masterPort = 0;
+  CLI::App* probeCmd = app.add_subcommand(
+      "probe", "Lint, then check every SL101, SL102 and SL103 finding at runtime (torch.distributed.run)");
+  probeCmd->add_option("paths", pa.paths, "Files or directories to lint (--mode script runs the first)");
+  probeCmd->add_option("--mode", po.mode, "replay (a generated program per finding, default) or script")
+      ->check(CLI::IsMember({"replay", "script"}));
+  probeCmd->add_option("--nproc", po.nproc, "Ranks per node (default 2)")->check(CLI::Range(1, 1024));
+  probeCmd->add_option("--backend", po.backend, "auto (default), nccl or gloo")
+      ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
+  probeCmd->add_option("--python", po.python, "Python interpreter with torch (default python3)");
+  probeCmd->add_option("--timeout", po.timeoutSeconds, "Seconds per launched run (default 300)")
+      ->check(CLI::PositiveNumber);
+  probeCmd->add_option("--format", pa.format, "Output format: text, concise, json, sarif, github, lsp")
+      ->check(CLI::IsMember({"text", "concise", "json", "sarif", "github", "lsp"}));
+  probeCmd->add_flag("--preflight", preflight, "Run the native CUDA/NCCL preflight and exit with its code");
+  probeCmd->add_flag("--keep", po.keep, "Keep the replay programs, logs and rank reports");
+  probeCmd->add_option("--master-port", masterPort, "torchrun's master port (default: a free one)")
+      ->check(CLI::Range(1, 65535));
+  probeCmd->add_option("--nnodes", po.nnodes, "Passed to torch.distributed.run (multi-node)");
+  probeCmd->add_option("--rdzv-endpoint", po.rdzvEndpoint, "Passed to torch.distributed.run (multi-node)");
+  probeCmd->add_option("--srun", po.srun, "A Slurm line put in front of the launcher (\"srun -N2 ...\")");
+
   std::string dumpFile;
   CLI::App* dump = app.add_subcommand("dump-model", "Print the semantic model of a file (for debugging)");
   dump->add_option("file", dumpFile, "Python file")->required();
   dump->group("");  // hidden
 
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
@@ -270,6 +314,19 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   }
 
   if (*server) return lsp::runStdioServer(catalog);
+  if (*probeCmd) {
+    if (preflight) return probe::runPreflight(std::cerr, scriptArgs);
+    if (!scriptArgs.empty() && po.mode != "script") {
+      std::cerr << "shardlint: error: arguments after `--` are for --mode script\n";
+      return kExitUsage;
+    }
+    if (probeCmd->count("--master-port")) po.masterPort = masterPort;
+    po.format = pa.format;
+    po.scriptArgs = scriptArgs;
+    if (!pa.paths.empty()) po.script = pa.paths.front();
+    probe::Session session(po, std::cerr);
+    return runCheck(catalog, pa, &session);
+  }
   if (*dump) {
     std::string text;
     if (!readFile(dumpFile, text)) {

@@ -1,0 +1,51 @@
+// Shared types of the runtime probe: what a replay reproduces, what each rank
+// reports, and the verdict attached to a static finding.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardlint::probe {
+
+// What a replay program reproduces, derived from one static finding.
+struct ReplaySpec {
+  std::string code;        // "SL101", "SL102", "SL103"
+  std::string path;        // the finding's file (as reported)
+  int line = 0;            // 1-based
+  std::string wrapApi;     // "fully_shard" | "fsdp1" | "accelerate"
+  bool useOrigParams = false;              // FSDP1 / accelerate FSDP1
+  int fsdpVersion = 2;                     // accelerate: 1 or 2
+  std::string optimizer = "torch.optim.AdamW";  // qualified optimizer class (falls back to AdamW)
+  // SL101: optimizer built before the wrap; SL102: a free parameter added (after the wrap,
+  // or before an accelerate FSDP2 prepare); SL103: blocks sharded but not the root, or ignored params.
+  std::string shape;       // "optimizer-before-wrap" | "stray-param-after-wrap" | "stray-param-before-prepare"
+                           // | "blocks-without-root" | "ignored-trainable"
+};
+
+// One rank's report (JSON written by runtime_probe/python/shardlint_probe).
+struct RankReport {
+  int rank = 0;
+  int worldSize = 1;
+  std::string backend;     // "nccl" | "gloo"
+  std::string torchVersion, accelerateVersion;
+  bool reachedStep = false;           // the first optimizer.step() completed
+  int staleOptimizerEntries = 0;      // optimizer tensors not among the wrapped model's parameters
+  int unmanagedEntries = 0;           // optimizer tensors no FSDP unit manages
+  std::optional<bool> paramsChanged;  // did the step change the (managed) parameters at all
+  std::optional<bool> diverged;       // ranks disagree on parameters outside FSDP after a step
+  std::string exceptionType, exceptionMessage;  // empty when none
+  double elapsedSeconds = 0;
+};
+
+enum class Verdict { Confirmed, NotReproduced, NotReached, ProbeError };
+
+struct ProbeResult {
+  Verdict verdict = Verdict::ProbeError;
+  std::string evidence;    // one line a user can read
+  std::string backend;
+  int worldSize = 0;
+  std::string torchVersion, accelerateVersion;
+  double elapsedSeconds = 0;
+};
+
+}  // namespace shardlint::probe

@@ -1,0 +1,1722 @@
+#include "Probe.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "Replay.h"
+
+extern char** environ;
+
+namespace shardlint::probe {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string firstLine(const std::string& s, size_t max = 240) {
+  std::string out = s.substr(0, s.find('\n'));
+  while (!out.empty() && (out.back() == '\r' || out.back() == ' ')) out.pop_back();
+  if (out.size() > max) out = out.substr(0, max) + "...";
+  return out;
+}
+
+std::string fmtSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+bool readWholeFile(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+// Set by SIGINT/SIGTERM while a probe runs; the runner then kills its process group.
+volatile sig_atomic_t gInterrupted = 0;
+void onInterrupt(int) { gInterrupted = 1; }
+
+}  // namespace
+
+std::string_view verdictName(Verdict v) {
+  switch (v) {
+    case Verdict::Confirmed:
+      return "confirmed";
+    case Verdict::NotReproduced:
+      return "not-reproduced";
+    case Verdict::NotReached:
+      return "not-reached";
+    case Verdict::ProbeError:
+      return "probe-error";
+  }
+  return "probe-error";
+}
+
+bool probedCode(std::string_view code) { return code == "SL101" || code == "SL102" || code == "SL103"; }
+
+// ============================================================================================
+// Replay specs
+// ============================================================================================
+
+namespace {
+
+// Optimizers a replay can build from `params` alone (no closure, no sparse gradients).
+const std::set<std::string>& replayableOptimizers() {
+  static const std::set<std::string> s = {"SGD",     "Adam",  "AdamW", "Adagrad", "Adadelta", "Adamax",
+                                          "RMSprop", "NAdam", "RAdam", "ASGD",    "Rprop"};
+  return s;
+}
+
+// `torch.optim.X` or `optim.X` in `text`, if X is replayable.
+std::optional<std::string> optimizerIn(const std::string& text) {
+  static const std::regex re(R"((?:^|[^\w.])(?:torch\.)?optim\.([A-Z]\w*)\s*\()");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+    std::string cls = (*it)[1].str();
+    if (replayableOptimizers().count(cls)) return "torch.optim." + cls;
+  }
+  return std::nullopt;
+}
+
+std::string allText(const Diagnostic& d) {
+  std::string t = d.message;
+  for (const auto& n : d.notes) t += "\n" + n.message;
+  return t;
+}
+
+}  // namespace
+
+std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& source, std::string* whyNot) {
+  auto fail = [&](std::string why) -> std::optional<ReplaySpec> {
+    if (whyNot) *whyNot = std::move(why);
+    return std::nullopt;
+  };
+  if (!probedCode(d.code)) return fail(d.code + " is not a rule the probe tests (SL101, SL102, SL103)");
+  ReplaySpec s;
+  s.code = d.code;
+  s.path = d.location.path;
+  s.line = static_cast<int>(d.location.start.line) + 1;
+  const std::string text = allText(d);
+  std::string at;  // the source text of the finding's range
+  if (d.location.range.end > d.location.range.begin && d.location.range.end <= source.size())
+    at = source.substr(d.location.range.begin, d.location.range.end - d.location.range.begin);
+
+  if (d.code == "SL101") {
+    s.shape = "optimizer-before-wrap";
+    if (contains(text, "FSDP2 `fully_shard`")) {
+      s.wrapApi = "fully_shard";
+    } else if (contains(text, "FSDP1 `FullyShardedDataParallel`")) {
+      s.wrapApi = "fsdp1";
+      s.fsdpVersion = 1;
+      s.useOrigParams = false;
+    } else if (contains(text, "accelerate FSDP1")) {
+      s.wrapApi = "accelerate";
+      s.fsdpVersion = 1;
+      s.useOrigParams = false;
+    } else if (contains(text, "accelerate FSDP2")) {
+      s.wrapApi = "accelerate";
+      s.fsdpVersion = 2;
+    } else if (contains(text, "Fabric")) {
+      return fail("the replay does not model Lightning Fabric's `setup_module`; use --mode script");
+    } else {
+      return fail("cannot tell which FSDP API the finding is about from its message");
+    }
+  } else if (d.code == "SL102") {
+    if (contains(text, "accelerate's FSDP2 `prepare`") || contains(text, "accelerate FSDP2")) {
+      s.wrapApi = "accelerate";
+      s.fsdpVersion = 2;
+      s.shape = "stray-param-before-prepare";
+    } else if (contains(text, "FSDP2 mixes plain tensors") || contains(text, "FSDP2 `fully_shard`")) {
+      s.wrapApi = "fully_shard";
+      s.shape = "stray-param-after-wrap";
+    } else if (contains(text, "FSDP1 `FullyShardedDataParallel`") || contains(text, "FSDP never reduces")) {
+      s.wrapApi = "fsdp1";
+      s.fsdpVersion = 1;
+      // A later optimizer over FSDP1 parameters only works with use_orig_params=True or the
+      // flat parameters; the replay wraps with use_orig_params=True unless the source says False.
+      s.useOrigParams = !contains(source, "use_orig_params=False");
+      s.shape = "stray-param-after-wrap";
+    } else {
+      return fail("cannot tell which FSDP API the finding is about from its message");
+    }
+  } else {  // SL103
+    if (contains(text, "excluded from FSDP (`ignored_*`)")) {
+      s.shape = "ignored-trainable";
+      // The finding's range is the wrap call that ignores them.
+      std::string call = at.empty() ? source : at;
+      bool fsdp1 = contains(call, "FullyShardedDataParallel") || std::regex_search(call, std::regex(R"(\bFSDP\s*\()"));
+      bool fsdp2 = contains(call, "fully_shard");
+      if (fsdp1 && !fsdp2) {
+        s.wrapApi = "fsdp1";
+        s.fsdpVersion = 1;
+        s.useOrigParams = contains(call, "use_orig_params=True");
+      } else {
+        s.wrapApi = "fully_shard";
+      }
+    } else if (contains(text, "`fully_shard` is applied to submodules")) {
+      s.shape = "blocks-without-root";
+      s.wrapApi = "fully_shard";
+    } else {
+      return fail("cannot tell the shape of this SL103 finding from its message");
+    }
+  }
+  // The optimizer class: at the finding (SL101's range is the constructor), else the first
+  // replayable optimizer built in the file; AdamW otherwise.
+  if (auto o = optimizerIn(at + "("))
+    s.optimizer = *o;
+  else if (auto o2 = optimizerIn(source))
+    s.optimizer = *o2;
+  return s;
+}
+
+std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, std::string* whyNot) {
+  std::string source;
+  readWholeFile(d.location.path, source);
+  return replaySpecFor(d, source, whyNot);
+}
+
+// ============================================================================================
+// Environment: torch, GPUs, backend
+// ============================================================================================
+
+const std::string& torchProbeSource() {
+  static const std::string s = R"PY(
+import json, sys
+out = {"python": sys.version.split()[0]}
+try:
+    import torch
+except BaseException as e:
+    out["error"] = "%s: %s" % (type(e).__name__, e)
+    print(json.dumps(out)); sys.exit(0)
+out["torch"] = torch.__version__
+try:
+    out["cuda_devices"] = torch.cuda.device_count() if torch.cuda.is_available() else 0
+except BaseException:
+    out["cuda_devices"] = 0
+import torch.distributed as dist
+out["distributed"] = bool(dist.is_available())
+out["nccl"] = bool(dist.is_available() and dist.is_nccl_available())
+out["gloo"] = bool(dist.is_available() and dist.is_gloo_available())
+out["fully_shard"] = None
+for mod in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
+    try:
+        m = __import__(mod, fromlist=["fully_shard"])
+        if hasattr(m, "fully_shard"):
+            out["fully_shard"] = mod
+            break
+    except BaseException:
+        pass
+try:
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    out["fsdp1"] = True
+except BaseException:
+    out["fsdp1"] = False
+try:
+    import accelerate
+    out["accelerate"] = accelerate.__version__
+except BaseException:
+    out["accelerate"] = None
+print(json.dumps(out))
+)PY";
+  return s;
+}
+
+TorchInfo parseTorchInfo(const std::string& output) {
+  TorchInfo info;
+  // The last line that parses as a JSON object (torch may print warnings first).
+  std::istringstream in(output);
+  std::string line;
+  json j;
+  bool found = false;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    json k = json::parse(line, nullptr, false);
+    if (!k.is_discarded() && k.is_object()) {
+      j = k;
+      found = true;
+    }
+  }
+  if (!found) {
+    info.error = "no answer from the torch check" + (output.empty() ? std::string() : ": " + firstLine(output));
+    return info;
+  }
+  auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); };
+  auto boolean = [&](const char* k) { return j.contains(k) && j[k].is_boolean() && j[k].get<bool>(); };
+  info.pythonVersion = str("python");
+  if (j.contains("error")) {
+    info.error = str("error");
+    return info;
+  }
+  info.torchVersion = str("torch");
+  if (info.torchVersion.empty()) {
+    info.error = "the torch check printed no torch version";
+    return info;
+  }
+  info.ok = true;
+  info.accelerateVersion = str("accelerate");
+  if (j.contains("cuda_devices") && j["cuda_devices"].is_number_integer())
+    info.cudaDevices = j["cuda_devices"].get<int>();
+  info.distributed = boolean("distributed");
+  info.nccl = boolean("nccl");
+  info.gloo = boolean("gloo");
+  info.fullyShardModule = str("fully_shard");
+  info.fsdp1 = boolean("fsdp1");
+  return info;
+}
+
+TorchInfo probeTorch(const std::string& python, double timeoutSeconds) {
+  RunOptions o;
+  o.timeoutSeconds = timeoutSeconds;
+  o.killGraceSeconds = 1;
+  o.maxOutput = 64 * 1024;
+  RunResult r = runProcess({python, "-c", torchProbeSource()}, o);
+  TorchInfo info;
+  if (!r.started) {
+    info.error = "cannot run `" + python + "`: " + r.startError;
+    return info;
+  }
+  if (r.timedOut) {
+    info.error = "`" + python + " -c 'import torch ...'` did not answer within " + fmtSeconds(timeoutSeconds);
+    return info;
+  }
+  info = parseTorchInfo(r.output);
+  if (!info.ok && info.error.rfind("no answer", 0) == 0)
+    info.error = "`" + python + "` printed no torch information (exit code " + std::to_string(r.exitCode) + ")" +
+                 (r.output.empty() ? std::string() : ": " + firstLine(tailLines(r.output, 1)));
+  return info;
+}
+
+namespace {
+const char* kCpuFsdpSelfTest = R"PY(
+import json, os, sys, tempfile
+
+def work(rank, world, store, out_dir):
+    import torch, torch.distributed as dist
+    res = {}
+    try:
+        dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
+    except BaseException as e:
+        res["init"] = "%s: %s" % (type(e).__name__, e)
+        json.dump(res, open(os.path.join(out_dir, "%d.json" % rank), "w"))
+        return
+    try:
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:
+            from torch.distributed._composable.fsdp import fully_shard
+        from torch.distributed.device_mesh import init_device_mesh
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+        mesh = init_device_mesh("cpu", (world,))
+        for layer in m:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(m, mesh=mesh)
+        opt = torch.optim.AdamW(m.parameters(), lr=0.1)
+        m(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        res["fsdp2"] = True
+    except BaseException as e:
+        res["fsdp2"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        torch.manual_seed(0)
+        m = FSDP(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)), use_orig_params=True)
+        opt = torch.optim.AdamW(m.parameters(), lr=0.1)
+        m(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        res["fsdp1"] = True
+    except BaseException as e:
+        res["fsdp1"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    json.dump(res, open(os.path.join(out_dir, "%d.json" % rank), "w"))
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    import torch.multiprocessing as mp
+    d = tempfile.mkdtemp(prefix="shardlint-cpu-fsdp-")
+    mp.spawn(work, args=(2, os.path.join(d, "store"), d), nprocs=2, join=True)
+    out = {}
+    for key in ("fsdp2", "fsdp1"):
+        vals = []
+        for r in range(2):
+            p = os.path.join(d, "%d.json" % r)
+            v = json.load(open(p)) if os.path.exists(p) else {"init": "rank %d wrote nothing" % r}
+            vals.append(v.get(key, v.get("init", "not run")))
+        bad = [v for v in vals if v is not True]
+        out[key] = True if not bad else bad[0]
+    import shutil
+    shutil.rmtree(d, ignore_errors=True)
+    print(json.dumps(out))
+)PY";
+}  // namespace
+
+void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info) {
+  std::error_code ec;
+  fs::path dir = fs::temp_directory_path(ec) / ("shardlint-cpu-selftest-" + std::to_string(getpid()) + ".py");
+  {
+    std::ofstream f(dir);
+    f << kCpuFsdpSelfTest;
+  }
+  RunOptions o;
+  o.timeoutSeconds = timeoutSeconds;
+  o.killGraceSeconds = 1;
+  o.env["CUDA_VISIBLE_DEVICES"] = "";
+  o.env["OMP_NUM_THREADS"] = "1";
+  RunResult r = runProcess({python, dir.string()}, o);
+  fs::remove(dir, ec);
+  info.cpuFsdp1 = false;
+  info.cpuFsdp2 = false;
+  if (r.timedOut) {
+    info.cpuFsdpError = "the CPU FSDP self-test did not finish within " + fmtSeconds(timeoutSeconds);
+    return;
+  }
+  json j;
+  bool found = false;
+  std::istringstream in(r.output);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') {
+      json k = json::parse(line, nullptr, false);
+      if (!k.is_discarded() && k.is_object()) j = k, found = true;
+    }
+  if (!found) {
+    info.cpuFsdpError = "the CPU FSDP self-test failed (exit code " + std::to_string(r.exitCode) + ")" +
+                        (r.output.empty() ? std::string() : ": " + firstLine(tailLines(r.output, 1)));
+    return;
+  }
+  auto take = [&](const char* k, std::optional<bool>& flag) {
+    if (j.contains(k) && j[k].is_boolean() && j[k].get<bool>())
+      flag = true;
+    else if (j.contains(k) && j[k].is_string() && info.cpuFsdpError.empty())
+      info.cpuFsdpError =
+          std::string(k == std::string("fsdp2") ? "FSDP2" : "FSDP1") + " on CPU: " + j[k].get<std::string>();
+  };
+  take("fsdp2", info.cpuFsdp2);
+  take("fsdp1", info.cpuFsdp1);
+}
+
+int applyCudaVisibleDevices(int devices, const char* cvd) {
+  if (!cvd) return devices;
+  std::string s = cvd;
+  int n = 0;
+  size_t start = 0;
+  if (s.find_first_not_of(" \t") == std::string::npos) return 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    std::string tok = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    tok.erase(0, tok.find_first_not_of(" \t"));
+    tok.erase(tok.find_last_not_of(" \t") + 1);
+    // CUDA stops at the first invalid entry ("-1" hides everything after it).
+    if (tok.empty() || tok[0] == '-') break;
+    ++n;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return std::min(n, devices);
+}
+
+int countVisibleGpus(const char* cvd, bool useNvidiaSmi) {
+  int devices = -1;
+  if (useNvidiaSmi) {
+    RunOptions o;
+    o.timeoutSeconds = 15;
+    o.killGraceSeconds = 1;
+    RunResult r = runProcess({"nvidia-smi", "-L"}, o);
+    if (r.started && !r.timedOut && r.exitCode == 0) {
+      devices = 0;
+      std::istringstream in(r.output);
+      std::string line;
+      while (std::getline(in, line))
+        if (line.rfind("GPU ", 0) == 0) ++devices;
+    }
+  }
+  if (devices < 0) {
+    devices = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it("/proc/driver/nvidia/gpus", ec), end; !ec && it != end; it.increment(ec)) ++devices;
+  }
+  if (!cvd) cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  return applyCudaVisibleDevices(devices, cvd);
+}
+
+BackendChoice chooseBackend(const std::string& requested, int nproc, int gpus, const TorchInfo& torch,
+                            bool needsFsdp2) {
+  BackendChoice c;
+  if (nproc < 1) {
+    c.reason = "--nproc must be at least 1";
+    return c;
+  }
+  std::string tv = "torch " + torch.torchVersion;
+  // FSDP on CPU with gloo: decided by the self-test (two gloo ranks, one forward/backward/step).
+  bool cpuTested = torch.cpuFsdp2.has_value() || torch.cpuFsdp1.has_value();
+  bool cpuOk =
+      needsFsdp2 ? torch.cpuFsdp2.value_or(false) : (torch.cpuFsdp1.value_or(false) || torch.cpuFsdp2.value_or(false));
+  std::string cpuWhy = !cpuTested ? "the CPU FSDP self-test was not run"
+                       : cpuOk    ? tv + " passes the CPU FSDP self-test (2 gloo ranks on CPU)"
+                                  : tv + " fails the CPU FSDP self-test" +
+                                     (torch.cpuFsdpError.empty() ? std::string() : " (" + torch.cpuFsdpError + ")");
+  std::string gpuWord = std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs") + " visible";
+  auto gloo = [&](std::string why) {
+    c.ok = true;
+    c.backend = "gloo";
+    c.device = "cpu";
+    c.worldSize = nproc;
+    c.reason = "gloo on CPU, " + std::to_string(nproc) + (nproc == 1 ? " rank" : " ranks") + ": " + why;
+  };
+  auto nccl = [&](std::string why) {
+    c.ok = true;
+    c.backend = "nccl";
+    c.device = "cuda";
+    c.worldSize = std::min(nproc, gpus);
+    c.reason = "nccl, " + std::to_string(c.worldSize) + (c.worldSize == 1 ? " rank" : " ranks") + ": " + why;
+    if (c.worldSize < nproc) {
+      c.reason += "; NCCL refuses two ranks on one device, so world size is " + std::to_string(c.worldSize);
+      if (nproc >= 2 && torch.gloo && cpuOk) {
+        c.divergenceOnGloo = true;
+        c.reason += "; divergence (needs 2 or more ranks) is checked in a second pass with gloo on CPU, " +
+                    std::to_string(nproc) + " ranks";
+      } else if (c.worldSize < 2) {
+        c.reason += "; divergence (needs 2 or more ranks) is not checked: " + cpuWhy;
+      }
+    }
+  };
+  if (requested == "nccl") {
+    if (!torch.nccl)
+      c.reason = tv + " has no NCCL support (a CPU-only build?); use --backend gloo";
+    else if (gpus < 1)
+      c.reason = "--backend nccl needs a GPU and none is visible; use --backend gloo";
+    else
+      nccl("requested; " + gpuWord);
+    return c;
+  }
+  if (requested == "gloo") {
+    if (!torch.gloo)
+      c.reason = tv + " has no gloo support";
+    else if (cpuTested && !cpuOk)
+      c.reason = "--backend gloo: " + cpuWhy + "; use --backend nccl on a GPU machine";
+    else
+      gloo("requested; " + cpuWhy);
+    return c;
+  }
+  if (requested != "auto") {
+    c.reason = "unknown backend `" + requested + "` (auto, nccl or gloo)";
+    return c;
+  }
+  if (torch.nccl && gpus >= nproc) {
+    nccl(gpuWord + ", at least one per rank");
+    return c;
+  }
+  std::string few = gpus == 0 ? "no GPU visible" : "only " + gpuWord + " for " + std::to_string(nproc) + " ranks";
+  if (torch.gloo && cpuOk) {
+    gloo(few + "; " + cpuWhy);
+    return c;
+  }
+  if (torch.nccl && gpus >= 1) {
+    nccl(few + ", and " + cpuWhy);
+    return c;
+  }
+  c.reason = "no usable backend: " + few + (torch.nccl || gpus == 0 ? "" : " (and this torch has no NCCL)") + ", and " +
+             (torch.gloo ? cpuWhy : tv + " has no gloo support");
+  return c;
+}
+
+// ============================================================================================
+// Launching
+// ============================================================================================
+
+std::vector<std::string> splitWords(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool inWord = false;
+  char quote = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char ch = line[i];
+    if (quote) {
+      if (ch == quote)
+        quote = 0;
+      else if (ch == '\\' && quote == '"' && i + 1 < line.size() &&
+               (line[i + 1] == '"' || line[i + 1] == '\\' || line[i + 1] == '$'))
+        cur += line[++i];
+      else
+        cur += ch;
+    } else if (ch == '\'' || ch == '"') {
+      quote = ch;
+      inWord = true;
+    } else if (ch == '\\' && i + 1 < line.size()) {
+      cur += line[++i];
+      inWord = true;
+    } else if (std::isspace(static_cast<unsigned char>(ch))) {
+      if (inWord) out.push_back(cur), cur.clear(), inWord = false;
+    } else {
+      cur += ch;
+      inWord = true;
+    }
+  }
+  if (inWord) out.push_back(cur);
+  return out;
+}
+
+std::string shellJoin(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) {
+    if (!out.empty()) out += ' ';
+    bool plain = !w.empty() && w.find_first_not_of(
+                                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                   "_-./=:,+@%") == std::string::npos;
+    if (plain) {
+      out += w;
+      continue;
+    }
+    out += '\'';
+    for (char c : w) {
+      if (c == '\'')
+        out += "'\\''";
+      else
+        out += c;
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+std::vector<std::string> launchCommand(const LaunchSpec& spec) {
+  std::vector<std::string> cmd;
+  if (!spec.srun.empty()) cmd = splitWords(spec.srun);
+  cmd.insert(cmd.end(),
+             {spec.python, "-m", "torch.distributed.run", "--nproc_per_node", std::to_string(spec.nprocPerNode)});
+  if (!spec.nnodes.empty()) cmd.insert(cmd.end(), {"--nnodes", spec.nnodes});
+  if (!spec.rdzvEndpoint.empty())
+    cmd.insert(cmd.end(), {"--rdzv-endpoint", spec.rdzvEndpoint});
+  else if (spec.masterPort > 0)
+    cmd.insert(cmd.end(), {"--master_port", std::to_string(spec.masterPort)});
+  cmd.insert(cmd.end(), {"--max_restarts", "0"});
+  cmd.insert(cmd.end(), spec.program.begin(), spec.program.end());
+  return cmd;
+}
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    socklen_t len = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+bool portInUse(int port) {
+  if (port <= 0 || port > 65535) return true;
+  // torchrun's store listens on all interfaces with SO_REUSEADDR: a bind with SO_REUSEADDR to
+  // the wildcard address fails exactly when something listens on the port.
+  for (uint32_t host : {INADDR_ANY, INADDR_LOOPBACK}) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return true;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(host);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    bool busy = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, 1) != 0;
+    close(fd);
+    if (busy) return true;
+  }
+  return false;
+}
+
+// ---- the runner ----
+
+namespace {
+
+std::string makeRunToken() {
+  static std::atomic<unsigned> counter{0};
+  std::random_device rd;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%d-%u-%08x", static_cast<int>(getpid()), counter++, rd());
+  return buf;
+}
+
+// Processes whose environment carries the run's token: every descendant, also those torchrun
+// starts in sessions of their own, which a process-group kill misses.
+std::vector<pid_t> taggedProcesses(const std::string& token) {
+  std::vector<pid_t> out;
+  std::string needle = "SHARDLINT_PROBE_RUN_TOKEN=" + token;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (!end || *end || pid <= 0 || pid == getpid()) continue;
+    std::string path = std::string("/proc/") + e->d_name + "/environ";
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string env;
+    char buf[8192];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0 && env.size() < (1u << 20)) env.append(buf, static_cast<size_t>(n));
+    close(fd);
+    size_t at = 0;
+    while ((at = env.find(needle, at)) != std::string::npos) {
+      size_t after = at + needle.size();
+      if ((at == 0 || env[at - 1] == '\0') && (after == env.size() || env[after] == '\0')) {
+        out.push_back(static_cast<pid_t>(pid));
+        break;
+      }
+      at = after;
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+void killAll(pid_t pgid, const std::string& token, int sig) {
+  if (pgid > 0) kill(-pgid, sig);
+  for (pid_t p : taggedProcesses(token)) kill(p, sig);
+}
+
+}  // namespace
+
+std::string tailLines(const std::string& text, size_t lines) {
+  if (lines == 0) return "";
+  size_t end = text.size();
+  while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == '\r')) --end;
+  size_t pos = end;
+  size_t count = 0;
+  while (pos > 0) {
+    if (text[pos - 1] == '\n' && ++count == lines) break;
+    --pos;
+  }
+  return text.substr(pos, end - pos);
+}
+
+RunResult runProcess(const std::vector<std::string>& argv, const RunOptions& options) {
+  RunResult r;
+  if (argv.empty()) {
+    r.startError = "empty command";
+    return r;
+  }
+  // Everything the child needs is prepared before fork.
+  std::map<std::string, std::string> envMap;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) envMap[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& k : options.unsetEnv) envMap.erase(k);
+  for (const auto& [k, v] : options.env) envMap[k] = v;
+  const std::string token = makeRunToken();
+  envMap["SHARDLINT_PROBE_RUN_TOKEN"] = token;
+  std::vector<std::string> envStrings;
+  for (const auto& [k, v] : envMap) envStrings.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& s : envStrings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argCopy = argv;
+  for (auto& s : argCopy) args.push_back(s.data());
+  args.push_back(nullptr);
+  // execvpe searches the PATH of the environment the child gets.
+  std::string pathVar = envMap.count("PATH") ? envMap["PATH"] : "/usr/local/bin:/usr/bin:/bin";
+
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (options.capture && pipe2(out, O_CLOEXEC) != 0) {
+    r.startError = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    r.startError = std::string("pipe: ") + std::strerror(errno);
+    if (out[0] >= 0) close(out[0]), close(out[1]);
+    return r;
+  }
+  auto start = Clock::now();
+  pid_t pid = fork();
+  if (pid < 0) {
+    r.startError = std::string("fork: ") + std::strerror(errno);
+    for (int fd : {out[0], out[1], err[0], err[1]})
+      if (fd >= 0) close(fd);
+    return r;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    if (options.capture) {
+      dup2(out[1], 1);
+      dup2(out[1], 2);
+    }
+    if (!options.cwd.empty() && chdir(options.cwd.c_str()) != 0) {
+      int e = errno;
+      (void)!write(err[1], &e, sizeof e);
+      _exit(127);
+    }
+    // Search PATH by hand (execvpe reads the parent's PATH).
+    const char* file = args[0];
+    if (std::strchr(file, '/')) {
+      execve(file, args.data(), envp.data());
+    } else {
+      const char* p = pathVar.c_str();
+      char candidate[4096];
+      int lastErr = ENOENT;
+      while (true) {
+        const char* colon = std::strchr(p, ':');
+        size_t len = colon ? static_cast<size_t>(colon - p) : std::strlen(p);
+        if (len == 0) len = 1, p = ".";  // an empty entry is the current directory
+        if (len + std::strlen(file) + 2 < sizeof candidate) {
+          std::memcpy(candidate, p, len);
+          candidate[len] = '/';
+          std::strcpy(candidate + len + 1, file);
+          execve(candidate, args.data(), envp.data());
+          if (errno != ENOENT && errno != ENOTDIR) lastErr = errno;
+        }
+        if (!colon) break;
+        p = colon + 1;
+      }
+      errno = lastErr;
+    }
+    int e = errno;
+    (void)!write(err[1], &e, sizeof e);
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here, so the group exists before any kill
+  r.pgid = pid;
+  if (out[1] >= 0) close(out[1]);
+  close(err[1]);
+  int childErrno = 0;
+  ssize_t got;
+  do got = read(err[0], &childErrno, sizeof childErrno);
+  while (got < 0 && errno == EINTR);
+  close(err[0]);
+  if (got == static_cast<ssize_t>(sizeof childErrno)) {
+    waitpid(pid, nullptr, 0);
+    if (out[0] >= 0) close(out[0]);
+    r.startError = argv[0] + ": " + std::strerror(childErrno);
+    r.seconds = secondsSince(start);
+    return r;
+  }
+  r.started = true;
+
+  auto append = [&](const char* data, size_t n) {
+    r.output.append(data, n);
+    if (r.output.size() > options.maxOutput * 2) r.output.erase(0, r.output.size() - options.maxOutput);
+  };
+  auto drain = [&](int timeoutMs) {
+    if (out[0] < 0) return false;
+    pollfd p{out[0], POLLIN, 0};
+    int n = poll(&p, 1, timeoutMs);
+    if (n <= 0) return false;
+    char buf[16384];
+    ssize_t k = read(out[0], buf, sizeof buf);
+    if (k > 0) {
+      append(buf, static_cast<size_t>(k));
+      return true;
+    }
+    if (k == 0 || (k < 0 && errno != EINTR && errno != EAGAIN)) {
+      close(out[0]);
+      out[0] = -1;
+    }
+    return false;
+  };
+  auto leaderExited = [&]() {
+    siginfo_t info{};
+    info.si_pid = 0;
+    return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+  };
+
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(std::max(0.0, options.timeoutSeconds)));
+  bool exited = false;
+  while (true) {
+    if (leaderExited()) {
+      exited = true;
+      break;
+    }
+    if (Clock::now() >= deadline || gInterrupted) break;
+    if (out[0] >= 0)
+      drain(50);
+    else
+      usleep(20 * 1000);
+  }
+  if (!exited) {
+    r.timedOut = !gInterrupted;
+    // The whole group (and every tagged descendant): SIGTERM, a grace period, then SIGKILL.
+    killAll(pid, token, SIGTERM);
+    auto graceEnd = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(std::max(0.0, options.killGraceSeconds)));
+    while (Clock::now() < graceEnd && !leaderExited()) {
+      if (out[0] >= 0)
+        drain(50);
+      else
+        usleep(20 * 1000);
+    }
+    killAll(pid, token, SIGKILL);
+  } else {
+    // The leader is done; whatever it left running (in its group or its own sessions) goes too.
+    killAll(pid, token, SIGKILL);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status))
+    r.exitCode = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    r.signal = WTERMSIG(status), r.exitCode = -1;
+  // Stragglers were killed, so the pipe reaches EOF promptly; read what is left (bounded).
+  auto drainEnd = Clock::now() + std::chrono::seconds(2);
+  while (out[0] >= 0 && Clock::now() < drainEnd) drain(50);
+  if (out[0] >= 0) close(out[0]);
+  if (r.output.size() > options.maxOutput) r.output.erase(0, r.output.size() - options.maxOutput);
+  r.seconds = secondsSince(start);
+  return r;
+}
+
+// ============================================================================================
+// Reports and verdicts
+// ============================================================================================
+
+std::optional<RankReport> parseRankReport(const std::string& text, std::string* error) {
+  auto fail = [&](std::string why) -> std::optional<RankReport> {
+    if (error) *error = std::move(why);
+    return std::nullopt;
+  };
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return fail("not valid JSON");
+  if (!j.is_object()) return fail("not a JSON object");
+  RankReport r;
+  std::string bad;
+  auto num = [&](const char* k, auto& dst) {
+    if (!j.contains(k) || j[k].is_null()) return;
+    if (!j[k].is_number())
+      bad = bad.empty() ? std::string("`") + k + "` is not a number" : bad;
+    else
+      dst = j[k].get<std::remove_reference_t<decltype(dst)>>();
+  };
+  auto str = [&](const char* k, std::string& dst) {
+    if (!j.contains(k) || j[k].is_null()) return;
+    if (!j[k].is_string())
+      bad = bad.empty() ? std::string("`") + k + "` is not a string" : bad;
+    else
+      dst = j[k].get<std::string>();
+  };
+  auto boolean = [&](const char* k, bool& dst) {
+    if (!j.contains(k) || j[k].is_null()) return;
+    if (!j[k].is_boolean())
+      bad = bad.empty() ? std::string("`") + k + "` is not true or false" : bad;
+    else
+      dst = j[k].get<bool>();
+  };
+  auto optBool = [&](const char* k, std::optional<bool>& dst) {
+    if (!j.contains(k) || j[k].is_null()) return;
+    if (!j[k].is_boolean())
+      bad = bad.empty() ? std::string("`") + k + "` is not true, false or null" : bad;
+    else
+      dst = j[k].get<bool>();
+  };
+  if (!j.contains("rank") || !j["rank"].is_number_integer()) return fail("no integer `rank`");
+  num("rank", r.rank);
+  num("world_size", r.worldSize);
+  str("backend", r.backend);
+  str("torch_version", r.torchVersion);
+  str("accelerate_version", r.accelerateVersion);
+  boolean("reached_step", r.reachedStep);
+  num("stale_optimizer_entries", r.staleOptimizerEntries);
+  num("unmanaged_entries", r.unmanagedEntries);
+  optBool("params_changed", r.paramsChanged);
+  optBool("diverged", r.diverged);
+  str("exception_type", r.exceptionType);
+  str("exception_message", r.exceptionMessage);
+  num("elapsed_seconds", r.elapsedSeconds);
+  // `probe_error` (an extra of the Python reports): the probe could not do its job on this rank
+  // (torch or accelerate missing or too old, no process group). It travels as a ProbeError
+  // exception when the rank recorded no framework exception of its own.
+  std::string probeError;
+  str("probe_error", probeError);
+  if (!bad.empty()) return fail(bad);
+  if (!probeError.empty() && r.exceptionType.empty()) {
+    r.exceptionType = "ProbeError";
+    r.exceptionMessage = probeError;
+  }
+  if (r.rank < 0) return fail("negative `rank`");
+  return r;
+}
+
+std::vector<RankReport> readReports(const std::string& dir, std::vector<std::string>* errors) {
+  std::vector<RankReport> out;
+  std::error_code ec;
+  static const std::regex name(R"(rank(\d+)\.json)");
+  std::vector<fs::path> files;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (std::regex_match(it->path().filename().string(), name)) files.push_back(it->path());
+  for (const auto& f : files) {
+    std::string text, why;
+    if (!readWholeFile(f.string(), text)) {
+      if (errors) errors->push_back(f.filename().string() + ": unreadable");
+      continue;
+    }
+    auto r = parseRankReport(text, &why);
+    if (!r) {
+      if (errors) errors->push_back(f.filename().string() + ": " + why);
+      continue;
+    }
+    out.push_back(*r);
+  }
+  std::sort(out.begin(), out.end(), [](const RankReport& a, const RankReport& b) { return a.rank < b.rank; });
+  return out;
+}
+
+namespace {
+
+std::string plural(int n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string exceptionText(const RankReport& r) {
+  std::string m = firstLine(r.exceptionMessage, 300);
+  return r.exceptionType + (m.empty() ? "" : ": " + m);
+}
+
+// Framework errors that show the bug itself.
+bool isShardedKeyError(const RankReport& r) {
+  return contains(r.exceptionMessage, "couldn't be switched to its sharded version") ||
+         contains(r.exceptionMessage, "could not be switched to its sharded version");
+}
+bool isMixedDTensor(const RankReport& r) {
+  return contains(r.exceptionMessage, "mixed torch.Tensor and DTensor") ||
+         contains(r.exceptionMessage, "mixed Tensor and DTensor");
+}
+bool isSl101FrameworkError(const RankReport& r) {
+  return contains(r.exceptionMessage, "FlatParameter") || isMixedDTensor(r) || isShardedKeyError(r) ||
+         contains(r.exceptionMessage, "can't optimize a non-leaf Tensor");
+}
+
+// The run could not test anything: the probe's own environment failed.
+std::optional<std::string> probeFailure(const std::vector<RankReport>& reports, const RunOutcome& run) {
+  for (const auto& r : reports) {
+    if (r.exceptionType == "ShardlintProbeError" || r.exceptionType == "ProbeError")
+      return "the probe failed on rank " + std::to_string(r.rank) + ": " + exceptionText(r);
+    if (run.mode == "replay" && (r.exceptionType == "ModuleNotFoundError" || r.exceptionType == "ImportError")) {
+      std::string v = r.torchVersion.empty() ? run.torchVersion : r.torchVersion;
+      if (contains(r.exceptionMessage, "fully_shard"))
+        return "torch " + v + " has no `fully_shard` (FSDP2): " + exceptionText(r);
+      return "the replay could not import what it needs (torch " + v + "): " + exceptionText(r);
+    }
+  }
+  const std::string& t = run.outputTail;
+  if (contains(t, "No module named 'shardlint_probe'"))
+    return "the instrumentation package is not importable (No module named 'shardlint_probe')";
+  if (contains(t, "No module named torch") || contains(t, "No module named 'torch'"))
+    return "the launcher's python has no torch (No module named 'torch')";
+  if (reports.empty() && run.mode == "replay" && contains(t, "cannot import name 'fully_shard'"))
+    return "torch " + run.torchVersion + " has no `fully_shard` (FSDP2)";
+  return std::nullopt;
+}
+
+std::string stderrTail(const std::string& tail) {
+  std::string t = tailLines(tail, 6);
+  std::string out;
+  std::istringstream in(t);
+  std::string line;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (line.empty()) continue;
+    if (!out.empty()) out += " | ";
+    out += line;
+  }
+  if (out.size() > 600) out = "..." + out.substr(out.size() - 600);
+  return out.empty() ? "(no output)" : out;
+}
+
+}  // namespace
+
+ProbeResult decide(const std::string& code, const std::vector<RankReport>& reports, const RunOutcome& run) {
+  ProbeResult res;
+  res.backend = run.backend;
+  res.worldSize = run.worldSize;
+  res.torchVersion = run.torchVersion;
+  res.accelerateVersion = run.accelerateVersion;
+  res.elapsedSeconds = run.seconds;
+  for (const auto& r : reports) {
+    if (!r.backend.empty()) res.backend = r.backend;
+    if (!r.torchVersion.empty()) res.torchVersion = r.torchVersion;
+    if (!r.accelerateVersion.empty()) res.accelerateVersion = r.accelerateVersion;
+  }
+  if (!reports.empty()) {
+    int ws = 0;
+    for (const auto& r : reports) ws = std::max(ws, r.worldSize);
+    if (ws > 0) res.worldSize = ws;
+  }
+  auto verdict = [&](Verdict v, std::string evidence) {
+    res.verdict = v;
+    res.evidence = std::move(evidence);
+    return res;
+  };
+
+  // Which ranks reported, which are missing.
+  int expected = run.expectedRanks;
+  for (const auto& r : reports) expected = std::max(expected, r.worldSize);
+  std::set<int> seen;
+  for (const auto& r : reports) seen.insert(r.rank);
+  std::vector<int> missing;
+  for (int i = 0; i < expected; ++i)
+    if (!seen.count(i)) missing.push_back(i);
+  std::string missingText;
+  if (!missing.empty()) {
+    missingText = missing.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < missing.size(); ++i) missingText += (i ? ", " : "") + std::to_string(missing[i]);
+    missingText += " wrote no report";
+  }
+
+  // Signals over all ranks.
+  int stale = 0, unmanaged = 0, staleRank = -1, unmanagedRank = -1, reached = 0;
+  std::optional<int> unchangedRank, divergedRank;
+  bool changedKnown = false, divergenceKnown = false;
+  const RankReport* keyError = nullptr;
+  const RankReport* mixed = nullptr;
+  const RankReport* sl101Error = nullptr;
+  const RankReport* firstException = nullptr;
+  for (const auto& r : reports) {
+    if (r.reachedStep) ++reached;
+    if (r.staleOptimizerEntries > stale) stale = r.staleOptimizerEntries, staleRank = r.rank;
+    if (r.unmanagedEntries > unmanaged) unmanaged = r.unmanagedEntries, unmanagedRank = r.rank;
+    if (r.paramsChanged.has_value()) {
+      changedKnown = true;
+      if (!*r.paramsChanged && !unchangedRank) unchangedRank = r.rank;
+    }
+    if (r.diverged.has_value()) {
+      divergenceKnown = true;
+      if (*r.diverged && !divergedRank) divergedRank = r.rank;
+    }
+    if (!r.exceptionType.empty()) {
+      if (!firstException) firstException = &r;
+      if (isShardedKeyError(r) && !keyError) keyError = &r;
+      if (isMixedDTensor(r) && !mixed) mixed = &r;
+      if (isSl101FrameworkError(r) && !sl101Error) sl101Error = &r;
+    }
+  }
+  const int ranksReported = static_cast<int>(reports.size());
+  auto onRank = [](int rank) { return " (rank " + std::to_string(rank) + ")"; };
+
+  std::vector<std::string> confirm;
+  if (code == "SL101") {
+    if (stale > 0)
+      confirm.push_back("after the wrap the optimizer still held " +
+                        plural(stale, "tensor that is not a parameter", "tensors that are not parameters") +
+                        " of the wrapped model" + onRank(staleRank));
+    if (unchangedRank && reached > 0)
+      confirm.push_back("optimizer.step() left the wrapped model's parameters unchanged" + onRank(*unchangedRank));
+    if (sl101Error) confirm.push_back("the framework raised " + exceptionText(*sl101Error) + onRank(sl101Error->rank));
+  } else if (code == "SL102") {
+    if (unmanaged > 0)
+      confirm.push_back("the optimizer held " + plural(unmanaged, "tensor", "tensors") + " that no FSDP unit manages" +
+                        onRank(unmanagedRank));
+    if (keyError) confirm.push_back("accelerate raised " + exceptionText(*keyError) + onRank(keyError->rank));
+    if (mixed && mixed != keyError) confirm.push_back("the step raised " + exceptionText(*mixed) + onRank(mixed->rank));
+    if (divergedRank)
+      confirm.push_back("ranks disagree on the unmanaged parameters after the step (world size " +
+                        std::to_string(std::max(res.worldSize, expected)) + ")");
+  } else if (code == "SL103") {
+    if (unmanaged > 0)
+      confirm.push_back("the optimizer held " + plural(unmanaged, "tensor", "tensors") + " that no FSDP unit manages" +
+                        onRank(unmanagedRank));
+    if (mixed) confirm.push_back("the step raised " + exceptionText(*mixed) + onRank(mixed->rank));
+    if (divergedRank)
+      confirm.push_back("ranks disagree on the parameters outside FSDP after the step (world size " +
+                        std::to_string(std::max(res.worldSize, expected)) + ")");
+  } else {
+    return verdict(Verdict::ProbeError, code + " is not a rule the probe tests");
+  }
+
+  if (!confirm.empty()) {
+    std::string e;
+    for (const auto& c : confirm) e += (e.empty() ? "" : "; ") + c;
+    if (!missingText.empty()) e += " (" + missingText + ")";
+    return verdict(Verdict::Confirmed, e);
+  }
+
+  // Nothing confirms it: could the probe do its job at all?
+  if (auto failure = probeFailure(reports, run)) return verdict(Verdict::ProbeError, *failure);
+
+  // Did the run get far enough to refute it?
+  if (reports.empty()) {
+    if (run.timedOut)
+      return verdict(Verdict::NotReached, "timed out after " + fmtSeconds(run.timeoutSeconds) +
+                                              " before any rank reported (the whole process group was killed); "
+                                              "output: " +
+                                              stderrTail(run.outputTail));
+    std::string e = "no rank wrote a report (launcher exit code " + std::to_string(run.exitCode) + ")";
+    for (const auto& err : run.reportErrors) e += "; " + err;
+    return verdict(Verdict::NotReached, e + "; output: " + stderrTail(run.outputTail));
+  }
+  if (reached == 0) {
+    std::string e = "no rank reached the first optimizer step";
+    if (firstException)
+      e += ": rank " + std::to_string(firstException->rank) + " raised " + exceptionText(*firstException);
+    if (run.timedOut) e += "; timed out after " + fmtSeconds(run.timeoutSeconds);
+    if (!missingText.empty()) e += "; " + missingText;
+    if (!firstException) e += "; output: " + stderrTail(run.outputTail);
+    return verdict(Verdict::NotReached, e);
+  }
+  if (!missing.empty()) {
+    std::string e = missingText + (run.timedOut ? " (timed out after " + fmtSeconds(run.timeoutSeconds) + ")" : "") +
+                    "; output: " + stderrTail(run.outputTail);
+    return verdict(Verdict::NotReached, e);
+  }
+  if (reached < ranksReported) {
+    std::string e = std::to_string(ranksReported - reached) + " of " + std::to_string(ranksReported) +
+                    " ranks did not reach the first optimizer step";
+    if (firstException)
+      e += ": rank " + std::to_string(firstException->rank) + " raised " + exceptionText(*firstException);
+    return verdict(Verdict::NotReached, e);
+  }
+
+  std::string e =
+      "the first optimizer step ran on " +
+      (ranksReported == 1 ? std::string("the only rank") : "all " + std::to_string(ranksReported) + " ranks") +
+      " with no sign of the bug: ";
+  std::vector<std::string> facts;
+  if (code == "SL101") {
+    facts.push_back(plural(stale, "stale optimizer entry", "stale optimizer entries"));
+    facts.push_back(changedKnown ? "the step changed the parameters" : "parameter change not measured");
+  } else {
+    facts.push_back(plural(unmanaged, "unmanaged optimizer entry", "unmanaged optimizer entries"));
+    if (divergenceKnown)
+      facts.push_back("ranks agree after the step");
+    else if (res.worldSize < 2)
+      facts.push_back("divergence not checked (world size 1: it needs 2 or more ranks)");
+    else
+      facts.push_back("divergence not measured");
+  }
+  for (size_t i = 0; i < facts.size(); ++i) e += (i ? ", " : "") + facts[i];
+  if (firstException)
+    e += "; later rank " + std::to_string(firstException->rank) + " raised " + exceptionText(*firstException);
+  return verdict(Verdict::NotReproduced, e);
+}
+
+ProbeResult mergeDivergencePass(const ProbeResult& first, const ProbeResult& second) {
+  ProbeResult r = first;
+  r.backend = first.backend + "+" + second.backend;
+  r.worldSize = std::max(first.worldSize, second.worldSize);
+  r.elapsedSeconds = first.elapsedSeconds + second.elapsedSeconds;
+  std::string firstPart = first.backend + " (world size " + std::to_string(first.worldSize) + "): " + first.evidence;
+  std::string secondPart =
+      second.backend + " (world size " + std::to_string(second.worldSize) + "): " + second.evidence;
+  if (first.verdict == Verdict::Confirmed) return r;
+  if (second.verdict == Verdict::Confirmed || second.verdict == Verdict::NotReproduced) {
+    r.verdict = second.verdict;
+    r.evidence = secondPart + "; " + firstPart;
+    return r;
+  }
+  r.evidence = firstPart + "; the divergence pass on " + second.backend + " was " +
+               std::string(verdictName(second.verdict)) + ": " + second.evidence;
+  return r;
+}
+
+std::string verdictText(const ProbeResult& r) {
+  std::string s = "probe: " + std::string(verdictName(r.verdict)) + " \u2014 " + r.evidence;
+  std::vector<std::string> ctx;
+  if (!r.backend.empty()) ctx.push_back(r.backend);
+  if (r.worldSize > 0) ctx.push_back("world size " + std::to_string(r.worldSize));
+  if (!r.torchVersion.empty()) ctx.push_back("torch " + r.torchVersion);
+  if (!r.accelerateVersion.empty()) ctx.push_back("accelerate " + r.accelerateVersion);
+  ctx.push_back(fmtSeconds(r.elapsedSeconds));
+  s += " [";
+  for (size_t i = 0; i < ctx.size(); ++i) s += (i ? ", " : "") + ctx[i];
+  return s + "]";
+}
+
+void attachVerdict(Diagnostic& d, const ProbeResult& r) { d.notes.push_back({d.location, verdictText(r)}); }
+
+namespace {
+json verdictObject(const ProbeResult& r) {
+  double secs = std::round(r.elapsedSeconds * 1000.0) / 1000.0;
+  return {{"verdict", std::string(verdictName(r.verdict))},
+          {"evidence", r.evidence},
+          {"backend", r.backend.empty() ? json(nullptr) : json(r.backend)},
+          {"world_size", r.worldSize},
+          {"torch_version", r.torchVersion.empty() ? json(nullptr) : json(r.torchVersion)},
+          {"accelerate_version", r.accelerateVersion.empty() ? json(nullptr) : json(r.accelerateVersion)},
+          {"elapsed_seconds", secs}};
+}
+std::string findingKey(const std::string& code, const std::string& path, long line, long column,
+                       const std::string& message) {
+  return code + "\x1f" + path + "\x1f" + std::to_string(line) + "\x1f" + std::to_string(column) + "\x1f" + message;
+}
+}  // namespace
+
+std::string verdictJson(const ProbeResult& r) { return verdictObject(r).dump(); }
+
+std::string addProbeToJson(const std::string& text, const std::vector<Diagnostic>& diags,
+                           const std::map<size_t, ProbeResult>& results) {
+  json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("findings") || !doc["findings"].is_array()) return text;
+  std::map<std::string, const ProbeResult*> byKey;
+  for (const auto& [i, r] : results)
+    if (i < diags.size()) {
+      const Diagnostic& d = diags[i];
+      byKey[findingKey(d.code, d.location.path, static_cast<long>(d.location.start.line) + 1,
+                       static_cast<long>(d.location.start.codepointColumn) + 1, d.message)] = &r;
+    }
+  for (auto& f : doc["findings"]) {
+    if (!f.is_object()) continue;
+    auto key = findingKey(f.value("code", ""), f.value("path", ""), f.value("line", 0L), f.value("column", 0L),
+                          f.value("message", ""));
+    auto it = byKey.find(key);
+    if (it != byKey.end()) f["probe"] = verdictObject(*it->second);
+  }
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+// ============================================================================================
+// The command
+// ============================================================================================
+
+std::string instrumentationDir() {
+  std::error_code ec;
+  if (const char* env = std::getenv("SHARDLINT_PROBE_PYTHONPATH"); env && *env) return env;
+  std::vector<fs::path> candidates;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path dir = exe.parent_path();
+    candidates.push_back(dir / ".." / "runtime_probe" / "python");         // build/ inside the tree
+    candidates.push_back(dir / ".." / "share" / "shardlint" / "python");   // an install prefix
+    candidates.push_back(dir / ".." / ".." / "runtime_probe" / "python");  // build/sub/
+  }
+#ifdef SHARDLINT_SOURCE_DIR
+  candidates.push_back(fs::path(SHARDLINT_SOURCE_DIR) / "runtime_probe" / "python");
+#endif
+  for (const auto& c : candidates)
+    if (fs::is_directory(c, ec)) return fs::weakly_canonical(c, ec).string();
+  return "";
+}
+
+Session::Session(ProbeOptions options, std::ostream& log) : options_(std::move(options)), log_(log) {}
+
+namespace {
+
+struct Pass {
+  std::vector<RankReport> reports;
+  RunOutcome outcome;
+};
+
+struct SignalGuard {
+  struct sigaction oldInt {
+  }, oldTerm{};
+  SignalGuard() {
+    gInterrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = onInterrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &oldInt);
+    sigaction(SIGTERM, &sa, &oldTerm);
+  }
+  ~SignalGuard() {
+    sigaction(SIGINT, &oldInt, nullptr);
+    sigaction(SIGTERM, &oldTerm, nullptr);
+  }
+};
+
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  if (out.size() > 40) out = out.substr(out.size() - 40);
+  return out;
+}
+
+int expectedRanksFor(const ProbeOptions& o, int perNode) {
+  if (o.nnodes.empty()) return perNode;
+  if (o.nnodes.find_first_not_of("0123456789") == std::string::npos) return perNode * std::atoi(o.nnodes.c_str());
+  return 0;  // elastic "MIN:MAX": the reports' world_size decides
+}
+
+}  // namespace
+
+int Session::exitCode(const std::vector<Diagnostic>& diags) const {
+  for (size_t i = 0; i < diags.size(); ++i) {
+    auto it = results_.find(i);
+    if (it == results_.end() || it->second.verdict != Verdict::NotReproduced) return 1;
+  }
+  return 0;
+}
+
+int Session::run(std::vector<Diagnostic>& diags) {
+  std::vector<size_t> probed;
+  for (size_t i = 0; i < diags.size(); ++i)
+    if (probedCode(diags[i].code)) probed.push_back(i);
+  if (probed.empty()) {
+    log_ << "shardlint probe: no SL101, SL102 or SL103 finding to probe\n";
+    return 0;
+  }
+  const ProbeOptions& o = options_;
+  if (o.mode != "replay" && o.mode != "script") {
+    log_ << "shardlint: error: --mode must be replay or script\n";
+    return 2;
+  }
+  if (o.mode == "script") {
+    std::error_code ec;
+    if (o.script.empty() || !fs::is_regular_file(o.script, ec) || fs::path(o.script).extension() != ".py") {
+      log_ << "shardlint: error: --mode script runs the first PATH, which must be a Python file"
+           << (o.script.empty() ? "" : " (got " + o.script + ")") << "\n";
+      return 2;
+    }
+  }
+  if (o.timeoutSeconds <= 0) {
+    log_ << "shardlint: error: --timeout must be positive\n";
+    return 2;
+  }
+  const std::string pyDir = instrumentationDir();
+  if (pyDir.empty()) {
+    log_ << "shardlint: error: the probe's Python package (runtime_probe/python) was not found next to the "
+            "executable or in the source tree; set SHARDLINT_PROBE_PYTHONPATH to its folder\n";
+    return 2;
+  }
+  if (o.masterPort && portInUse(*o.masterPort)) {
+    log_ << "shardlint: error: --master-port " << *o.masterPort
+         << " is already in use; pick another port or leave it out (a free one is chosen)\n";
+    return 2;
+  }
+
+  // Which APIs the findings need (decides the CPU self-test that counts).
+  std::map<size_t, std::optional<ReplaySpec>> specs;
+  std::map<size_t, std::string> whyNot;
+  bool needsFsdp2 = false;
+  for (size_t i : probed) {
+    std::string why;
+    auto s = replaySpecFor(diags[i], &why);
+    if (s && (s->wrapApi == "fully_shard" || (s->wrapApi == "accelerate" && s->fsdpVersion == 2))) needsFsdp2 = true;
+    specs[i] = s;
+    whyNot[i] = why;
+  }
+
+  SignalGuard guard;  // Ctrl-C: the runner kills the current process group, then we stop
+  auto interrupted = [&] {
+    if (!gInterrupted) return false;
+    log_ << "shardlint probe: interrupted; the launched processes were killed\n";
+    return true;
+  };
+  torch_ = probeTorch(o.python, o.torchProbeTimeout);
+  if (interrupted()) return 130;
+  if (!torch_.ok) {
+    log_ << "shardlint: error: the probe needs PyTorch, and `" << o.python << "` cannot import it: " << torch_.error
+         << "\n  install torch (2.4 or later for FSDP2 `fully_shard`) or pass --python with an interpreter that has "
+            "it\n";
+    return 2;
+  }
+  if (!torch_.distributed) {
+    log_ << "shardlint: error: torch " << torch_.torchVersion << " was built without torch.distributed\n";
+    return 2;
+  }
+  int smiGpus = countVisibleGpus();
+  int gpus = std::min(smiGpus > 0 ? smiGpus : torch_.cudaDevices, torch_.cudaDevices);
+  log_ << "shardlint probe: " << o.python << ": python " << torch_.pythonVersion << ", torch " << torch_.torchVersion
+       << ", accelerate " << (torch_.accelerateVersion.empty() ? "not installed" : torch_.accelerateVersion) << "; "
+       << gpus << (gpus == 1 ? " GPU" : " GPUs") << " visible to torch (nvidia-smi: " << smiGpus << ")\n";
+  bool wantCpu = o.backend == "gloo" || (o.backend == "auto" && gpus < o.nproc) ||
+                 (o.backend == "nccl" && gpus < o.nproc && o.nproc >= 2);
+  if (wantCpu && torch_.gloo) {
+    log_ << "shardlint probe: checking FSDP on CPU with gloo (2 ranks, one step)...\n";
+    probeCpuFsdp(o.python, std::min(o.timeoutSeconds, 180.0), torch_);
+    if (interrupted()) return 130;
+  }
+  BackendChoice choice = chooseBackend(o.backend, o.nproc, gpus, torch_, needsFsdp2);
+  if (!choice.ok) {
+    log_ << "shardlint: error: " << choice.reason << "\n";
+    return 2;
+  }
+  log_ << "shardlint probe: backend " << choice.reason << "\n";
+
+  std::error_code ec;
+  fs::path base = fs::temp_directory_path(ec) /
+                  ("shardlint-probe-" + std::to_string(getpid()) + "-" +
+                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000));
+  fs::create_directories(base, ec);
+  if (ec) {
+    log_ << "shardlint: error: cannot create a temporary folder " << base.string() << ": " << ec.message() << "\n";
+    return 2;
+  }
+
+  auto launch = [&](const std::vector<std::string>& program, const BackendChoice& c, const fs::path& dir,
+                    const std::string& findingId) {
+    Pass p;
+    fs::path outDir = dir / (c.backend + "-" + std::to_string(c.worldSize));
+    fs::create_directories(outDir, ec);
+    LaunchSpec ls;
+    ls.python = o.python;
+    ls.nprocPerNode = c.worldSize;
+    ls.nnodes = o.nnodes;
+    ls.rdzvEndpoint = o.rdzvEndpoint;
+    ls.srun = o.srun;
+    ls.program = program;
+    bool autoPort = !o.masterPort && o.rdzvEndpoint.empty();
+    ls.masterPort = o.masterPort ? *o.masterPort : (o.rdzvEndpoint.empty() ? freePort() : 0);
+    RunOptions ro;
+    ro.timeoutSeconds = o.timeoutSeconds;
+    const char* oldPath = std::getenv("PYTHONPATH");
+    ro.env["PYTHONPATH"] = pyDir + (oldPath && *oldPath ? ":" + std::string(oldPath) : "");
+    ro.env["SHARDLINT_PROBE_OUT"] = outDir.string();
+    ro.env["SHARDLINT_PROBE_MODE"] = o.mode;
+    ro.env["SHARDLINT_PROBE_BACKEND"] = c.backend;
+    ro.env["SHARDLINT_PROBE_DEVICE"] = c.device;
+    ro.env["SHARDLINT_PROBE_FINDING"] = findingId;  // {"code", "path", "line"}
+    // Collectives give up (and the ranks report) well before the run is killed.
+    ro.env["SHARDLINT_PROBE_TIMEOUT"] = std::to_string(std::max(5, static_cast<int>(o.timeoutSeconds * 0.75)));
+    ro.env["PYTHONUNBUFFERED"] = "1";
+    if (c.device == "cpu") ro.env["CUDA_VISIBLE_DEVICES"] = "";  // gloo on CPU: torch must not pick a GPU
+    RunResult rr;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      for (const auto& f : fs::directory_iterator(outDir, ec)) fs::remove(f.path(), ec);
+      auto cmd = launchCommand(ls);
+      log_ << "  $ " << shellJoin(cmd) << "\n";
+      rr = runProcess(cmd, ro);
+      // A clash at start (another job took the chosen port): nothing ran, so run again once.
+      bool portClash = contains(rr.output, "EADDRINUSE") || contains(lower(rr.output), "address already in use");
+      if (!(portClash && autoPort && attempt == 0 && readReports(outDir.string()).empty())) break;
+      ls.masterPort = freePort();
+      log_ << "  port clash; retrying on port " << ls.masterPort << "\n";
+    }
+    std::ofstream(dir / (c.backend + "-" + std::to_string(c.worldSize) + ".log")) << rr.output;
+    p.outcome.timedOut = rr.timedOut;
+    p.outcome.timeoutSeconds = o.timeoutSeconds;
+    p.outcome.exitCode = rr.exitCode;
+    p.outcome.outputTail = rr.started ? tailLines(rr.output, 40) : rr.startError;
+    p.outcome.expectedRanks = expectedRanksFor(o, c.worldSize);
+    p.outcome.backend = c.backend;
+    p.outcome.worldSize = c.worldSize * std::max(1, o.nnodes.empty() ? 1 : std::atoi(o.nnodes.c_str()));
+    p.outcome.seconds = rr.seconds;
+    p.outcome.torchVersion = torch_.torchVersion;
+    p.outcome.accelerateVersion = torch_.accelerateVersion;
+    p.outcome.mode = o.mode;
+    p.reports = readReports(outDir.string(), &p.outcome.reportErrors);
+    if (!rr.started) p.outcome.outputTail = "cannot start the launcher: " + rr.startError;
+    if (o.masterPort && (contains(rr.output, "EADDRINUSE") || contains(lower(rr.output), "address already in use")) &&
+        p.reports.empty())
+      p.outcome.outputTail =
+          "port " + std::to_string(*o.masterPort) + " is in use (EADDRINUSE); " + p.outcome.outputTail;
+    return p;
+  };
+  BackendChoice glooPass = choice;
+  glooPass.backend = "gloo";
+  glooPass.device = "cpu";
+  glooPass.worldSize = o.nproc;
+
+  auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
+                      const fs::path& dir, const std::string& id) {
+    if (!choice.divergenceOnGloo || code == "SL101" || first.verdict == Verdict::Confirmed ||
+        first.verdict == Verdict::ProbeError || gInterrupted)
+      return first;
+    log_ << "  divergence pass: gloo on CPU, " << o.nproc << " ranks\n";
+    Pass g = launch(program, glooPass, dir, id);
+    return mergeDivergencePass(first, decide(code, g.reports, g.outcome));
+  };
+
+  auto finish = [&](size_t i, ProbeResult r) {
+    log_ << "  " << diags[i].code << " " << diags[i].location.path << ":" << diags[i].location.start.line + 1 << ": "
+         << verdictName(r.verdict) << " (" << fmtSeconds(r.elapsedSeconds) << ")\n";
+    results_[i] = std::move(r);
+  };
+  auto errorResult = [&](std::string evidence) {
+    ProbeResult r;
+    r.verdict = Verdict::ProbeError;
+    r.evidence = std::move(evidence);
+    r.backend = choice.backend;
+    r.worldSize = choice.worldSize;
+    r.torchVersion = torch_.torchVersion;
+    r.accelerateVersion = torch_.accelerateVersion;
+    return r;
+  };
+
+  if (o.mode == "script") {
+    fs::path dir = base / ("script-" + slug(fs::path(o.script).stem().string()));
+    fs::create_directories(dir, ec);
+    // runtime_probe/python/sitecustomize.py instruments the script (SHARDLINT_PROBE_MODE=script).
+    std::vector<std::string> program = {o.script};
+    program.insert(program.end(), o.scriptArgs.begin(), o.scriptArgs.end());
+    log_ << "shardlint probe: running " << o.script << " once for " << probed.size()
+         << (probed.size() == 1 ? " finding" : " findings") << "\n";
+    const std::string id = json{{"code", ""}, {"path", o.script}, {"line", 0}}.dump();
+    Pass p = launch(program, choice, dir, id);
+    std::optional<Pass> g;
+    for (size_t i : probed) {
+      ProbeResult r = decide(diags[i].code, p.reports, p.outcome);
+      if (choice.divergenceOnGloo && diags[i].code != "SL101" && r.verdict != Verdict::Confirmed &&
+          r.verdict != Verdict::ProbeError && !gInterrupted) {
+        if (!g) {
+          log_ << "  divergence pass: gloo on CPU, " << o.nproc << " ranks\n";
+          g = launch(program, glooPass, dir, id);
+        }
+        r = mergeDivergencePass(r, decide(diags[i].code, g->reports, g->outcome));
+      }
+      finish(i, r);
+    }
+  } else {
+    for (size_t i : probed) {
+      if (gInterrupted) break;
+      const Diagnostic& d = diags[i];
+      std::string where = d.location.path + ":" + std::to_string(d.location.start.line + 1);
+      const auto& spec = specs[i];
+      if (!spec) {
+        finish(i, errorResult("not replayable: " + whyNot[i]));
+        continue;
+      }
+      std::string api =
+          spec->wrapApi == "accelerate" ? "accelerate FSDP" + std::to_string(spec->fsdpVersion) : spec->wrapApi;
+      if ((spec->wrapApi == "fully_shard") && torch_.fullyShardModule.empty()) {
+        finish(i, errorResult("torch " + torch_.torchVersion +
+                              " has no `fully_shard` (FSDP2 needs torch 2.4 or "
+                              "later; public as torch.distributed.fsdp.fully_shard since 2.6)"));
+        continue;
+      }
+      if (spec->wrapApi == "fsdp1" && !torch_.fsdp1) {
+        finish(i, errorResult("torch " + torch_.torchVersion + " has no FullyShardedDataParallel"));
+        continue;
+      }
+      if (spec->wrapApi == "accelerate" && torch_.accelerateVersion.empty()) {
+        finish(i, errorResult("accelerate is not installed for `" + o.python + "`"));
+        continue;
+      }
+      if (spec->wrapApi == "accelerate" && spec->fsdpVersion == 2 && torch_.fullyShardModule.empty()) {
+        finish(i, errorResult("accelerate FSDP2 needs `fully_shard`, which torch " + torch_.torchVersion + " lacks"));
+        continue;
+      }
+      if (choice.device == "cpu") {
+        bool needs2 = spec->wrapApi == "fully_shard" || (spec->wrapApi == "accelerate" && spec->fsdpVersion == 2);
+        std::optional<bool> ok = needs2 ? torch_.cpuFsdp2 : torch_.cpuFsdp1;
+        if (ok.has_value() && !*ok) {
+          finish(i, errorResult("gloo on CPU cannot run " + api + " with torch " + torch_.torchVersion +
+                                (torch_.cpuFsdpError.empty() ? "" : " (" + torch_.cpuFsdpError + ")")));
+          continue;
+        }
+      }
+      if (std::string why; !replaySupported(*spec, &why)) {
+        finish(i, errorResult("not replayable: " + why));
+        continue;
+      }
+      fs::path dir = base / (std::to_string(i) + "-" + d.code + "-" + slug(fs::path(d.location.path).stem().string()) +
+                             "-" + std::to_string(d.location.start.line + 1));
+      fs::create_directories(dir, ec);
+      fs::path program = dir / "replay.py";
+      std::string source;
+      try {
+        source = replayProgram(*spec);
+      } catch (const std::exception& e) {
+        finish(i, errorResult(std::string("the replay generator failed: ") + e.what()));
+        continue;
+      }
+      std::ofstream(program) << source;
+      log_ << "shardlint probe: " << d.code << " " << where << ": replay " << spec->shape << " with " << api << "\n";
+      const std::string id =
+          json{{"code", d.code}, {"path", d.location.path}, {"line", d.location.start.line + 1}}.dump();
+      Pass p = launch({program.string()}, choice, dir, id);
+      finish(i, withGloo(d.code, decide(d.code, p.reports, p.outcome), {program.string()}, dir, id));
+    }
+  }
+  if (interrupted()) {
+    if (!o.keep) fs::remove_all(base, ec);
+    return 130;
+  }
+
+  for (auto& [i, r] : results_) {
+    attachVerdict(diags[i], r);
+    // concise prints no notes: the verdict goes into the message there.
+    if (o.format == "concise") diags[i].message += " [" + verdictText(r) + "]";
+  }
+  if (o.keep)
+    log_ << "shardlint probe: kept the replay programs, logs and rank reports in " << base.string() << "\n";
+  else
+    fs::remove_all(base, ec);
+  return 0;
+}
+
+// ============================================================================================
+// Preflight
+// ============================================================================================
+
+std::string preflightPath() {
+#ifdef SHARDLINT_PREFLIGHT_PATH
+  return SHARDLINT_PREFLIGHT_PATH;
+#else
+  return "";
+#endif
+}
+
+int runPreflight(std::ostream& err, const std::vector<std::string>& args) {
+  std::string path = preflightPath();
+  std::error_code ec;
+  if (path.empty() || !fs::exists(path, ec)) {
+    err << "shardlint: error: the native preflight was not built"
+        << (path.empty() ? std::string(" (this shardlint was configured without it)")
+                         : " (expected at " + path + "; build the `shardlint_preflight` target)")
+        << "\n";
+    return 2;
+  }
+  std::vector<std::string> argv = {path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunOptions o;
+  o.capture = false;  // its output goes straight through
+  o.timeoutSeconds = 600;
+  SignalGuard guard;
+  RunResult r = runProcess(argv, o);
+  if (!r.started) {
+    err << "shardlint: error: cannot run the preflight " << path << ": " << r.startError << "\n";
+    return 2;
+  }
+  if (r.timedOut) {
+    err << "shardlint: error: the preflight did not finish within 600 s and was killed\n";
+    return 2;
+  }
+  if (r.signal) {
+    err << "shardlint: error: the preflight was killed by signal " << r.signal << "\n";
+    return 101;
+  }
+  return r.exitCode;
+}
+
+}  // namespace shardlint::probe

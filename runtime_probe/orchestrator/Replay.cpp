@@ -1,0 +1,361 @@
+// Replay program generator (see Replay.h).
+#include "orchestrator/Replay.h"
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+
+namespace shardlint::probe {
+
+namespace {
+
+constexpr const char* kDefaultOptimizer = "torch.optim.AdamW";
+
+// Decodes one UTF-8 sequence at `i`; returns the code point (U+FFFD for an invalid one) and
+// advances `i` past it.
+char32_t decodeUtf8(std::string_view s, size_t& i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char b0 = byte(i);
+  int len = 0;
+  char32_t cp = 0;
+  if (b0 < 0x80) {
+    ++i;
+    return b0;
+  } else if ((b0 & 0xE0) == 0xC0) {
+    len = 2, cp = b0 & 0x1F;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3, cp = b0 & 0x0F;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4, cp = b0 & 0x07;
+  } else {
+    ++i;
+    return 0xFFFD;
+  }
+  if (i + len > s.size()) {
+    ++i;
+    return 0xFFFD;
+  }
+  for (int k = 1; k < len; ++k) {
+    unsigned char b = byte(i + k);
+    if ((b & 0xC0) != 0x80) {
+      ++i;
+      return 0xFFFD;
+    }
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  // Overlong forms, surrogates and values past U+10FFFF are invalid.
+  static const char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    ++i;
+    return 0xFFFD;
+  }
+  i += len;
+  return cp;
+}
+
+// `text` made safe for a one-line Python comment: control characters become '?'.
+std::string commentText(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    char32_t cp = decodeUtf8(text, i);
+    if (cp < 0x20 || cp == 0x7F || cp == 0xFFFD || cp > 0x7E) {
+      out += '?';
+    } else {
+      out += static_cast<char>(cp);
+    }
+  }
+  return out;
+}
+
+std::string pyBool(bool b) { return b ? "True" : "False"; }
+
+std::string wrapApiText(const ReplaySpec& spec) {
+  if (spec.wrapApi == "fully_shard") return "FSDP2 fully_shard";
+  if (spec.wrapApi == "fsdp1")
+    return std::string("FSDP1 FullyShardedDataParallel(use_orig_params=") + pyBool(spec.useOrigParams) + ")";
+  if (spec.fsdpVersion == 2) return "accelerate FullyShardedDataParallelPlugin(fsdp_version=2), Accelerator.prepare";
+  return std::string("accelerate FullyShardedDataParallelPlugin(fsdp_version=1, use_orig_params=") +
+         pyBool(spec.useOrigParams) + "), Accelerator.prepare";
+}
+
+std::string shapeText(const std::string& shape) {
+  if (shape == "optimizer-before-wrap")
+    return "the optimizer is built from the model's parameters before the model is wrapped";
+  if (shape == "stray-param-after-wrap")
+    return "a free nn.Parameter joins the optimizer (add_param_group) after the model is wrapped";
+  if (shape == "stray-param-before-prepare")
+    return "a free nn.Parameter sits in the optimizer's param groups when model and optimizer are prepared together";
+  if (shape == "blocks-without-root")
+    return "fully_shard is applied to the blocks but not to the root; the optimizer takes the whole model's parameters";
+  return "a trainable parameter the optimizer holds is excluded from FSDP (ignored)";
+}
+
+// Lines of the program body (inside `def replay(s):`), without indentation.
+using Lines = std::vector<std::string>;
+
+void fullyShardPrelude(Lines& b, bool ignoredParams) {
+  if (ignoredParams)
+    b.push_back("torch = s.require_torch(rt.compat.TORCH_MIN_IGNORED_PARAMS, \"fully_shard(ignored_params=...)\")");
+  else
+    b.push_back("torch = s.require_torch(rt.compat.TORCH_MIN_FSDP2, \"FSDP2 fully_shard\")");
+  b.push_back("env = s.init_distributed()");
+  b.push_back("fully_shard = rt.compat.fully_shard_function()");
+  b.push_back("model = rt.build_standin().to(env.device)");
+}
+
+void fsdp1Prelude(Lines& b) {
+  b.push_back("torch = s.require_torch(rt.compat.TORCH_MIN, \"FSDP1 FullyShardedDataParallel\")");
+  b.push_back("env = s.init_distributed()");
+  b.push_back("from torch.distributed.fsdp import FullyShardedDataParallel as FSDP");
+  b.push_back("from torch.distributed.fsdp.wrap import ModuleWrapPolicy");
+  b.push_back("model = rt.build_standin().to(env.device)");
+}
+
+void acceleratePrelude(Lines& b, const ReplaySpec& spec) {
+  b.push_back("torch = s.require_torch(rt.compat.TORCH_MIN, \"accelerate FSDP\")");
+  if (spec.fsdpVersion == 2)
+    b.push_back("s.require_accelerate(rt.compat.ACCELERATE_MIN_FSDP2, \"FullyShardedDataParallelPlugin(fsdp_version=2)\")");
+  else
+    b.push_back("s.require_accelerate(rt.compat.ACCELERATE_MIN, \"accelerate FSDP1\")");
+  b.push_back("s.init_distributed()  # the process group accelerate then uses");
+  b.push_back("from accelerate import Accelerator");
+  b.push_back("from accelerate.utils import FullyShardedDataParallelPlugin");
+  if (spec.fsdpVersion == 2) {
+    b.push_back("plugin = FullyShardedDataParallelPlugin(fsdp_version=2)");
+  } else {
+    b.push_back("# fsdp_version=1 is passed only to accelerate versions that know the argument (1.6+).");
+    b.push_back("plugin = FullyShardedDataParallelPlugin(use_orig_params=" + pyBool(spec.useOrigParams) +
+                ", **rt.fsdp_version_kwargs(1))");
+  }
+  b.push_back("accelerator = Accelerator(fsdp_plugin=plugin)");
+  b.push_back("s.check_accelerator(accelerator)");
+  b.push_back("model = rt.build_standin()");
+}
+
+void shardBlocks(Lines& b) {
+  b.push_back("for block in model.blocks:");
+  b.push_back("    fully_shard(block, mesh=env.mesh)");
+}
+
+std::string fsdp1Wrap(const ReplaySpec& spec, bool ignoreHead) {
+  std::string call = "model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({rt.standin_block_class()}), ";
+  if (ignoreHead) call += "ignored_modules=[model.head], ";
+  call += "use_orig_params=" + pyBool(spec.useOrigParams) + ", device_id=env.device_id)";
+  return call;
+}
+
+const char* kAccelerateStep =
+    "s.run_first_step(model, optimizer, device=accelerator.device, backward=accelerator.backward)";
+
+Lines body(const ReplaySpec& spec) {
+  Lines b;
+  const std::string& shape = spec.shape;
+  const std::string& api = spec.wrapApi;
+  if (shape == "optimizer-before-wrap") {
+    if (api == "fully_shard") {
+      fullyShardPrelude(b, false);
+      b.push_back("# The optimizer is built from the model's parameters first ...");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("# ... then fully_shard replaces them with new DTensor parameters, bottom-up.");
+      b.push_back("s.phase(\"wrap\")");
+      shardBlocks(b);
+      b.push_back("fully_shard(model, mesh=env.mesh)");
+      b.push_back("s.run_first_step(model, optimizer)");
+    } else if (api == "fsdp1") {
+      fsdp1Prelude(b);
+      b.push_back("# The optimizer is built from the model's parameters first ...");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back(spec.useOrigParams
+                      ? "# ... then FSDP1 wraps the model, keeping the original parameters (use_orig_params=True)."
+                      : "# ... then FSDP1 wraps the model and flattens its parameters into FlatParameters.");
+      b.push_back("s.phase(\"wrap\")");
+      b.push_back(fsdp1Wrap(spec, false));
+      b.push_back("s.run_first_step(model, optimizer)");
+    } else {
+      acceleratePrelude(b, spec);
+      b.push_back("# The optimizer is built from the model's parameters first ...");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("# ... then the model and the optimizer are prepared together.");
+      b.push_back("s.phase(\"prepare\")");
+      b.push_back("model, optimizer = accelerator.prepare(model, optimizer)");
+      b.push_back(kAccelerateStep);
+    }
+  } else if (shape == "stray-param-after-wrap") {
+    if (api == "fully_shard") {
+      fullyShardPrelude(b, false);
+      b.push_back("s.phase(\"wrap\")");
+      shardBlocks(b);
+      b.push_back("fully_shard(model, mesh=env.mesh)");
+    } else {
+      fsdp1Prelude(b);
+      b.push_back("s.phase(\"wrap\")");
+      b.push_back(fsdp1Wrap(spec, false));
+    }
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("# A free parameter no module registers (a learnable logit scale) joins the optimizer");
+    b.push_back("# after the wrap: no FSDP unit manages it.");
+    b.push_back("scale = torch.nn.Parameter(torch.ones((), device=env.device))");
+    b.push_back("s.phase(\"add_param_group\")");
+    b.push_back("optimizer.add_param_group({\"params\": [scale]})");
+    b.push_back("s.run_first_step(model, optimizer, scale=scale)");
+  } else if (shape == "stray-param-before-prepare") {
+    acceleratePrelude(b, spec);
+    b.push_back("# A free parameter no module registers (a learnable logit scale) sits in the");
+    b.push_back("# optimizer's constructor param groups, next to the model's parameters ...");
+    b.push_back("scale = torch.nn.Parameter(torch.ones((), device=accelerator.device))");
+    b.push_back("optimizer = s.make_optimizer([{\"params\": list(model.parameters())}, {\"params\": [scale]}])");
+    b.push_back("# ... and the model and the optimizer are prepared together.");
+    b.push_back("s.phase(\"prepare\")");
+    b.push_back("model, optimizer = accelerator.prepare(model, optimizer)");
+    b.push_back("s.run_first_step(model, optimizer, scale=scale, device=accelerator.device, "
+                "backward=accelerator.backward)");
+  } else if (shape == "blocks-without-root") {
+    fullyShardPrelude(b, false);
+    b.push_back("# Only the blocks are sharded: the root's embedding, final norm and head stay");
+    b.push_back("# outside every FSDP unit.");
+    b.push_back("s.phase(\"wrap\")");
+    shardBlocks(b);
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("s.run_first_step(model, optimizer)");
+  } else {  // ignored-trainable
+    if (api == "fully_shard") {
+      fullyShardPrelude(b, true);
+      b.push_back("s.phase(\"wrap\")");
+      shardBlocks(b);
+      b.push_back("# The head's weight is trainable but ignored: FSDP neither shards it nor reduces its gradient.");
+      b.push_back("fully_shard(model, mesh=env.mesh, ignored_params={model.head.weight})");
+    } else {
+      fsdp1Prelude(b);
+      b.push_back("# The head is trainable but ignored: FSDP neither shards it nor reduces its gradient.");
+      b.push_back("s.phase(\"wrap\")");
+      b.push_back(fsdp1Wrap(spec, true));
+    }
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("s.run_first_step(model, optimizer)");
+  }
+  return b;
+}
+
+}  // namespace
+
+const std::vector<std::string>& replayShapes() {
+  static const std::vector<std::string> shapes = {"optimizer-before-wrap", "stray-param-after-wrap",
+                                                  "stray-param-before-prepare", "blocks-without-root",
+                                                  "ignored-trainable"};
+  return shapes;
+}
+
+const std::vector<std::string>& replayWrapApis() {
+  static const std::vector<std::string> apis = {"fully_shard", "fsdp1", "accelerate"};
+  return apis;
+}
+
+bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
+  auto no = [&](std::string why) {
+    if (whyNot) *whyNot = std::move(why);
+    return false;
+  };
+  const std::string& shape = spec.shape;
+  const std::string& api = spec.wrapApi;
+  bool knownShape = false;
+  for (const auto& s : replayShapes()) knownShape = knownShape || s == shape;
+  if (!knownShape) return no("unknown replay shape '" + shape + "'");
+  if (api != "fully_shard" && api != "fsdp1" && api != "accelerate")
+    return no("unknown wrap API '" + api + "' (fully_shard, fsdp1 or accelerate)");
+  if (api == "accelerate" && spec.fsdpVersion != 1 && spec.fsdpVersion != 2)
+    return no("accelerate fsdp_version must be 1 or 2, not " + std::to_string(spec.fsdpVersion));
+  bool ok = false;
+  if (shape == "optimizer-before-wrap") ok = true;
+  else if (shape == "stray-param-after-wrap") ok = api == "fully_shard" || api == "fsdp1";
+  else if (shape == "stray-param-before-prepare") ok = api == "accelerate";
+  else if (shape == "blocks-without-root") ok = api == "fully_shard";
+  else if (shape == "ignored-trainable") ok = api == "fully_shard" || api == "fsdp1";
+  if (!ok) return no("no replay of '" + shape + "' with wrap API '" + api + "'");
+  return true;
+}
+
+std::string pythonStringLiteral(std::string_view text) {
+  std::string out = "\"";
+  char buf[16];
+  for (size_t i = 0; i < text.size();) {
+    char32_t cp = decodeUtf8(text, i);
+    if (cp == '\\') {
+      out += "\\\\";
+    } else if (cp == '"') {
+      out += "\\\"";
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp < 0x20 || cp == 0x7F) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
+      out += buf;
+    } else if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp <= 0xFFFF) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(cp));
+      out += buf;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string replayProgram(const ReplaySpec& spec) {
+  std::string why;
+  if (!replaySupported(spec, &why)) throw std::invalid_argument("replayProgram: " + why);
+  const std::string optimizer = spec.optimizer.empty() ? kDefaultOptimizer : spec.optimizer;
+  const std::string where = commentText(spec.path) + ":" + std::to_string(spec.line);
+
+  Lines lines = body(spec);
+  // `torch = s.require_torch(...)`: keep the name only when the body uses it (no unused local).
+  auto usesTorchName = [](const std::string& line) {
+    if (line.rfind("from ", 0) == 0 || line.rfind("import ", 0) == 0 || line.rfind("#", 0) == 0) return false;
+    for (size_t at = line.find("torch."); at != std::string::npos; at = line.find("torch.", at + 1)) {
+      char before = at == 0 ? ' ' : line[at - 1];
+      if (!(std::isalnum(static_cast<unsigned char>(before)) || before == '_' || before == '.')) return true;
+    }
+    return false;
+  };
+  bool usesTorch = false;
+  for (size_t i = 1; i < lines.size(); ++i) usesTorch = usesTorch || usesTorchName(lines[i]);
+  if (!usesTorch && !lines.empty() && lines[0].rfind("torch = ", 0) == 0) lines[0].erase(0, 8);
+
+  std::string p;
+  p += "#!/usr/bin/env python3\n";
+  p += "# Replay of " + commentText(spec.code) + " (" + spec.shape + ") reported at " + where +
+       ", generated by `shardlint probe`.\n";
+  p += "# Pattern: " + shapeText(spec.shape) + ".\n";
+  p += "# Wrap API: " + wrapApiText(spec) + ". Optimizer: " + commentText(optimizer) + ".\n";
+  p += "#\n";
+  p += "# Run every rank under torch.distributed.run, with shardlint's runtime_probe/python on PYTHONPATH:\n";
+  p += "#   SHARDLINT_PROBE_OUT=DIR PYTHONPATH=.../runtime_probe/python \\\n";
+  p += "#     python3 -m torch.distributed.run --nproc_per_node N THIS_FILE\n";
+  p += "# Each rank writes DIR/rank<R>.json (schema: runtime_probe/python/README.md).\n";
+  p += "import sys\n";
+  p += "\n";
+  p += "from shardlint_probe import replay_runtime as rt\n";
+  p += "\n";
+  p += "FINDING = {\"code\": " + pythonStringLiteral(spec.code) + ", \"path\": " + pythonStringLiteral(spec.path) +
+       ", \"line\": " + std::to_string(spec.line) + "}\n";
+  p += "SHAPE = " + pythonStringLiteral(spec.shape) + "\n";
+  p += "WRAP_API = " + pythonStringLiteral(spec.wrapApi) + "\n";
+  p += "OPTIMIZER = " + pythonStringLiteral(optimizer) + "\n";
+  p += "\n";
+  p += "\n";
+  p += "def replay(s):\n";
+  for (const auto& line : lines) p += "    " + line + "\n";
+  p += "\n";
+  p += "\n";
+  p += "if __name__ == \"__main__\":\n";
+  p += "    sys.exit(rt.main(replay, finding=FINDING, shape=SHAPE, wrap_api=WRAP_API, optimizer=OPTIMIZER))\n";
+  return p;
+}
+
+}  // namespace shardlint::probe

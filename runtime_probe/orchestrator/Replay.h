@@ -1,0 +1,54 @@
+// Replay programs: for one static finding, a small self-contained Python training program that
+// reproduces the finding's pattern on a stand-in model of the same shape (an embedding and a head
+// at the root, blocks in a ModuleList, a final norm), with the finding's wrap API and options,
+// its optimizer class (when importable; else torch.optim.AdamW, noted in the report) and the
+// same order of events. The program imports shardlint_probe.replay_runtime
+// (runtime_probe/python), runs one forward/backward/optimizer.step() under
+// torch.distributed.run and writes $SHARDLINT_PROBE_OUT/rank<R>.json (schema:
+// runtime_probe/python/README.md).
+//
+// Shapes (ReplaySpec::shape) and the wrap APIs (ReplaySpec::wrapApi) each supports:
+//
+// | shape                        | what the program does                                        | fully_shard | fsdp1 | accelerate   |
+// |------------------------------|--------------------------------------------------------------|-------------|-------|--------------|
+// | "optimizer-before-wrap"      | optimizer over model.parameters(), then the wrap / prepare   | yes         | yes   | FSDP1, FSDP2 |
+// | "stray-param-after-wrap"     | wrap, optimizer, then add_param_group({free nn.Parameter})   | yes         | yes   | -            |
+// | "stray-param-before-prepare" | free nn.Parameter in the constructor's groups, joint prepare | -           | -     | FSDP1, FSDP2 |
+// | "blocks-without-root"        | fully_shard on each block only, optimizer over the model     | yes         | -     | -            |
+// | "ignored-trainable"          | the head's weight ignored (ignored_params / ignored_modules) | yes         | yes   | -            |
+//
+// The free parameter multiplies the logits, so it gets a gradient (and diverges when unreduced).
+//
+// ReplaySpec fields each program uses:
+// - code, path, line: every shape; recorded as the report's "finding" (never interpreted).
+// - optimizer: every shape; a qualified class name ("torch.optim.AdamW", "bitsandbytes.optim.AdamW8bit"),
+//   resolved with importlib on the rank; empty means torch.optim.AdamW.
+// - shape, wrapApi ("fully_shard" | "fsdp1" | "accelerate"): choose the program (table above).
+// - useOrigParams: wrapApi "fsdp1" (FullyShardedDataParallel(use_orig_params=...)), and "accelerate"
+//   with fsdpVersion 1 (FullyShardedDataParallelPlugin(use_orig_params=...)).
+// - fsdpVersion: wrapApi "accelerate" only (1 or 2); ignored otherwise.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "probe/Types.h"
+
+namespace shardlint::probe {
+
+// The shapes, in the order of the table above.
+const std::vector<std::string>& replayShapes();
+// The wrap APIs: "fully_shard", "fsdp1", "accelerate".
+const std::vector<std::string>& replayWrapApis();
+
+// Whether replayProgram supports `spec` (shape x wrap API x fsdpVersion); `whyNot` says why not.
+bool replaySupported(const ReplaySpec& spec, std::string* whyNot = nullptr);
+
+// The complete Python program (UTF-8 text, ASCII only) for `spec`.
+// Throws std::invalid_argument when !replaySupported(spec).
+std::string replayProgram(const ReplaySpec& spec);
+
+// A Python string literal (double-quoted, ASCII only) holding `text`; invalid UTF-8 becomes U+FFFD.
+std::string pythonStringLiteral(std::string_view text);
+
+}  // namespace shardlint::probe

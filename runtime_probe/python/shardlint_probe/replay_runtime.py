@@ -1,0 +1,423 @@
+"""Helpers the generated replay programs import (runtime_probe/orchestrator/Replay.cpp).
+
+A replay program is a small training program that reproduces one finding's pattern on a
+stand-in model. It looks like this:
+
+    from shardlint_probe import replay_runtime as rt
+
+    def replay(s):                          # s: a ReplaySession
+        torch = s.require_torch(rt.compat.TORCH_MIN_FSDP2, "fully_shard")
+        env = s.init_distributed()          # torch.distributed.run's environment
+        fully_shard = rt.compat.fully_shard_function()
+        model = rt.build_standin().to(env.device)
+        optimizer = s.make_optimizer(model.parameters())
+        s.phase("wrap")
+        for block in model.blocks:
+            fully_shard(block, mesh=env.mesh)
+        fully_shard(model, mesh=env.mesh)
+        s.run_first_step(model, optimizer)
+
+    if __name__ == "__main__":
+        sys.exit(rt.main(replay, finding={...}, shape="optimizer-before-wrap", wrap_api="fully_shard"))
+
+``rt.main`` installs the instrumentation (events with file:line in the program), runs
+``replay``, captures any exception with the phase it was raised in, writes
+$SHARDLINT_PROBE_OUT/rank<R>.json and returns the exit code (report.EXIT_*). Exceptions raised
+in the "setup" phase (imports, process group, building the accelerator or the model) or by the
+checks are the probe's own failures (probe_error, exit 3), never a finding's evidence.
+
+torch and accelerate are imported lazily: importing this module needs neither.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import sys
+import traceback
+from datetime import timedelta
+from typing import Any, Callable, Dict, Optional
+
+from . import checks, compat, instrument
+from . import report as report_mod
+
+# The stand-in model: embedding and head at the root, blocks in a ModuleList, a final norm.
+VOCAB = 256
+DIM = 64
+N_BLOCKS = 2
+BATCH = 4
+SEQ = 16
+SEED = 0
+LR = 1e-2
+DEFAULT_OPTIMIZER = "torch.optim.AdamW"
+DEFAULT_TIMEOUT_SECONDS = 120  # collectives; $SHARDLINT_PROBE_TIMEOUT overrides
+
+
+# ---- the stand-in model ---------------------------------------------------------------------------
+
+_classes: Optional[tuple] = None
+
+
+def _standin_classes() -> tuple:
+    global _classes
+    if _classes is None:
+        import torch
+        from torch import nn
+
+        class StandInBlock(nn.Module):
+            """A pre-norm MLP block with a residual connection."""
+
+            def __init__(self, dim: int) -> None:
+                super().__init__()
+                self.norm = nn.LayerNorm(dim)
+                self.up = nn.Linear(dim, 4 * dim)
+                self.down = nn.Linear(4 * dim, dim)
+
+            def forward(self, x):
+                return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+        class StandIn(nn.Module):
+            """embed -> blocks -> norm -> head, like a decoder-only language model."""
+
+            def __init__(self, vocab: int, dim: int, n_blocks: int) -> None:
+                super().__init__()
+                self.embed = nn.Embedding(vocab, dim)
+                self.blocks = nn.ModuleList([StandInBlock(dim) for _ in range(n_blocks)])
+                self.norm = nn.LayerNorm(dim)
+                self.head = nn.Linear(dim, vocab, bias=False)
+
+            def forward(self, ids):
+                h = self.embed(ids)
+                for block in self.blocks:
+                    h = block(h)
+                return self.head(self.norm(h))
+
+        StandInBlock.__module__ = StandIn.__module__ = __name__
+        StandInBlock.__qualname__, StandIn.__qualname__ = "StandInBlock", "StandIn"
+        _classes = (StandIn, StandInBlock)
+    return _classes
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: rt.StandIn / rt.StandInBlock, built on first use
+    if name == "StandIn":
+        return _standin_classes()[0]
+    if name == "StandInBlock":
+        return _standin_classes()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def standin_block_class() -> type:
+    return _standin_classes()[1]
+
+
+def build_standin(vocab: int = VOCAB, dim: int = DIM, n_blocks: int = N_BLOCKS, seed: int = SEED) -> Any:
+    """The stand-in model, initialised identically on every rank (seeded)."""
+    import torch
+
+    torch.manual_seed(seed)
+    return _standin_classes()[0](vocab, dim, n_blocks)
+
+
+def batch(rank: int, device: Any = None, vocab: int = VOCAB, batch_size: int = BATCH, seq: int = SEQ,
+          seed: int = SEED) -> tuple:
+    """(input ids, next-token targets), different on every rank, on `device`."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed + 1000 + int(rank))
+    ids = torch.randint(0, vocab, (batch_size, seq + 1), generator=generator)
+    inputs, targets = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    if device is not None:
+        inputs, targets = inputs.to(device), targets.to(device)
+    return inputs, targets
+
+
+# ---- the process group ----------------------------------------------------------------------------
+
+
+class DistEnv:
+    """What init_distributed set up."""
+
+    def __init__(self, rank: int, world_size: int, local_rank: int, backend: str, device: Any) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.local_rank = local_rank
+        self.backend = backend
+        self.device = device                     # torch.device for the model and the data
+        self.device_id = device if device.type == "cuda" else None  # FSDP1's device_id
+        self._mesh = None
+
+    @property
+    def mesh(self) -> Any:
+        """A 1-D DeviceMesh over all ranks (for fully_shard), created on first use."""
+        if self._mesh is None:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            self._mesh = init_device_mesh(self.device.type, (self.world_size,))
+        return self._mesh
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def init_distributed(report: Any, backend: Optional[str] = None) -> DistEnv:
+    """init_process_group from torch.distributed.run's environment (RANK, WORLD_SIZE, LOCAL_RANK,
+    MASTER_ADDR, MASTER_PORT); a single rank when they are unset.
+
+    The backend: `backend`, else $SHARDLINT_PROBE_BACKEND (auto | nccl | gloo); auto is NCCL when
+    this local rank has a CUDA device, gloo on CPU otherwise.
+    """
+    torch = compat.require_torch()
+    import torch.distributed as dist
+
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        os.environ.setdefault("RANK", "0")
+        os.environ.setdefault("WORLD_SIZE", "1")
+        os.environ.setdefault("LOCAL_RANK", "0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        report.add_note("not started by torch.distributed.run: ran as a single rank")
+    rank = int(os.environ["RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    requested = (backend or os.environ.get("SHARDLINT_PROBE_BACKEND") or "auto").lower()
+    cuda_ok = torch.cuda.is_available() and torch.cuda.device_count() > local_rank
+    if requested == "auto":
+        requested = "nccl" if cuda_ok and dist.is_nccl_available() else "gloo"
+    if requested == "nccl":
+        if not dist.is_nccl_available():
+            raise compat.ProbeEnvironmentError(f"backend nccl: this PyTorch {torch.__version__} has no NCCL")
+        if not cuda_ok:
+            raise compat.ProbeEnvironmentError(
+                f"backend nccl: local rank {local_rank} has no CUDA device "
+                f"({torch.cuda.device_count() if torch.cuda.is_available() else 0} visible)")
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    elif requested == "gloo":
+        device = torch.device("cpu")
+    else:
+        raise compat.ProbeEnvironmentError(f"unknown backend {requested!r}: use auto, nccl or gloo")
+    timeout = timedelta(seconds=report_mod.env_int("SHARDLINT_PROBE_TIMEOUT", DEFAULT_TIMEOUT_SECONDS))
+    if not dist.is_initialized():
+        try:
+            dist.init_process_group(backend=requested, timeout=timeout)
+        except Exception as exc:
+            raise compat.ProbeEnvironmentError(
+                f"could not initialise the {requested} process group (rank {rank} of {world_size}): "
+                f"{type(exc).__name__}: {exc}") from exc
+    report.backend = requested
+    report.rank = dist.get_rank()
+    report.world_size = dist.get_world_size()
+    return DistEnv(report.rank, report.world_size, local_rank, requested, device)
+
+
+def _destroy_process_group() -> None:
+    if "torch" not in sys.modules:
+        return
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:
+        pass
+
+
+def fsdp_version_kwargs(version: int) -> Dict[str, int]:
+    """{"fsdp_version": version} for accelerate 1.6+, whose FullyShardedDataParallelPlugin takes
+    it; {} before (FSDP1 only: the plugin's default is then FSDP1 anyway)."""
+    if compat.version_at_least(compat.accelerate_version(), compat.ACCELERATE_MIN_FSDP2):
+        return {"fsdp_version": int(version)}
+    if int(version) != 1:
+        raise compat.ProbeEnvironmentError(
+            f"accelerate {compat.accelerate_version() or '(not installed)'} has no FSDP2: "
+            f"it needs accelerate >= {compat.ACCELERATE_MIN_FSDP2}")
+    return {}
+
+
+# ---- optimizers -----------------------------------------------------------------------------------
+
+
+def resolve_class(qualified: str) -> Any:
+    """'torch.optim.AdamW' -> the class, importing the longest importable module prefix."""
+    parts = [p for p in qualified.split(".") if p]
+    if len(parts) < 2:
+        raise ImportError(f"not a qualified class name: {qualified!r}")
+    last_error: Optional[BaseException] = None
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError as exc:
+            last_error = exc
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError as exc:
+            raise ImportError(f"{qualified}: {exc}") from exc
+        return obj
+    raise ImportError(str(last_error) if last_error else qualified)
+
+
+# ---- one replay -----------------------------------------------------------------------------------
+
+
+class ReplaySession:
+    """The state of one replay on one rank: the report, the instrumentation, the process group."""
+
+    def __init__(self, finding: Dict[str, Any], shape: str = "", wrap_api: str = "",
+                 optimizer: str = DEFAULT_OPTIMIZER) -> None:
+        self.report = report_mod.RankReport(mode="replay")
+        self.report.set_finding(finding.get("code", ""), finding.get("path", ""), int(finding.get("line", 0) or 0))
+        self.tracker = instrument.Tracker(self.report)
+        self.shape = shape
+        self.wrap_api = wrap_api
+        self.optimizer_name = optimizer or DEFAULT_OPTIMIZER
+        self.env: Optional[DistEnv] = None
+
+    # ---- steps the program calls ----
+
+    def phase(self, name: str) -> None:
+        self.report.phase = name
+
+    def require_torch(self, minimum: str = compat.TORCH_MIN, why: str = "") -> Any:
+        return compat.require_torch(minimum, why)
+
+    def require_accelerate(self, minimum: str = compat.ACCELERATE_MIN, why: str = "") -> Any:
+        return compat.require_accelerate(minimum, why)
+
+    def init_distributed(self) -> DistEnv:
+        self.env = init_distributed(self.report)
+        return self.env
+
+    def check_accelerator(self, accelerator: Any) -> None:
+        """accelerate turns FSDP on only for multi-accelerator setups: anything else replays nothing."""
+        kind = getattr(getattr(accelerator, "distributed_type", None), "name", str(getattr(accelerator, "distributed_type", "")))
+        if kind != "FSDP":
+            raise compat.ProbeEnvironmentError(
+                f"accelerate did not enable FSDP here (distributed_type {kind}; device "
+                f"{getattr(accelerator, 'device', '?')}): accelerate shards only on accelerators such as CUDA GPUs")
+
+    def optimizer_class(self) -> Any:
+        """The finding's optimizer class when importable, else torch.optim.AdamW (noted)."""
+        import torch
+
+        name = self.optimizer_name
+        try:
+            cls = resolve_class(name)
+            if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+                raise TypeError(f"{name} is not a torch.optim.Optimizer subclass")
+            return cls
+        except Exception as exc:
+            if name != DEFAULT_OPTIMIZER:
+                self.report.add_note(f"optimizer {name} is not usable here ({type(exc).__name__}: {exc}): "
+                                     f"replayed with {DEFAULT_OPTIMIZER}")
+            return torch.optim.AdamW
+
+    def make_optimizer(self, params: Any, **kwargs: Any) -> Any:
+        """Builds the finding's optimizer over `params` (tensors or param-group dicts)."""
+        import torch
+
+        self.phase("optimizer")
+        params = list(params)
+        kwargs.setdefault("lr", LR)
+        cls = self.optimizer_class()
+        events = len(self.report.events)
+        try:
+            optimizer = cls(params, **kwargs)
+        except Exception as exc:
+            if cls is torch.optim.AdamW:
+                raise
+            del self.report.events[events:]  # the failed construction is not an event of the replay
+            self.report.add_note(f"{self.optimizer_name}(params, lr={kwargs['lr']}) failed "
+                                 f"({type(exc).__name__}: {exc}): replayed with {DEFAULT_OPTIMIZER}")
+            cls = torch.optim.AdamW
+            optimizer = cls(params, **kwargs)
+        self.report.optimizer_class = f"{cls.__module__}.{cls.__qualname__}"
+        return optimizer
+
+    def run_first_step(self, model: Any, optimizer: Any, *, scale: Any = None, device: Any = None,
+                       backward: Optional[Callable[[Any], None]] = None) -> None:
+        """One forward, backward and optimizer.step() on this rank's batch, with the checks around
+        the step. `scale`: a tensor the logits are multiplied by (a free parameter in the loss);
+        `backward`: e.g. accelerator.backward (default: loss.backward())."""
+        import torch
+
+        if device is None:
+            device = self.env.device if self.env is not None else torch.device("cpu")
+        inputs, targets = batch(self.report.rank, device)
+        self.phase("forward")
+        logits = model(inputs)
+        if scale is not None:
+            logits = logits * scale
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+        self.phase("backward")
+        if backward is None:
+            loss.backward()
+        else:
+            backward(loss)
+        self.phase("step")
+        self.tracker.record("optimizer_step")
+        probe: Optional[checks.FirstStepProbe] = checks.FirstStepProbe(model, optimizer, self.report,
+                                                                       self.tracker.was_parameter)
+        try:
+            probe.before()
+        except Exception as exc:
+            traceback.print_exc()
+            self.report.set_probe_error(f"checks before the step failed: {type(exc).__name__}: {exc}")
+            probe = None
+        self.phase("step")
+        optimizer.step()
+        self.report.reached_step = True
+        self.phase("checks")
+        if probe is not None:
+            probe.after()
+
+    # ---- driving ----
+
+    def run(self, replay: Callable[["ReplaySession"], None]) -> int:
+        code = report_mod.EXIT_OK
+        failed = False
+        try:
+            instrument.install(self.tracker)
+        except Exception as exc:
+            self.report.add_note(f"instrumentation not installed: {type(exc).__name__}: {exc}")
+        try:
+            replay(self)
+        except compat.ProbeEnvironmentError as exc:
+            self.report.set_probe_error(str(exc))
+            print(f"shardlint probe: {exc}", file=sys.stderr)
+            code, failed = report_mod.EXIT_PROBE_ERROR, True
+        except Exception as exc:
+            traceback.print_exc()
+            phase = self.report.phase
+            failed = True
+            if phase in ("setup", "checks"):
+                self.report.set_probe_error(
+                    f"{phase}: {report_mod.exception_type_name(exc)}: {report_mod.exception_text(exc)}")
+                code = report_mod.EXIT_PROBE_ERROR
+            else:
+                self.report.set_exception(exc, phase)
+        try:
+            self.report.fill_environment()
+            path = self.report.write()
+            print(f"shardlint probe: rank {self.report.rank} report: {path}", file=sys.stderr)
+        except Exception as exc:
+            print(f"shardlint probe: could not write the rank report: {type(exc).__name__}: {exc}", file=sys.stderr)
+            code, failed = report_mod.EXIT_NO_REPORT, True
+        if failed:
+            # After a failure a collective may be half done: tearing the process group down
+            # can hang, so leave at once (the report is written).
+            instrument.flush_std_streams()
+            os._exit(code)
+        _destroy_process_group()
+        return code
+
+
+def main(replay: Callable[[ReplaySession], None], *, finding: Dict[str, Any], shape: str = "",
+         wrap_api: str = "", optimizer: str = DEFAULT_OPTIMIZER) -> int:
+    """Runs one replay on this rank; returns the exit code (or leaves with os._exit after a failure)."""
+    return ReplaySession(finding, shape, wrap_api, optimizer).run(replay)

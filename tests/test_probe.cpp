@@ -1,0 +1,1050 @@
+// The runtime probe's orchestrator (runtime_probe/orchestrator/Probe.*): launch commands,
+// replay specs derived from real findings, backend choice, the process runner (timeouts kill
+// the whole process group), report parsing and merging, verdicts, JSON output, and the
+// `shardlint probe` command's error paths. No torch and no GPU needed.
+//
+// The RankReport values below are SYNTHETIC unit inputs written for these tests; they are not
+// recorded from real runs (recorded reports live under fixtures/probe/, written by
+// runtime_probe/gpu_check.sh).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "Registry.h"
+#include "driver/Linter.h"
+#include "orchestrator/Probe.h"
+#include "output/Emitters.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace shardlint;
+using namespace shardlint::probe;
+
+namespace {
+
+class ProbeTempDir {
+ public:
+  ProbeTempDir() {
+    static std::atomic<unsigned> counter{0};
+    std::random_device rd;
+    path_ = fs::temp_directory_path() / ("shardlint-probe-test-" + std::to_string(::getpid()) + "-" +
+                                         std::to_string(counter++) + "-" + std::to_string(rd()));
+    fs::create_directories(path_);
+  }
+  ~ProbeTempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path write(const std::string& rel, const std::string& content, bool executable = false) const {
+    fs::path p = path_ / rel;
+    fs::create_directories(p.parent_path());
+    {
+      std::ofstream out(p, std::ios::binary);
+      out << content;
+    }
+    if (executable) fs::permissions(p, fs::perms::owner_all, fs::perm_options::add);
+    return p;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string fixture(const std::string& name) { return std::string(SHARDLINT_SOURCE_DIR) + "/fixtures/python/" + name; }
+
+std::vector<Diagnostic> lint(const std::string& path) {
+  static Linter linter(rules::catalog(), {});
+  return linter.lintPath(path);
+}
+
+// The one finding of `code` in a fixture.
+Diagnostic findingOf(const std::string& file, const std::string& code) {
+  auto diags = lint(fixture(file));
+  std::vector<Diagnostic> hits;
+  for (auto& d : diags)
+    if (d.code == code) hits.push_back(d);
+  INFO(file);
+  REQUIRE(hits.size() >= 1);
+  return hits.front();
+}
+
+// A synthetic rank report (unit input, not a recording).
+RankReport synthetic(int rank, int world, bool reached) {
+  RankReport r;
+  r.rank = rank;
+  r.worldSize = world;
+  r.backend = "gloo";
+  r.torchVersion = "2.11.0";
+  r.accelerateVersion = "1.15.0";
+  r.reachedStep = reached;
+  r.paramsChanged = reached ? std::optional<bool>(true) : std::nullopt;
+  r.elapsedSeconds = 1.5;
+  return r;
+}
+
+RunOutcome outcome(int ranks, const std::string& backend = "gloo") {
+  RunOutcome o;
+  o.expectedRanks = ranks;
+  o.worldSize = ranks;
+  o.backend = backend;
+  o.seconds = 4.25;
+  o.timeoutSeconds = 60;
+  o.torchVersion = "2.11.0";
+  return o;
+}
+
+bool processGone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  // A zombie nobody reaped yet (PID 1 in a container may not reap) is gone too.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = s.rfind(')');
+  return close != std::string::npos && close + 2 < s.size() && s[close + 2] == 'Z';
+}
+
+bool groupGone(pid_t pgid) {
+  if (kill(-pgid, 0) != 0) return errno == ESRCH;
+  // Only zombies left in the group?
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    auto close = s.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(s.substr(close + 2));
+    std::string state;
+    long ppid = 0, pgrp = 0;
+    rest >> state >> ppid >> pgrp;
+    if (pgrp == pgid && state != "Z") return false;
+  }
+  return true;
+}
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+CliResult runShardlint(const std::string& args, const fs::path& errFile, const std::string& env = "") {
+  std::string cmd = "cd " + quote(SHARDLINT_SOURCE_DIR) + " && env " + env + " " + quote(SHARDLINT_BINARY) + " " +
+                    args + " 2>" + quote(errFile.string());
+  auto start = std::chrono::steady_clock::now();
+  CliResult r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::ifstream in(errFile);
+  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return r;
+}
+
+// A stand-in for `python` (a shell script): answers the torch check with a synthetic torch, passes
+// the CPU self-test, and "launches" according to FAKE_LAUNCH: hang, crash, or write synthetic
+// reports (reports=stale|clean). Unit scaffolding only: nothing here ran torch.
+const char* const kFakePython = R"SH(#!/bin/sh
+case "$1" in
+  -c)
+    echo '{"python": "3.11.2", "torch": "2.11.0+synthetic", "cuda_devices": 0, "distributed": true, "nccl": false, "gloo": true, "fully_shard": "torch.distributed.fsdp", "fsdp1": true, "accelerate": "1.15.0"}'
+    exit 0 ;;
+  -m)
+    case "$FAKE_LAUNCH" in
+      hang) echo "$$" > "$FAKE_PIDFILE"; sleep 30 & echo "$!" >> "$FAKE_PIDFILE"; wait; exit 0 ;;
+      crash) echo "Traceback (most recent call last):" >&2
+             echo "RuntimeError: synthetic crash before the first step" >&2; exit 1 ;;
+      stale)
+        for r in 0 1; do
+          printf '{"rank": %s, "world_size": 2, "backend": "gloo", "torch_version": "2.11.0+synthetic", "accelerate_version": "1.15.0", "reached_step": true, "stale_optimizer_entries": 4, "unmanaged_entries": 0, "params_changed": false, "diverged": null, "exception_type": "", "exception_message": "", "elapsed_seconds": 0.5}\n' $r > "$SHARDLINT_PROBE_OUT/rank$r.json"
+        done
+        exit 0 ;;
+    esac
+    exit 0 ;;
+  *)
+    echo '{"fsdp2": true, "fsdp1": true}'
+    exit 0 ;;
+esac
+)SH";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Launch commands
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("probe launch: single node", "[probe]") {
+  LaunchSpec s;
+  s.python = "/opt/venv/bin/python";
+  s.nprocPerNode = 2;
+  s.masterPort = 29555;
+  s.program = {"/tmp/x/replay.py"};
+  std::vector<std::string> want = {
+      "/opt/venv/bin/python", "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29555",
+      "--max_restarts",       "0",  "/tmp/x/replay.py"};
+  CHECK(launchCommand(s) == want);
+}
+
+TEST_CASE("probe launch: --nnodes and --rdzv-endpoint are passed through", "[probe]") {
+  LaunchSpec s;
+  s.nprocPerNode = 8;
+  s.masterPort = 29555;  // ignored: the rendezvous endpoint carries the port
+  s.nnodes = "2";
+  s.rdzvEndpoint = "node0:29400";
+  s.program = {"-m", "shardlint_probe", "train.py", "--lr", "1e-4"};
+  std::vector<std::string> want = {"python3",  "-m", "torch.distributed.run", "--nproc_per_node", "8",
+                                   "--nnodes", "2",  "--rdzv-endpoint",       "node0:29400",      "--max_restarts",
+                                   "0",        "-m", "shardlint_probe",       "train.py",         "--lr",
+                                   "1e-4"};
+  CHECK(launchCommand(s) == want);
+}
+
+TEST_CASE("probe launch: an srun line is put in front", "[probe]") {
+  LaunchSpec s;
+  s.nprocPerNode = 4;
+  s.masterPort = 0;
+  s.nnodes = "2";
+  s.rdzvEndpoint = "$(hostname):29400";
+  s.srun = "srun -N2 --ntasks-per-node=1 --export='ALL,NCCL_DEBUG=INFO' \"--job-name=shard probe\"";
+  s.program = {"replay.py"};
+  auto cmd = launchCommand(s);
+  std::vector<std::string> head = {
+      "srun",    "-N2", "--ntasks-per-node=1",  "--export=ALL,NCCL_DEBUG=INFO", "--job-name=shard probe",
+      "python3", "-m",  "torch.distributed.run"};
+  REQUIRE(cmd.size() > head.size());
+  CHECK(std::vector<std::string>(cmd.begin(), cmd.begin() + static_cast<long>(head.size())) == head);
+  CHECK(std::find(cmd.begin(), cmd.end(), "--master_port") == cmd.end());
+  CHECK(cmd.back() == "replay.py");
+}
+
+TEST_CASE("probe launch: words split and join like a shell", "[probe]") {
+  CHECK(splitWords("  a 'b c'  \"d \\\" e\" f\\ g ") == std::vector<std::string>{"a", "b c", "d \" e", "f g"});
+  CHECK(splitWords("").empty());
+  std::vector<std::string> words = {"python3", "-c", "print('hi')", "a b", ""};
+  CHECK(splitWords(shellJoin(words)) == words);
+  CHECK(shellJoin({"--nproc_per_node", "2"}) == "--nproc_per_node 2");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay specs from real findings (the fixtures, linted here)
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("probe spec: SL101 with each wrap API", "[probe]") {
+  {
+    Diagnostic d = findingOf("SL101_fsdp1_orig_params_false.py", "SL101");
+    std::string why;
+    auto s = replaySpecFor(d, &why);
+    REQUIRE(s);
+    CHECK(s->code == "SL101");
+    CHECK(s->shape == "optimizer-before-wrap");
+    CHECK(s->wrapApi == "fsdp1");
+    CHECK(s->fsdpVersion == 1);
+    CHECK_FALSE(s->useOrigParams);
+    CHECK(s->line == static_cast<int>(d.location.start.line) + 1);
+    CHECK(s->path == d.location.path);
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL101_alias.py", "SL101"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fully_shard");
+    CHECK(s->fsdpVersion == 2);
+    CHECK(s->optimizer.rfind("torch.optim.", 0) == 0);
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL101_accelerate_fsdp1_plugin.py", "SL101"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "accelerate");
+    CHECK(s->fsdpVersion == 1);
+    CHECK_FALSE(s->useOrigParams);
+    CHECK(s->optimizer == "torch.optim.AdamW");
+  }
+  {
+    std::string why;
+    auto s = replaySpecFor(findingOf("SL101_fabric_setup_module.py", "SL101"), &why);
+    CHECK_FALSE(s);
+    CHECK(why.find("Fabric") != std::string::npos);
+  }
+}
+
+TEST_CASE("probe spec: SL102 shapes", "[probe]") {
+  {
+    auto s = replaySpecFor(findingOf("SL102_accelerate_ctor_free_param.py", "SL102"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "accelerate");
+    CHECK(s->fsdpVersion == 2);
+    CHECK(s->shape == "stray-param-before-prepare");
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL102_accelerate_add_param_group_before_prepare.py", "SL102"));
+    REQUIRE(s);
+    CHECK(s->shape == "stray-param-before-prepare");
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL102_free_logit_scale.py", "SL102"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fully_shard");
+    CHECK(s->shape == "stray-param-after-wrap");
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL102_unwrapped_value_head_fsdp1.py", "SL102"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fsdp1");
+    CHECK(s->fsdpVersion == 1);
+    CHECK(s->shape == "stray-param-after-wrap");
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL102_ctor_after_wrap_chain_fsdp1.py", "SL102"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fsdp1");
+    CHECK(s->optimizer == "torch.optim.SGD");  // the fixture's own optimizer
+  }
+}
+
+TEST_CASE("probe spec: SL103 shapes", "[probe]") {
+  {
+    auto s = replaySpecFor(findingOf("SL103_blocks_without_root.py", "SL103"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fully_shard");
+    CHECK(s->shape == "blocks-without-root");
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL103_ignored_states_fsdp1.py", "SL103"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fsdp1");
+    CHECK(s->shape == "ignored-trainable");
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL103_ignored_modules_other_module_frozen.py", "SL103"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fsdp1");
+    CHECK(s->useOrigParams);
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL103_ignored_params_lm_head.py", "SL103"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fully_shard");
+    CHECK(s->shape == "ignored-trainable");
+  }
+}
+
+TEST_CASE("probe spec: every SL101-SL103 fixture finding gets a spec or a reason", "[probe]") {
+  size_t specs = 0, reasons = 0;
+  for (const auto& e : fs::directory_iterator(std::string(SHARDLINT_SOURCE_DIR) + "/fixtures/python")) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("SL10", 0) != 0 || name.find("_ok") != std::string::npos) continue;
+    for (const auto& d : lint(e.path().string())) {
+      if (!probedCode(d.code)) continue;
+      std::string why;
+      auto s = replaySpecFor(d, &why);
+      INFO(name << ": " << d.message);
+      if (s) {
+        ++specs;
+        CHECK((s->wrapApi == "fully_shard" || s->wrapApi == "fsdp1" || s->wrapApi == "accelerate"));
+        CHECK(!s->shape.empty());
+        CHECK(s->code == d.code);
+      } else {
+        ++reasons;
+        CHECK(why.find("Fabric") != std::string::npos);  // the only shape the replay does not model
+      }
+    }
+  }
+  CHECK(specs > 50);
+  CHECK(reasons <= 2);
+}
+
+TEST_CASE("probe spec: other rules are not probed", "[probe]") {
+  Diagnostic d;
+  d.code = "SL305";
+  d.message = "whatever";
+  std::string why;
+  CHECK_FALSE(replaySpecFor(d, "", &why));
+  CHECK(why.find("SL305") != std::string::npos);
+  CHECK_FALSE(probedCode("SL305"));
+  CHECK(probedCode("SL102"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Environment and backend choice
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("probe env: CUDA_VISIBLE_DEVICES limits the GPUs", "[probe]") {
+  CHECK(applyCudaVisibleDevices(4, nullptr) == 4);
+  CHECK(applyCudaVisibleDevices(4, "") == 0);
+  CHECK(applyCudaVisibleDevices(4, "0,1") == 2);
+  CHECK(applyCudaVisibleDevices(1, "0,1,2") == 1);
+  CHECK(applyCudaVisibleDevices(4, "-1") == 0);
+  CHECK(applyCudaVisibleDevices(4, "0,-1,2") == 1);
+  CHECK(applyCudaVisibleDevices(8, "GPU-1234,GPU-5678") == 2);
+  CHECK(countVisibleGpus("", false) == 0);
+}
+
+TEST_CASE("probe env: the torch check's answer", "[probe]") {
+  TorchInfo t = parseTorchInfo(
+      "some warning\n{\"python\": \"3.11.2\", \"torch\": \"2.11.0\", \"cuda_devices\": 1, \"distributed\": true, "
+      "\"nccl\": true, \"gloo\": true, \"fully_shard\": \"torch.distributed.fsdp\", \"fsdp1\": true, "
+      "\"accelerate\": \"1.15.0\"}\n");
+  CHECK(t.ok);
+  CHECK(t.torchVersion == "2.11.0");
+  CHECK(t.accelerateVersion == "1.15.0");
+  CHECK(t.cudaDevices == 1);
+  CHECK(t.nccl);
+  CHECK(t.fullyShardModule == "torch.distributed.fsdp");
+  TorchInfo none =
+      parseTorchInfo("{\"python\": \"3.11.2\", \"error\": \"ModuleNotFoundError: No module named 'torch'\"}\n");
+  CHECK_FALSE(none.ok);
+  CHECK(none.error.find("No module named 'torch'") != std::string::npos);
+  CHECK_FALSE(parseTorchInfo("").ok);
+}
+
+TEST_CASE("probe env: the torch check never hangs", "[probe]") {
+  ProbeTempDir dir;
+  auto hang = dir.write("hang-python", "#!/bin/sh\nsleep 30\n", true);
+  auto start = std::chrono::steady_clock::now();
+  TorchInfo t = probeTorch(hang.string(), 1);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK_FALSE(t.ok);
+  CHECK(t.error.find("did not answer") != std::string::npos);
+  CHECK(secs < 8);
+  TorchInfo f = probeTorch("/bin/false", 10);
+  CHECK_FALSE(f.ok);
+  TorchInfo missing = probeTorch("/nonexistent/python3", 10);
+  CHECK_FALSE(missing.ok);
+  CHECK(missing.error.find("cannot run") != std::string::npos);
+}
+
+TEST_CASE("probe backend: auto, nccl and gloo", "[probe]") {
+  TorchInfo t;
+  t.ok = true;
+  t.torchVersion = "2.11.0";
+  t.distributed = t.nccl = t.gloo = true;
+  t.fullyShardModule = "torch.distributed.fsdp";
+  t.cpuFsdp2 = true;
+  t.cpuFsdp1 = true;
+
+  BackendChoice c = chooseBackend("auto", 2, 2, t, true);
+  CHECK(c.ok);
+  CHECK(c.backend == "nccl");
+  CHECK(c.worldSize == 2);
+
+  c = chooseBackend("auto", 2, 1, t, true);  // one GPU, two ranks: gloo on CPU
+  CHECK(c.backend == "gloo");
+  CHECK(c.device == "cpu");
+  CHECK(c.worldSize == 2);
+  CHECK(c.reason.find("only 1 GPU visible") != std::string::npos);
+
+  c = chooseBackend("nccl", 2, 1, t, true);  // NCCL refuses two ranks on one device
+  CHECK(c.ok);
+  CHECK(c.worldSize == 1);
+  CHECK(c.divergenceOnGloo);
+  CHECK(c.reason.find("NCCL refuses two ranks on one device") != std::string::npos);
+
+  c = chooseBackend("nccl", 1, 1, t, true);
+  CHECK(c.worldSize == 1);
+  CHECK_FALSE(c.divergenceOnGloo);
+
+  TorchInfo noCpu = t;
+  noCpu.cpuFsdp2 = false;
+  noCpu.cpuFsdpError = "FSDP2 on CPU: RuntimeError: synthetic";
+  c = chooseBackend("auto", 2, 1, noCpu, true);  // gloo cannot: one rank on the GPU
+  CHECK(c.backend == "nccl");
+  CHECK(c.worldSize == 1);
+  CHECK(c.reason.find("not checked") != std::string::npos);
+  c = chooseBackend("gloo", 2, 0, noCpu, true);
+  CHECK_FALSE(c.ok);
+  CHECK(c.reason.find("self-test") != std::string::npos);
+  c = chooseBackend("auto", 2, 0, noCpu, true);
+  CHECK_FALSE(c.ok);
+  CHECK(c.reason.find("no usable backend") != std::string::npos);
+  c = chooseBackend("auto", 2, 0, noCpu, false);  // FSDP1 findings only: the FSDP1 self-test counts
+  CHECK(c.ok);
+  CHECK(c.backend == "gloo");
+
+  TorchInfo cpuOnly = t;
+  cpuOnly.nccl = false;
+  c = chooseBackend("nccl", 1, 0, cpuOnly, true);
+  CHECK_FALSE(c.ok);
+  CHECK(c.reason.find("NCCL") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The process runner
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("probe runner: output, exit code and environment", "[probe]") {
+  RunOptions o;
+  o.timeoutSeconds = 20;
+  o.env["SHARDLINT_TEST_VALUE"] = "forty two";
+  RunResult r = runProcess({"sh", "-c", "echo out; echo err >&2; echo \"$SHARDLINT_TEST_VALUE\"; exit 3"}, o);
+  CHECK(r.started);
+  CHECK(r.exitCode == 3);
+  CHECK_FALSE(r.timedOut);
+  CHECK(r.output.find("out") != std::string::npos);
+  CHECK(r.output.find("err") != std::string::npos);
+  CHECK(r.output.find("forty two") != std::string::npos);
+
+  RunResult missing = runProcess({"/nonexistent/binary"}, o);
+  CHECK_FALSE(missing.started);
+  CHECK(missing.startError.find("No such file") != std::string::npos);
+}
+
+TEST_CASE("probe runner: a timeout kills the whole process group promptly", "[probe]") {
+  RunOptions o;
+  o.timeoutSeconds = 1;
+  o.killGraceSeconds = 1;
+  auto start = std::chrono::steady_clock::now();
+  RunResult r = runProcess({"sleep", "30"}, o);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(r.started);
+  CHECK(r.timedOut);
+  CHECK(secs < 5);
+  CHECK(r.pgid > 0);
+  CHECK(groupGone(r.pgid));
+}
+
+TEST_CASE("probe runner: children in the group and in their own sessions die too", "[probe]") {
+  ProbeTempDir dir;
+  fs::path pids = dir.path() / "pids";
+  RunOptions o;
+  o.timeoutSeconds = 1;
+  o.killGraceSeconds = 1;
+  // A child that ignores SIGTERM, and one that escapes the group (like torchrun's workers).
+  std::string script = "trap '' TERM; sleep 30 & echo $! > " + pids.string() + "; setsid sleep 31 & echo $! >> " +
+                       pids.string() + "; wait";
+  auto start = std::chrono::steady_clock::now();
+  RunResult r = runProcess({"sh", "-c", script}, o);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(r.timedOut);
+  CHECK(secs < 6);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::ifstream in(pids);
+  pid_t pid;
+  int n = 0;
+  while (in >> pid) {
+    ++n;
+    INFO("pid " << pid);
+    CHECK(processGone(pid));
+  }
+  CHECK(n == 2);
+  CHECK(groupGone(r.pgid));
+}
+
+TEST_CASE("probe runner: stragglers left after a clean exit are killed", "[probe]") {
+  ProbeTempDir dir;
+  fs::path pids = dir.path() / "pids";
+  RunOptions o;
+  o.timeoutSeconds = 20;
+  std::string script = "setsid sleep 30 >/dev/null 2>&1 & echo $! > " + pids.string() + "; exit 0";
+  auto start = std::chrono::steady_clock::now();
+  RunResult r = runProcess({"sh", "-c", script}, o);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(r.exitCode == 0);
+  CHECK(secs < 5);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::ifstream in(pids);
+  pid_t pid = 0;
+  REQUIRE(in >> pid);
+  CHECK(processGone(pid));
+}
+
+TEST_CASE("probe ports: a free port, and one in use", "[probe]") {
+  int port = freePort();
+  REQUIRE(port > 0);
+  CHECK_FALSE(portInUse(port));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(fd, 1) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  int busy = ntohs(addr.sin_port);
+  CHECK(portInUse(busy));
+  close(fd);
+  CHECK_FALSE(portInUse(busy));
+  CHECK(portInUse(0));
+  CHECK(portInUse(70000));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("probe reports: parsing a report file", "[probe]") {
+  ProbeTempDir dir;
+  // Written by this test (synthetic), with the extras the Python package adds.
+  dir.write("out/rank0.json", R"({
+  "schema": 1, "rank": 0, "world_size": 2, "backend": "gloo", "torch_version": "2.11.0",
+  "accelerate_version": "1.15.0", "reached_step": true, "stale_optimizer_entries": 3,
+  "unmanaged_entries": 1, "params_changed": false, "diverged": null, "exception_type": "",
+  "exception_message": "", "elapsed_seconds": 2.5, "events": [{"kind": "optimizer_init", "file": "x.py", "line": 3}],
+  "finding": {"code": "SL101", "path": "x.py", "line": 3}, "mode": "replay", "probe_error": ""
+})");
+  dir.write("out/rank1.json", R"({"rank": 1, "world_size": 2, "reached_step": false, "params_changed": null,
+  "exception_type": "KeyError", "exception_message": "A parameter in the optimizer couldn't be switched to its sharded version"})");
+  dir.write("out/rank2.json", "{not json");
+  dir.write("out/notes.txt", "ignored");
+  dir.write("out/rank3.json.tmp", "{}");
+
+  std::vector<std::string> errors;
+  auto reports = readReports((dir.path() / "out").string(), &errors);
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].rank == 0);
+  CHECK(reports[0].worldSize == 2);
+  CHECK(reports[0].backend == "gloo");
+  CHECK(reports[0].torchVersion == "2.11.0");
+  CHECK(reports[0].reachedStep);
+  CHECK(reports[0].staleOptimizerEntries == 3);
+  CHECK(reports[0].unmanagedEntries == 1);
+  REQUIRE(reports[0].paramsChanged.has_value());
+  CHECK_FALSE(*reports[0].paramsChanged);
+  CHECK_FALSE(reports[0].diverged.has_value());
+  CHECK(reports[0].elapsedSeconds == Approx(2.5));
+  CHECK(reports[1].exceptionType == "KeyError");
+  CHECK_FALSE(reports[1].paramsChanged.has_value());
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("rank2.json") != std::string::npos);
+
+  std::string why;
+  CHECK_FALSE(parseRankReport("[]", &why));
+  CHECK_FALSE(parseRankReport(R"({"world_size": 2})", &why));
+  CHECK(why.find("rank") != std::string::npos);
+  CHECK_FALSE(parseRankReport(R"({"rank": 0, "reached_step": "yes"})", &why));
+  CHECK(why.find("reached_step") != std::string::npos);
+  auto pe = parseRankReport(R"({"rank": 0, "probe_error": "PyTorch 2.3.0 is too old"})", &why);
+  REQUIRE(pe);
+  CHECK(pe->exceptionType == "ProbeError");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verdicts (synthetic reports)
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("probe verdict: SL101", "[probe]") {
+  auto a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  a.staleOptimizerEntries = b.staleOptimizerEntries = 4;
+  ProbeResult r = decide("SL101", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("4 tensors") != std::string::npos);
+  CHECK(r.backend == "gloo");
+  CHECK(r.worldSize == 2);
+  CHECK(r.torchVersion == "2.11.0");
+  CHECK(r.accelerateVersion == "1.15.0");
+  CHECK(r.elapsedSeconds == Approx(4.25));
+
+  a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  b.paramsChanged = false;
+  r = decide("SL101", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("unchanged") != std::string::npos);
+
+  a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  r = decide("SL101", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::NotReproduced);
+  CHECK(r.evidence.find("all 2 ranks") != std::string::npos);
+  CHECK(r.evidence.find("0 stale") != std::string::npos);
+
+  a = synthetic(0, 1, false);
+  a.exceptionType = "RuntimeError";
+  a.exceptionMessage = "cannot step a FlatParameter that was replaced";
+  r = decide("SL101", {a}, outcome(1));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("FlatParameter") != std::string::npos);
+}
+
+TEST_CASE("probe verdict: SL102", "[probe]") {
+  auto a = synthetic(0, 2, false), b = synthetic(1, 2, false);
+  a.exceptionType = b.exceptionType = "KeyError";
+  a.exceptionMessage = b.exceptionMessage =
+      "A parameter in the optimizer couldn't be switched to its sharded version. This breaks the training.";
+  ProbeResult r = decide("SL102", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("couldn't be switched to its sharded version") != std::string::npos);
+
+  a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  a.unmanagedEntries = b.unmanagedEntries = 1;
+  CHECK(decide("SL102", {a, b}, outcome(2)).verdict == Verdict::Confirmed);
+
+  a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  a.diverged = b.diverged = true;
+  r = decide("SL102", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("disagree") != std::string::npos);
+
+  a = synthetic(0, 2, false);
+  a.exceptionType = "RuntimeError";
+  a.exceptionMessage =
+      "aten._foreach_add_.List: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor";
+  CHECK(decide("SL102", {a}, outcome(2)).verdict == Verdict::Confirmed);
+
+  a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  a.diverged = b.diverged = false;
+  r = decide("SL102", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::NotReproduced);
+  CHECK(r.evidence.find("ranks agree") != std::string::npos);
+}
+
+TEST_CASE("probe verdict: SL103", "[probe]") {
+  auto a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  a.unmanagedEntries = b.unmanagedEntries = 5;
+  ProbeResult r = decide("SL103", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("5 tensors") != std::string::npos);
+
+  a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  b.diverged = true;
+  CHECK(decide("SL103", {a, b}, outcome(2)).verdict == Verdict::Confirmed);
+
+  // World size 1: structural checks only.
+  a = synthetic(0, 1, true);
+  a.backend = "nccl";
+  r = decide("SL103", {a}, outcome(1, "nccl"));
+  CHECK(r.verdict == Verdict::NotReproduced);
+  CHECK(r.evidence.find("world size 1") != std::string::npos);
+  CHECK(r.backend == "nccl");
+}
+
+TEST_CASE("probe verdict: not reached", "[probe]") {
+  RunOutcome timeout = outcome(2);
+  timeout.timedOut = true;
+  timeout.timeoutSeconds = 30;
+  timeout.outputTail = "[rank0]: waiting in all_gather\n[rank1]: waiting in all_gather\n";
+  ProbeResult r = decide("SL101", {}, timeout);
+  CHECK(r.verdict == Verdict::NotReached);
+  CHECK(r.evidence.find("timed out after 30.0 s") != std::string::npos);
+  CHECK(r.evidence.find("all_gather") != std::string::npos);
+
+  RunOutcome crash = outcome(2);
+  crash.exitCode = 1;
+  crash.outputTail =
+      "Traceback (most recent call last):\n  File \"train.py\", line 3\nNameError: name 'x' is not defined\n";
+  r = decide("SL102", {}, crash);
+  CHECK(r.verdict == Verdict::NotReached);
+  CHECK(r.evidence.find("NameError") != std::string::npos);
+  CHECK(r.evidence.find("exit code 1") != std::string::npos);
+
+  auto a = synthetic(0, 2, false), b = synthetic(1, 2, false);
+  a.exceptionType = "torch.OutOfMemoryError";
+  a.exceptionMessage = "CUDA out of memory";
+  r = decide("SL103", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::NotReached);
+  CHECK(r.evidence.find("out of memory") != std::string::npos);
+
+  // A clean rank 0 and no report from rank 1.
+  a = synthetic(0, 2, true);
+  RunOutcome half = outcome(2);
+  half.outputTail = "[rank1]: Segmentation fault\n";
+  r = decide("SL101", {a}, half);
+  CHECK(r.verdict == Verdict::NotReached);
+  CHECK(r.evidence.find("rank 1 wrote no report") != std::string::npos);
+  CHECK(r.evidence.find("Segmentation fault") != std::string::npos);
+
+  // ... but a confirmation on the ranks that did report stands.
+  a.staleOptimizerEntries = 2;
+  r = decide("SL101", {a}, half);
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("rank 1 wrote no report") != std::string::npos);
+}
+
+TEST_CASE("probe verdict: probe errors", "[probe]") {
+  auto a = synthetic(0, 2, false);
+  a.exceptionType = "ProbeError";
+  a.exceptionMessage = "PyTorch 2.3.0 is too old: fully_shard needs torch >= 2.4";
+  ProbeResult r = decide("SL101", {a}, outcome(2));
+  CHECK(r.verdict == Verdict::ProbeError);
+  CHECK(r.evidence.find("2.3.0") != std::string::npos);
+
+  a = synthetic(0, 2, false);
+  a.exceptionType = "ImportError";
+  a.exceptionMessage = "cannot import name 'fully_shard' from 'torch.distributed.fsdp'";
+  a.torchVersion = "2.3.1";
+  r = decide("SL103", {a}, outcome(2));
+  CHECK(r.verdict == Verdict::ProbeError);
+  CHECK(r.evidence.find("torch 2.3.1 has no `fully_shard`") != std::string::npos);
+
+  RunOutcome noPkg = outcome(2);
+  noPkg.exitCode = 1;
+  noPkg.outputTail = "ModuleNotFoundError: No module named 'shardlint_probe'\n";
+  CHECK(decide("SL102", {}, noPkg).verdict == Verdict::ProbeError);
+
+  // In script mode an ImportError is the user's script failing: not reached.
+  a = synthetic(0, 2, false);
+  a.exceptionType = "ModuleNotFoundError";
+  a.exceptionMessage = "No module named 'data'";
+  RunOutcome script = outcome(2);
+  script.mode = "script";
+  CHECK(decide("SL101", {a, synthetic(1, 2, false)}, script).verdict == Verdict::NotReached);
+}
+
+TEST_CASE("probe verdict: the gloo divergence pass", "[probe]") {
+  ProbeResult first;
+  first.verdict = Verdict::NotReproduced;
+  first.evidence = "no unmanaged entries; divergence not checked (world size 1)";
+  first.backend = "nccl";
+  first.worldSize = 1;
+  first.elapsedSeconds = 3;
+  ProbeResult second = first;
+  second.verdict = Verdict::Confirmed;
+  second.evidence = "ranks disagree";
+  second.backend = "gloo";
+  second.worldSize = 2;
+  second.elapsedSeconds = 5;
+  ProbeResult m = mergeDivergencePass(first, second);
+  CHECK(m.verdict == Verdict::Confirmed);
+  CHECK(m.backend == "nccl+gloo");
+  CHECK(m.worldSize == 2);
+  CHECK(m.elapsedSeconds == Approx(8));
+  CHECK(m.evidence.find("ranks disagree") != std::string::npos);
+  second.verdict = Verdict::NotReached;
+  m = mergeDivergencePass(first, second);
+  CHECK(m.verdict == Verdict::NotReproduced);
+  CHECK(m.evidence.find("divergence pass on gloo was not-reached") != std::string::npos);
+}
+
+TEST_CASE("probe output: the verdict note and the JSON probe object", "[probe]") {
+  auto diags = lint(fixture("SL101_alias.py"));
+  REQUIRE(!diags.empty());
+  ProbeResult r;
+  r.verdict = Verdict::Confirmed;
+  r.evidence = "after the wrap the optimizer still held 2 tensors that are not parameters of the wrapped model";
+  r.backend = "gloo";
+  r.worldSize = 2;
+  r.torchVersion = "2.11.0";
+  r.accelerateVersion = "1.15.0";
+  r.elapsedSeconds = 3.21;
+  std::string text = verdictText(r);
+  CHECK(text.rfind("probe: confirmed \u2014 after the wrap", 0) == 0);
+  CHECK(text.find("[gloo, world size 2, torch 2.11.0, accelerate 1.15.0, 3.2 s]") != std::string::npos);
+  CHECK(verdictName(Verdict::NotReached) == "not-reached");
+  CHECK(verdictName(Verdict::ProbeError) == "probe-error");
+  CHECK(verdictName(Verdict::NotReproduced) == "not-reproduced");
+
+  size_t notes = diags[0].notes.size();
+  attachVerdict(diags[0], r);
+  REQUIRE(diags[0].notes.size() == notes + 1);
+  CHECK(diags[0].notes.back().message == text);
+  CHECK(diags[0].notes.back().location.start.line == diags[0].location.start.line);
+
+  std::ostringstream plain;
+  output::RunSummary summary;
+  summary.filesChecked = 1;
+  summary.filesWithFindings = 1;
+  output::writeJson(plain, diags, summary, "0.1.0");
+  std::map<size_t, ProbeResult> results{{0, r}};
+  std::string decorated = addProbeToJson(plain.str(), diags, results);
+  json doc = json::parse(decorated);
+  json before = json::parse(plain.str());
+  REQUIRE(doc["findings"].size() == before["findings"].size());
+  json p = doc["findings"][0]["probe"];
+  CHECK(p["verdict"] == "confirmed");
+  CHECK(p["backend"] == "gloo");
+  CHECK(p["world_size"] == 2);
+  CHECK(p["torch_version"] == "2.11.0");
+  CHECK(p["accelerate_version"] == "1.15.0");
+  CHECK(p["elapsed_seconds"].get<double>() == Approx(3.21));
+  CHECK(p["evidence"].get<std::string>().find("2 tensors") != std::string::npos);
+  doc["findings"][0].erase("probe");
+  CHECK(doc == before);  // nothing else changed
+  CHECK(json::parse(verdictJson(r))["verdict"] == "confirmed");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The `shardlint probe` command: bad input gives clear errors, never a hang
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("probe cli: no torch means exit 2 with a clear message", "[probe]") {
+  ProbeTempDir dir;
+  auto silent = dir.write("silent-python", "#!/bin/sh\nexit 0\n", true);
+  for (const std::string& python : {std::string("/bin/false"), silent.string()}) {
+    CliResult r =
+        runShardlint("probe --python " + quote(python) + " fixtures/python/SL101_alias.py", dir.path() / "err.txt");
+    INFO(r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("the probe needs PyTorch") != std::string::npos);
+    CHECK(r.seconds < 30);
+  }
+  auto notorch = dir.write("notorch-python",
+                           "#!/bin/sh\necho '{\"python\": \"3.11.2\", \"error\": \"ModuleNotFoundError: No module "
+                           "named '\"'\"'torch'\"'\"'\"}'\n",
+                           true);
+  CliResult r = runShardlint("probe --python " + quote(notorch.string()) + " fixtures/python/SL101_alias.py",
+                             dir.path() / "err.txt");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("No module named 'torch'") != std::string::npos);
+}
+
+TEST_CASE("probe cli: nothing to probe needs no torch", "[probe]") {
+  ProbeTempDir dir;
+  CliResult r = runShardlint("probe --python /bin/false fixtures/python/SL101_alias_ok.py", dir.path() / "err.txt");
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("no SL101, SL102 or SL103 finding") != std::string::npos);
+}
+
+TEST_CASE("probe cli: usage errors", "[probe]") {
+  ProbeTempDir dir;
+  CliResult r =
+      runShardlint("probe --python /bin/false fixtures/python/SL101_alias.py -- --epochs 1", dir.path() / "err.txt");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--mode script") != std::string::npos);
+  r = runShardlint("probe --backend mpi fixtures/python/SL101_alias.py", dir.path() / "err.txt");
+  CHECK(r.code == 2);
+  r = runShardlint("probe --mode script --python /bin/false fixtures/python", dir.path() / "err.txt");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("must be a Python file") != std::string::npos);
+}
+
+TEST_CASE("probe cli: a --master-port in use is refused", "[probe]") {
+  ProbeTempDir dir;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(fd, 1) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  int port = ntohs(addr.sin_port);
+  CliResult r = runShardlint("probe --master-port " + std::to_string(port) + " fixtures/python/SL101_alias.py",
+                             dir.path() / "err.txt");
+  close(fd);
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--master-port " + std::to_string(port) + " is already in use") != std::string::npos);
+}
+
+TEST_CASE("probe cli: --preflight without the native preflight", "[probe]") {
+  if (!preflightPath().empty() && fs::exists(preflightPath())) {
+    SUCCEED("the preflight is built here; its own tests cover it");
+    return;
+  }
+  ProbeTempDir dir;
+  CliResult r = runShardlint("probe --preflight", dir.path() / "err.txt");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("preflight was not built") != std::string::npos);
+}
+
+TEST_CASE("probe cli: a hanging launch times out, is killed, and is not reached", "[probe]") {
+  ProbeTempDir dir;
+  auto python = dir.write("fake-python", kFakePython, true);
+  fs::path pidfile = dir.path() / "pids";
+  CliResult r = runShardlint(
+      "probe --format json --timeout 1 --python " + quote(python.string()) + " fixtures/python/SL101_alias.py",
+      dir.path() / "err.txt", "FAKE_LAUNCH=hang FAKE_PIDFILE=" + quote(pidfile.string()));
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.seconds < 30);
+  CHECK(r.err.find("gloo on CPU, 2 ranks") != std::string::npos);
+  json doc = json::parse(r.out);
+  REQUIRE(doc["findings"].size() >= 1);
+  json p = doc["findings"][0]["probe"];
+  CHECK(p["verdict"] == "not-reached");
+  CHECK(p["evidence"].get<std::string>().find("timed out after 1.0 s") != std::string::npos);
+  CHECK(p["torch_version"] == "2.11.0+synthetic");
+  std::ifstream in(pidfile);
+  pid_t pid;
+  int n = 0;
+  while (in >> pid) {
+    ++n;
+    CHECK(processGone(pid));
+  }
+  CHECK(n == 2);
+}
+
+TEST_CASE("probe cli: a crash before the first step is not reached, with its output", "[probe]") {
+  ProbeTempDir dir;
+  auto python = dir.write("fake-python", kFakePython, true);
+  CliResult r =
+      runShardlint("probe --timeout 20 --python " + quote(python.string()) + " fixtures/python/SL101_alias.py",
+                   dir.path() / "err.txt", "FAKE_LAUNCH=crash");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("note: probe: not-reached \u2014") != std::string::npos);
+  CHECK(r.out.find("synthetic crash before the first step") != std::string::npos);
+}
+
+TEST_CASE("probe cli: reports are collected and merged into every format", "[probe]") {
+  ProbeTempDir dir;
+  auto python = dir.write("fake-python", kFakePython, true);
+  std::string base = "probe --timeout 20 --python " + quote(python.string()) + " fixtures/python/SL101_alias.py";
+  CliResult text = runShardlint(base, dir.path() / "err.txt", "FAKE_LAUNCH=stale");
+  INFO(text.err);
+  CHECK(text.code == 1);
+  CHECK(text.out.find("probe: confirmed \u2014 after the wrap the optimizer still held 4 tensors") !=
+        std::string::npos);
+  CHECK(text.out.find("[gloo, world size 2, torch 2.11.0+synthetic, accelerate 1.15.0") != std::string::npos);
+  CliResult concise = runShardlint(base + " --format concise", dir.path() / "err.txt", "FAKE_LAUNCH=stale");
+  CHECK(concise.out.find("SL101") != std::string::npos);
+  CHECK(concise.out.find("[probe: confirmed") != std::string::npos);
+  for (const std::string f : {"sarif", "github", "lsp"}) {
+    CliResult o = runShardlint(base + " --format " + f, dir.path() / "err.txt", "FAKE_LAUNCH=stale");
+    INFO(f);
+    CHECK(o.out.find("probe: confirmed") != std::string::npos);
+  }
+  CliResult js = runShardlint(base + " --format json", dir.path() / "err.txt", "FAKE_LAUNCH=stale");
+  json doc = json::parse(js.out);
+  CHECK(doc["findings"][0]["probe"]["verdict"] == "confirmed");
+  CHECK(doc["findings"][0]["probe"]["world_size"] == 2);
+}
+
+TEST_CASE("probe cli: the instrumentation's own report without torch is a probe-error", "[probe]") {
+  // The real replay generator and the real Python package, run by a python3 without torch
+  // (skipped where python3 is missing or has torch: then this would run a real replay).
+  if (std::system("command -v python3 >/dev/null 2>&1 && ! python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    SUCCEED("no python3 without torch here");
+    return;
+  }
+  ProbeTempDir dir;
+  // Answers the torch check with a synthetic torch; "launches" the program as rank 0 of 1 with python3.
+  auto shim = dir.write("python",
+                        "#!/bin/sh\n"
+                        "case \"$1\" in\n"
+                        "  -c) echo '{\"python\": \"3\", \"torch\": \"2.11.0+synthetic\", \"cuda_devices\": 0, "
+                        "\"distributed\": true, \"nccl\": false, \"gloo\": true, \"fully_shard\": "
+                        "\"torch.distributed.fsdp\", \"fsdp1\": true, \"accelerate\": \"1.15.0\"}' ;;\n"
+                        "  -m) while [ \"$1\" != \"--max_restarts\" ]; do shift; done; shift 2\n"
+                        "      RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 exec python3 \"$@\" ;;\n"
+                        "  *) echo '{\"fsdp2\": true, \"fsdp1\": true}' ;;\n"
+                        "esac\n",
+                        true);
+  CliResult r = runShardlint("probe --format json --timeout 60 --python " + quote(shim.string()) +
+                                 " fixtures/python/SL101_fsdp1_orig_params_false.py",
+                             dir.path() / "err.txt");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  json doc = json::parse(r.out);
+  json p = doc["findings"][0]["probe"];
+  CHECK(p["verdict"] == "probe-error");
+  CHECK(p["evidence"].get<std::string>().find("torch") != std::string::npos);
+}
