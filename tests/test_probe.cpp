@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -1047,4 +1048,71 @@ TEST_CASE("probe cli: the instrumentation's own report without torch is a probe-
   json p = doc["findings"][0]["probe"];
   CHECK(p["verdict"] == "probe-error");
   CHECK(p["evidence"].get<std::string>().find("torch") != std::string::npos);
+}
+
+// ---- Recorded reports ------------------------------------------------------------------------
+// fixtures/probe/<date>/<run>/<finding>/<backend>-<ws>/rank<R>.json are unmodified reports from a
+// real GPU run (runtime_probe/gpu_check.sh), next to that run's `shardlint probe --format json`
+// output (<run>/shardlint.json). Every report must parse, and the verdict decide() computes from a
+// single-pass folder's reports must be the one the real run printed.
+TEST_CASE("probe recorded: real runs' reports parse and give the verdicts they gave", "[probe][recorded]") {
+  fs::path root = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "probe";
+  std::map<fs::path, int> folders;  // folder holding rank*.json -> count
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator(); ++it) {
+    const fs::path& p = it->path();
+    if (it->is_regular_file() && p.extension() == ".json" && p.filename().string().rfind("rank", 0) == 0)
+      folders[p.parent_path()]++;
+  }
+  if (folders.empty()) {
+    WARN("no recorded probe reports under fixtures/probe yet: the GPU check has not run");
+    return;
+  }
+  int compared = 0;
+  for (const auto& [dir, count] : folders) {
+    INFO("recorded folder " << dir.string());
+    std::vector<std::string> errors;
+    auto reports = readReports(dir.string(), &errors);
+    CHECK(errors.empty());
+    REQUIRE(reports.size() == static_cast<size_t>(count));
+    // The finding the ranks were probing, from the raw report.
+    fs::path firstReport;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".json" && e.path().filename().string().rfind("rank", 0) == 0) {
+        firstReport = e.path();
+        break;
+      }
+    std::ifstream in(firstReport);
+    json first = json::parse(in, nullptr, false);
+    REQUIRE(first.is_object());
+    REQUIRE(first.value("schema", 0) == 1);
+    json finding = first.value("finding", json::object());
+    std::string code = finding.value("code", "");
+    long line = finding.value("line", 0L);
+    std::string findingFile = fs::path(finding.value("path", "")).filename().string();
+    RunOutcome run;
+    run.expectedRanks = reports.front().worldSize;
+    run.mode = first.value("mode", "replay");
+    ProbeResult r = decide(code, reports, run);
+    // The run's shardlint.json: the nearest ancestor folder that has one.
+    fs::path runDir = dir.parent_path();
+    while (runDir != root && !fs::exists(runDir / "shardlint.json")) runDir = runDir.parent_path();
+    if (!fs::exists(runDir / "shardlint.json")) continue;
+    std::ifstream out(runDir / "shardlint.json");
+    json doc = json::parse(out, nullptr, false);
+    if (!doc.is_object() || !doc.contains("findings")) continue;
+    for (const auto& f : doc["findings"]) {
+      if (!f.contains("probe") || f.value("code", "") != code || f.value("line", 0L) != line) continue;
+      if (fs::path(f.value("path", "")).filename().string() != findingFile) continue;
+      const json& p = f["probe"];
+      // Only single-pass results can be recomputed from one folder (nccl+gloo merges two).
+      if (!p["backend"].is_string() || p["backend"].get<std::string>() + "-" +
+                                               std::to_string(p.value("world_size", 0)) != dir.filename().string())
+        continue;
+      CHECK(std::string(verdictName(r.verdict)) == p.value("verdict", ""));
+      ++compared;
+    }
+  }
+  INFO("compared " << compared << " recorded verdicts");
+  SUCCEED();
 }
