@@ -4,7 +4,8 @@
 # own timeout. Writes the rank reports and the JSON outputs to fixtures/probe/<date>/ and, when
 # $OUT is set, a tarball of them and the log into $OUT.
 #
-#   runtime_probe/gpu_check.sh            # PYTHON=/path/to/python to pick the interpreter
+#   runtime_probe/device_bundle.sh        # here, first: build-device/bundle (carry it to the machine)
+#   runtime_probe/gpu_check.sh            # there; PYTHON=/path/to/python to pick the interpreter
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,14 +34,29 @@ REPLAY=(
 SCRIPTS=(examples/fsdp2_blocks_only.py examples/fsdp1_optimizer_first.py)
 
 say "build"
-if ! timeout 240 ./scripts/setup.sh; then
-  echo "scripts/setup.sh failed (no network for packages?); trying a plain CMake build"
+# The device image has CUDA, torch, CMake and ninja but not yaml-cpp, fmt or toml++, and no network:
+# prefer a bundle made here by runtime_probe/device_bundle.sh (carried as build-device/bundle), then
+# a build in place, then scripts/setup.sh.
+BUNDLE="${SHARDLINT_BUNDLE:-$root/build-device/bundle}"
+# NCCL for the bundled preflight: the device's own PyTorch ships it.
+nccl_lib="$("$PYTHON" -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null || true)"
+export LD_LIBRARY_PATH="$BUNDLE/lib${nccl_lib:+:$nccl_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export SHARDLINT_PROBE_PYTHONPATH="$root/runtime_probe/python"
+SL=""
+if [ -x "$BUNDLE/bin/shardlint" ] && "$BUNDLE/bin/shardlint" --version; then
+  SL="$BUNDLE/bin/shardlint"
+  echo "using the carried bundle $BUNDLE"
+else
+  echo "no usable bundle at $BUNDLE; building here"
   gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-  timeout 60 cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DSHARDLINT_BUILD_TESTS=OFF >/dev/null &&
-    timeout 180 cmake --build build -j "$(nproc)" --target shardlint || { echo "FAILED: cannot build shardlint"; exit 2; }
+  if timeout 60 cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DSHARDLINT_BUILD_TESTS=OFF >/dev/null &&
+     timeout 180 cmake --build build -j "$(nproc)"; then
+    SL="$root/build/shardlint"
+  elif timeout 240 ./scripts/setup.sh; then
+    SL="$root/build/shardlint"
+  fi
 fi
-SL="$root/build/shardlint"
-[ -x "$SL" ] || { echo "FAILED: $SL was not built"; exit 2; }
+[ -n "$SL" ] && [ -x "$SL" ] || { echo "FAILED: no shardlint to run (carry build-device/bundle from runtime_probe/device_bundle.sh)"; exit 2; }
 
 say "versions"
 date -u

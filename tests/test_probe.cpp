@@ -1116,3 +1116,15 @@ TEST_CASE("probe recorded: real runs' reports parse and give the verdicts they g
   INFO("compared " << compared << " recorded verdicts");
   SUCCEED();
 }
+
+TEST_CASE("probe preflight: $SHARDLINT_PREFLIGHT overrides where the preflight is looked for", "[probe]") {
+  const char* old = std::getenv("SHARDLINT_PREFLIGHT");
+  std::string saved = old ? old : "";
+  ::setenv("SHARDLINT_PREFLIGHT", "/opt/elsewhere/shardlint-preflight", 1);
+  CHECK(preflightPath() == "/opt/elsewhere/shardlint-preflight");
+  if (old)
+    ::setenv("SHARDLINT_PREFLIGHT", saved.c_str(), 1);
+  else
+    ::unsetenv("SHARDLINT_PREFLIGHT");
+  CHECK(preflightPath() != "/opt/elsewhere/shardlint-preflight");
+}

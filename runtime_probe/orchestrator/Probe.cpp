@@ -1680,11 +1680,21 @@ int Session::run(std::vector<Diagnostic>& diags) {
 // ============================================================================================
 
 std::string preflightPath() {
+  // $SHARDLINT_PREFLIGHT, then next to this executable (an installed or relocated build: the
+  // build tree and `install()` both put it beside `shardlint`), then the path CMake built it at.
+  if (const char* env = std::getenv("SHARDLINT_PREFLIGHT"); env && *env) return env;
+  std::string built;
 #ifdef SHARDLINT_PREFLIGHT_PATH
-  return SHARDLINT_PREFLIGHT_PATH;
-#else
-  return "";
+  built = SHARDLINT_PREFLIGHT_PATH;
 #endif
+  if (built.empty()) return "";  // configured without the preflight
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path beside = self.parent_path() / fs::path(built).filename();
+    if (fs::exists(beside, ec)) return beside.string();
+  }
+  return built;
 }
 
 int runPreflight(std::ostream& err, const std::vector<std::string>& args) {
