@@ -922,6 +922,11 @@ TEST_CASE("probe cli: usage errors", "[probe]") {
   r = runShardlint("probe --mode script --python /bin/false fixtures/python", dir.path() / "err.txt");
   CHECK(r.code == 2);
   CHECK(r.err.find("must be a Python file") != std::string::npos);
+  for (const char* bad : {"-1", "0", "abc", "1e9"}) {
+    r = runShardlint(std::string("probe --timeout ") + bad + " fixtures/python/SL101_alias.py", dir.path() / "err.txt");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("must be a number of seconds above 0") != std::string::npos);
+  }
 }
 
 TEST_CASE("probe cli: a --master-port in use is refused", "[probe]") {

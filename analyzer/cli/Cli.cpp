@@ -288,7 +288,17 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
       ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
   probeCmd->add_option("--python", po.python, "Python interpreter with torch (default python3)");
   probeCmd->add_option("--timeout", po.timeoutSeconds, "Seconds per launched run (default 300)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              size_t used = 0;
+              double d = std::stod(v, &used);
+              if (used == v.size() && d > 0 && d <= 86400) return "";
+            } catch (const std::exception&) {
+            }
+            return "must be a number of seconds above 0 and at most 86400, got '" + v + "'";
+          },
+          "SECONDS", "seconds"));
   probeCmd->add_option("--format", pa.format, "Output format: text, concise, json, sarif, github, lsp")
       ->check(CLI::IsMember({"text", "concise", "json", "sarif", "github", "lsp"}));
   probeCmd->add_flag("--preflight", preflight, "Run the native CUDA/NCCL preflight and exit with its code");
