@@ -66,18 +66,24 @@ class StrayParamGroup final : public Rule {
     return !r.hasTag("tensor") || r.hasTag("requires_grad");
   }
 
-  // Sources in `sources` that stem from objects created in the analysed code and
-  // that no wrap manages.
-  std::vector<Stray> strays(const Store& st, const ValueSet& sources, const std::vector<const Event*>& wraps) {
+  // Sources in `sources` that stem from trainable objects created in the analysed
+  // code and for which `stray(lineage, root)` holds.
+  template <class Pred>
+  static std::vector<Stray> createdHereWhere(const Store& st, const ValueSet& sources, Pred stray) {
     std::vector<Stray> out;
     for (ObjId s : sources) {
-      ObjId root = rawRoot(st, s);
+      ObjId root = st.rootOf(s);
       if (!isCreatedHere(st, root) || !trainable(st, root)) continue;
       Lineage l = lineageOf(st, s);
-      if (managed(st, l, root, wraps)) continue;
-      out.push_back({s, std::move(l), root});
+      if (stray(l, root)) out.push_back({s, std::move(l), root});
     }
     return out;
+  }
+
+  // ... that no wrap manages.
+  std::vector<Stray> strays(const Store& st, const ValueSet& sources, const std::vector<const Event*>& wraps) {
+    return createdHereWhere(st, sources,
+                            [&](const Lineage& l, ObjId root) { return !managed(st, l, root, wraps); });
   }
 
   // Wraps that manage some of the optimizer's sources, i.e. the model it optimizes.
@@ -141,15 +147,9 @@ class StrayParamGroup final : public Rule {
         }
         if (!w) continue;
         auto notModel = [&](const ValueSet& srcs) {
-          std::vector<Stray> out;
-          for (ObjId s : srcs) {
-            ObjId root = rawRoot(st, s);
-            if (!isCreatedHere(st, root) || !trainable(st, root)) continue;
-            Lineage l = lineageOf(st, s);
-            bool inModel = std::any_of(models.begin(), models.end(), [&](const Lineage& m) { return within(l, m); });
-            if (!inModel) out.push_back({s, l, root});
-          }
-          return out;
+          return createdHereWhere(st, srcs, [&](const Lineage& l, ObjId) {
+            return std::none_of(models.begin(), models.end(), [&](const Lineage& m) { return within(l, m); });
+          });
         };
         std::string consequence =
             "accelerate's FSDP2 `prepare` raises `KeyError: A parameter in the optimizer couldn't be switched to its "

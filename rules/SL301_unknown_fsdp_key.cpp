@@ -26,31 +26,26 @@ class UnknownFsdpKey final : public ConfigRule {
       std::string name = k.value;
       // transformers strips `fsdp_`; accelerate and axolotl configs spell keys with it.
       std::string lookup = trainer ? std::string(bareKey(name)) : (name.rfind("fsdp_", 0) == 0 ? name : "fsdp_" + name);
-      bool known = std::any_of(table.begin(), table.end(), [&](const FsdpKey& key) { return key.name == lookup; });
+      bool known = findKey(table, lookup);
       // axolotl hands fsdp_config to accelerate and to the Trainer: either's keys are read.
-      if (s.role == Role::Axolotl)
-        known = known || std::any_of(trainerFsdpConfigKeys().begin(), trainerFsdpConfigKeys().end(),
-                                     [&](const FsdpKey& key) { return key.name == bareKey(name); });
+      if (s.role == Role::Axolotl) known = known || findKey(trainerFsdpConfigKeys(), bareKey(name));
       if (known) continue;
-      if (!trainer && s.role == Role::Axolotl && name.rfind("fsdp_", 0) != 0) {
+      if (s.role == Role::Axolotl && name.rfind("fsdp_", 0) != 0) {
         // axolotl also accepts un-prefixed keys and forwards others; stay quiet unless it is a known typo.
         bool close = false;
         for (const auto& key : table) close = close || editDistance(lookup, key.name) <= 2;
         if (!close) continue;
       }
       std::string suggestion;
-      for (const auto& r : accelerateRenamedKeys())
-        if (!trainer && r.old == lookup) suggestion = std::string(r.replacement);
+      bool renamed = false;
+      if (!trainer)
+        for (const auto& r : accelerateRenamedKeys())
+          if (r.old == lookup) suggestion = std::string(r.replacement), renamed = true;
       size_t best = 99;
-      if (suggestion.empty())
-        for (const auto& key : table) {
-          std::string candidate(key.name);
-          size_t d = editDistance(trainer ? std::string(bareKey(name)) : lookup, candidate);
-          if (d < best) best = d, suggestion = candidate;
-        }
+      if (!renamed)
+        for (const auto& key : table)
+          if (size_t d = editDistance(lookup, key.name); d < best) best = d, suggestion = std::string(key.name);
       std::string msg = "`" + name + "` is not a key " + consumer + " reads in `fsdp_config`; it is silently ignored";
-      bool renamed = std::any_of(accelerateRenamedKeys().begin(), accelerateRenamedKeys().end(),
-                                 [&](const RenamedKey& r) { return !trainer && r.old == lookup; });
       if (renamed && suggestion.rfind("fsdp_", 0) == 0) msg += " (it was renamed); use `" + suggestion + "`";
       else if (renamed) msg += "; it is not read from config files (" + suggestion + ")";
       else if (best <= std::max<size_t>(2, lookup.size() / 4)) msg += "; did you mean `" + suggestion + "`?";
@@ -64,9 +59,7 @@ class UnknownFsdpKey final : public ConfigRule {
     for (const auto& [k, v] : s.root->entries) {
       if (!k.isScalar() || k.value.rfind("fsdp_", 0) != 0 || k.value == "fsdp_config") continue;
       if (std::find(top.begin(), top.end(), k.value) != top.end()) continue;
-      bool fsdpKey = std::any_of(accelerateFsdpKeys().begin(), accelerateFsdpKeys().end(),
-                                 [&](const FsdpKey& key) { return key.name == k.value; });
-      if (!fsdpKey) continue;
+      if (!findKey(accelerateFsdpKeys(), k.value)) continue;
       cx.report(info(), k.range,
                 "`" + k.value + "` belongs inside `fsdp_config:`; at the top level accelerate rejects the file "
                 "(\"The config file at ... had unknown keys\"); move it under fsdp_config");

@@ -8,9 +8,14 @@ namespace shardlint::rules {
 namespace {
 using namespace config;
 
-// What accelerate's str_to_bool accepts (case-insensitive).
-bool truthValue(std::string v) {
+std::string lower(std::string v) {
   std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v;
+}
+
+// What accelerate's str_to_bool accepts (case-insensitive).
+bool truthValue(const std::string& value) {
+  std::string v = lower(value);
   for (const char* ok : {"y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0"})
     if (v == ok) return true;
   return false;
@@ -47,20 +52,19 @@ class KeyNotForFsdpVersion final : public ConfigRule {
       checkPlugin(cx, s);
       return;
     }
-    const auto& table = accelerateFsdpKeys();
     for (const auto& [k, v] : s.section->entries) {
       if (!k.isScalar()) continue;
       std::string name = k.value.rfind("fsdp_", 0) == 0 ? k.value : "fsdp_" + k.value;
-      auto it = std::find_if(table.begin(), table.end(), [&](const FsdpKey& key) { return key.name == name; });
-      if (it == table.end()) continue;
+      const FsdpKey* key = findKey(accelerateFsdpKeys(), name);
+      if (!key) continue;
       std::vector<Note> notes;
       if (s.versionNode) notes.push_back(cx.note(s.versionNode->range, "the FSDP version is chosen here"));
-      if (s.version == 2 && it->fsdp1 && !it->fsdp2) {
+      if (s.version == 2 && key->fsdp1 && !key->fsdp2) {
         cx.report(info(), k.range,
                   "`" + k.value + "` is an FSDP1 setting but this config uses `fsdp_version: 2`, where accelerate "
                   "does not apply it (silently, or with a warning at most); remove it or use the FSDP2 equivalent",
                   std::move(notes));
-      } else if (s.version == 1 && it->fsdp2 && !it->fsdp1) {
+      } else if (s.version == 1 && key->fsdp2 && !key->fsdp1) {
         cx.report(info(), k.range,
                   "`" + k.value + "` is an FSDP2 setting but this config uses FSDP1 (`fsdp_version` absent or 1), "
                   "where accelerate does not apply it; set `fsdp_version: 2` or remove it",
@@ -69,11 +73,7 @@ class KeyNotForFsdpVersion final : public ConfigRule {
         cx.report(info(), v.range,
                   "`fsdp_reshard_after_forward: " + v.value + "` is an FSDP1 sharding strategy; with FSDP2 it must "
                   "be true or false, and accelerate's `str_to_bool` raises `ValueError: invalid truth value " +
-                  [&] {
-                    std::string lower = v.value;
-                    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-                    return lower;
-                  }() + "`; use true (FULL_SHARD) or false (SHARD_GRAD_OP)",
+                  lower(v.value) + "`; use true (FULL_SHARD) or false (SHARD_GRAD_OP)",
                   std::move(notes));
       }
     }

@@ -25,14 +25,14 @@ class LayerClassListFormat final : public ConfigRule {
     for (const auto& p : parts) {
       if (p.empty()) {
         cx.report(info(), e->second.range,
-                  "`" + std::string(e->first.value) + "` has an empty entry (`" + v +
+                  "`" + e->first.value + "` has an empty entry (`" + v +
                       "`); accelerate splits it on commas and looks up an empty class name, which raises "
                       "`ValueError: Could not find the transformer layer class  in the model.`; remove the extra comma");
         return;
       }
       if (p.front() == ' ' || p.back() == ' ' || p.front() == '\t') {
         cx.report(info(), e->second.range,
-                  "`" + std::string(e->first.value) + "` has whitespace around a class name (`" + p +
+                  "`" + e->first.value + "` has whitespace around a class name (`" + p +
                       "`); accelerate splits on commas without stripping, so `" + p +
                       "` matches no module and it raises `ValueError: Could not find the transformer layer class " + p +
                       " in the model.`; write the names without spaces (`" + [&] {

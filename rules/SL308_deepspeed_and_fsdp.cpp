@@ -21,11 +21,12 @@ class DeepspeedAndFsdp final : public ConfigRule {
     if (empty) return;
     if (s.role == Role::Accelerate) {
       if (!s.enabled) return;  // distributed_type DEEPSPEED: the fsdp_config is the unused one (not this rule)
+      const YNode* distributed = s.root->get("distributed_type");
       cx.report(info(), ds->first.range,
                 "`" + ds->first.value + "` next to `distributed_type: FSDP`: accelerate runs FSDP and silently "
                 "ignores the DeepSpeed settings; remove the block, or switch distributed_type to DEEPSPEED and drop "
                 "fsdp_config",
-                {cx.note(s.root->get("distributed_type") ? s.root->get("distributed_type")->range : s.section->range,
+                {cx.note(distributed ? distributed->range : s.section->range,
                          "FSDP is selected here")});
     } else if (s.role == Role::Axolotl) {
       cx.report(info(), ds->first.range,

@@ -32,12 +32,13 @@ class WrapClassNotFound final : public ConfigRule {
     const auto* e = s.entry("transformer_layer_cls_to_wrap");
     if (!e || !cx.project() || s.role == Role::Plugin) return;
     // What the project proves exists.
-    std::set<std::string> known;
-    for (const auto& c : splitList(cx.project()->count("module_classes") ? cx.project()->at("module_classes") : ""))
-      known.insert(c);
-    std::set<std::string> familyNames;
-    for (const auto& f : splitList(cx.project()->count("families") ? cx.project()->at("families") : ""))
-      familyNames.insert(f);
+    auto factSet = [&](const char* key) {
+      auto it = cx.project()->find(key);
+      std::vector<std::string> items = splitList(it == cx.project()->end() ? "" : it->second);
+      return std::set<std::string>(items.begin(), items.end());
+    };
+    std::set<std::string> known = factSet("module_classes");
+    std::set<std::string> familyNames = factSet("families");
     if (s.root)
       for (const char* key : {"base_model", "model_name_or_path", "base_model_config"})
         if (const YNode* id = s.root->get(key); id && id->isScalar())

@@ -529,6 +529,12 @@ const std::vector<FsdpKey>& trainerFsdpConfigKeys() {
   return keys;
 }
 
+const FsdpKey* findKey(const std::vector<FsdpKey>& table, std::string_view name) {
+  for (const auto& key : table)
+    if (key.name == name) return &key;
+  return nullptr;
+}
+
 std::string_view fsdpKeysSource() {
   return "accelerate (huggingface/accelerate, about v1.13-v1.14; the search index stores each file at its own "
          "commit): src/accelerate/utils/dataclasses.py @b0d8fa95f4eebc359bf41b73cae91d2737cde338; "

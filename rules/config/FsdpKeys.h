@@ -26,6 +26,8 @@ const std::vector<RenamedKey>& accelerateRenamedKeys();
 const std::vector<std::string_view>& accelerateTopLevelKeys();
 // Keys of HF TrainingArguments.fsdp_config (JSON or dict), with or without the `fsdp_` prefix as transformers accepts them (list the canonical spelling; note the prefix rule in the .cpp comment).
 const std::vector<FsdpKey>& trainerFsdpConfigKeys();
+// The entry of `table` named `name` (exact spelling), or nullptr.
+const FsdpKey* findKey(const std::vector<FsdpKey>& table, std::string_view name);
 // Where the tables come from: source files, commits/versions.
 std::string_view fsdpKeysSource();
 }

@@ -393,23 +393,23 @@ Lineage lineageOf(const Store& st, ObjId o, int depth) {
   }
   if (cur != kNoObj && depth < 32) {
     const Obj& r = st.obj(cur);
+    // The lineage of the object `r` stands for, continued by `edges` less a leading
+    // edge that steps into the wrapper's inner module.
+    auto through = [&](std::string_view innerA, std::string_view innerB) {
+      Lineage inner = lineageOf(st, r.inputs[0][0], depth + 1);
+      size_t skip = !edges.empty() && (edges[0] == innerA || edges[0] == innerB) ? 1 : 0;
+      inner.edges.insert(inner.edges.end(), edges.begin() + static_cast<long>(skip), edges.end());
+      return inner;
+    };
     // An unknown *function* applied to a whole object (`torch.compile(model)`,
     // `get_peft_model(model)`, `apply_checkpointing(model)`) stands for that object.
     std::string_view fn = lastComponent(r.name);
     if (r.kind == ObjKind::Instance && r.tags.empty() && !r.cls && !fn.empty() &&
         std::islower(static_cast<unsigned char>(fn[0])) && !r.inputs.empty() && r.inputs[0].size() == 1 &&
-        isBareObject(st, r.inputs[0][0])) {
-      Lineage inner = lineageOf(st, r.inputs[0][0], depth + 1);
-      size_t skip = !edges.empty() && (edges[0] == "._orig_mod" || edges[0] == ".module") ? 1 : 0;
-      inner.edges.insert(inner.edges.end(), edges.begin() + static_cast<long>(skip), edges.end());
-      return inner;
-    }
-    if (r.hasTag("fsdp_wrapper") && r.inputs.size() == 1 && r.inputs[0].size() == 1) {
-      Lineage inner = lineageOf(st, r.inputs[0][0], depth + 1);
-      size_t skip = !edges.empty() && (edges[0] == ".module" || edges[0] == "._fsdp_wrapped_module") ? 1 : 0;
-      inner.edges.insert(inner.edges.end(), edges.begin() + static_cast<long>(skip), edges.end());
-      return inner;
-    }
+        isBareObject(st, r.inputs[0][0]))
+      return through("._orig_mod", ".module");
+    if (r.hasTag("fsdp_wrapper") && r.inputs.size() == 1 && r.inputs[0].size() == 1)
+      return through(".module", "._fsdp_wrapped_module");
   }
   return Lineage{cur, std::move(edges)};
 }
@@ -528,8 +528,6 @@ bool isCreatedHere(const Store& st, ObjId root) {
     }
   return true;
 }
-
-ObjId rawRoot(const Store& st, ObjId o) { return st.rootOf(o); }
 
 std::string_view wrapApiName(const Event& wrap) {
   std::string_view api = wrap.attr("api");

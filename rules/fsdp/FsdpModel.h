@@ -61,8 +61,6 @@ bool frozen(const Store& st, const Lineage& l);
 // Is `root` an object created in the analysed code as a free tensor / parameter /
 // separate module (as opposed to an unknown argument or a transformed model)?
 bool isCreatedHere(const Store& st, ObjId root);
-// The object's own root, through attributes/items only (not through ownership).
-ObjId rawRoot(const Store& st, ObjId o);
 std::string_view wrapApiName(const Event& wrap);
 
 }  // namespace shardlint::rules::fsdp
