@@ -82,6 +82,21 @@ std::vector<TSNode> namedChildren(TSNode n) {
   return out;
 }
 
+std::vector<KeywordArgument> keywordArguments(TSNode call) {
+  std::vector<KeywordArgument> out;
+  TSNode args = field(call, "arguments");
+  if (ts_node_is_null(args)) return out;
+  for (TSNode a : namedChildren(args))
+    if (PyKinds::instance().kind(a) == Kind::keyword_argument) out.push_back({field(a, "name"), field(a, "value")});
+  return out;
+}
+
+std::string_view calleeLastName(TSNode call, std::string_view src) {
+  std::string_view name = textOf(field(call, "function"), src);
+  size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
 std::optional<TSNode> firstSyntaxError(TSNode root) {
   if (!ts_node_has_error(root)) return std::nullopt;
   TSTreeCursor cur = ts_tree_cursor_new(root);

@@ -102,6 +102,15 @@ inline std::string_view textOf(TSNode n, std::string_view src) {
 }
 TSNode field(TSNode n, std::string_view name);
 std::vector<TSNode> namedChildren(TSNode n);
+// A call's keyword arguments in source order (`name=value`; `**splat` and positional ones skipped).
+struct KeywordArgument {
+  TSNode name;
+  TSNode value;
+};
+std::vector<KeywordArgument> keywordArguments(TSNode call);
+// The last dotted component of a call's callee as written (`FullyShardedDataParallelPlugin` for
+// `accelerate.utils.FullyShardedDataParallelPlugin(...)`).
+std::string_view calleeLastName(TSNode call, std::string_view src);
 // First ERROR or MISSING node in document order, if any.
 std::optional<TSNode> firstSyntaxError(TSNode root);
 

@@ -150,9 +150,7 @@ std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const 
 
 void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule) {
   std::string_view src = cx.file().text;
-  TSNode fn = syntax::field(call, "function");
-  std::string_view name = syntax::textOf(fn, src);
-  name = name.substr(name.rfind('.') == std::string_view::npos ? 0 : name.rfind('.') + 1);
+  std::string_view name = syntax::calleeLastName(call, src);
   if (name == "FullyShardedDataParallelPlugin") {
     // The plugin's keyword arguments, as a settings mapping (literal values only).
     TSNode args = syntax::field(call, "arguments");
@@ -160,14 +158,12 @@ void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule) {
     std::vector<YNode> docs(1);
     docs[0].kind = YNode::Kind::Map;
     docs[0].range = syntax::rangeOf(args);
-    for (TSNode a : syntax::namedChildren(args)) {
-      if (syntax::PyKinds::instance().kind(a) != syntax::Kind::keyword_argument) continue;
+    for (const auto& kw : syntax::keywordArguments(call)) {
       YNode key;
       key.kind = YNode::Kind::Scalar;
-      TSNode kn = syntax::field(a, "name");
-      key.value = std::string(syntax::textOf(kn, src));
-      key.range = syntax::rangeOf(kn);
-      docs[0].entries.emplace_back(std::move(key), shardlint::config::fromPythonLiteral(syntax::field(a, "value"), src));
+      key.value = std::string(syntax::textOf(kw.name, src));
+      key.range = syntax::rangeOf(kw.name);
+      docs[0].entries.emplace_back(std::move(key), shardlint::config::fromPythonLiteral(kw.value, src));
     }
     FsdpSettings s{Role::Plugin};
     s.root = &docs[0];
@@ -182,12 +178,9 @@ void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule) {
                                                       "DPOConfig", "GRPOConfig", "ORPOConfig", "KTOConfig",
                                                       "RewardConfig", "PPOConfig"};
   if (std::find(kArgs.begin(), kArgs.end(), name) == kArgs.end()) return;
-  TSNode args = syntax::field(call, "arguments");
-  if (ts_node_is_null(args)) return;
-  for (TSNode a : syntax::namedChildren(args)) {
-    if (syntax::PyKinds::instance().kind(a) != syntax::Kind::keyword_argument) continue;
-    if (syntax::textOf(syntax::field(a, "name"), src) != "fsdp_config") continue;
-    std::vector<YNode> docs{shardlint::config::fromPythonLiteral(syntax::field(a, "value"), src)};
+  for (const auto& kw : syntax::keywordArguments(call)) {
+    if (syntax::textOf(kw.name, src) != "fsdp_config") continue;
+    std::vector<YNode> docs{shardlint::config::fromPythonLiteral(kw.value, src)};
     if (!docs[0].isMap()) return;
     FsdpSettings s{Role::TrainerJson};
     s.root = &docs[0];
