@@ -27,14 +27,14 @@ FileConfig readTable(const toml::table& table, const fs::path& file) {
   FileConfig cfg;
   cfg.path = file;
   fs::path dir = file.parent_path();
+  auto besideFile = [&](const std::string& p) {  // a path written in the file is relative to its folder
+    return (fs::path(p).is_absolute() ? fs::path(p) : dir / p).lexically_normal().string();
+  };
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     std::string where = file.string() + ": `" + k + "`";
     if (k == "roots") {
-      for (const auto& r : stringList(value, where)) {
-        fs::path p = fs::path(r).is_absolute() ? fs::path(r) : dir / r;
-        cfg.roots.push_back(p.lexically_normal().string());
-      }
+      for (const auto& r : stringList(value, where)) cfg.roots.push_back(besideFile(r));
     } else if (k == "select") {
       cfg.select = stringList(value, where);
     } else if (k == "ignore") {
@@ -43,10 +43,7 @@ FileConfig readTable(const toml::table& table, const fs::path& file) {
       std::vector<std::string> list;
       if (auto one = value.value<std::string>()) list.push_back(*one);
       else list = stringList(value, where);
-      for (const auto& c : list) {
-        fs::path p = fs::path(c).is_absolute() ? fs::path(c) : dir / c;
-        cfg.accelerateConfigs.push_back(p.lexically_normal().string());
-      }
+      for (const auto& c : list) cfg.accelerateConfigs.push_back(besideFile(c));
     } else if (k == "extend-select") {
       cfg.extendSelect = stringList(value, where);
     } else if (k == "exclude") {

@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -78,6 +77,12 @@ bool RuleSelection::enabled(const RuleInfo& info) const {
 
 // ------------------------------------------------------------------ Linter
 
+std::string absolutePathKey(const std::string& path) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();
+}
+
 std::string moduleNameFor(const std::string& path) {
   std::string stem = std::filesystem::path(path).stem().string();
   return stem.empty() ? std::string("__main__") : stem;
@@ -104,17 +109,17 @@ Diagnostic engineDiagnostic(const RuleInfo& info, const SourceFile& file, ByteRa
   return makeDiagnostic(info, makeLocation(file, range), std::move(message));
 }
 
+// A file that was not analysed (SL002): reported at its start.
+Diagnostic skippedDiagnostic(const RuleInfo& info, const std::string& path, std::string message) {
+  SourceFile empty(path, "");
+  return engineDiagnostic(info, empty, {0, 0}, std::move(message));
+}
+
 // Reads a file for linting; problems become the reason it is skipped (SL002).
 struct ReadResult {
   std::string text;
   std::optional<std::string> skipped;  // why (SL002 message)
 };
-
-std::string absolutePathKey(const std::string& path) {
-  std::error_code ec;
-  auto abs = std::filesystem::absolute(path, ec);
-  return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();
-}
 
 ReadResult readSource(const std::string& path, const LintOptions& options) {
   uint64_t maxBytes = options.maxFileBytes;
@@ -225,10 +230,8 @@ class Task final : public semantic::ModuleProvider {
     std::vector<Diagnostic> out;
     Unit* root = addUnit(path, std::move(text));
     if (!root) {
-      if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info)) {
-        SourceFile empty(path, "");
-        out.push_back(engineDiagnostic(*info, empty, {0, 0}, "file skipped: the parser gave up on it"));
-      }
+      if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info))
+        out.push_back(skippedDiagnostic(*info, path, "file skipped: the parser gave up on it"));
       return out;
     }
     std::vector<Diagnostic> found;
@@ -417,32 +420,30 @@ void finalizeDiagnostics(std::vector<Diagnostic>& all) {
 
 }  // namespace
 
-static void collectYamlComments(const SourceFile& file, Suppressions& sup);
-// Shell scripts and Makefiles use `#` comments like YAML.
-static void collectShellComments(const SourceFile& file, Suppressions& sup) { collectYamlComments(file, sup); }
-
 static bool isLaunchPath(const std::string& path) {
   std::filesystem::path p(path);
   std::string name = p.filename().string();
   return p.extension() == ".sh" || name == "Makefile" || name == "makefile" || name == "GNUmakefile";
 }
 
-static std::string absoluteKey(const std::string& path) {
-  std::error_code ec;
-  auto abs = std::filesystem::absolute(path, ec);
-  return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();
-}
-
-void Linter::checkLaunchSettings(const SourceFile& file, const LaunchLink& link, std::vector<Diagnostic>& out) const {
-  if (!link.settings.isMap()) return;  // the command's own settings, checked like a config
-  static const Facts noProject;
-  std::vector<config::YNode> docs{link.settings};
-  std::vector<Diagnostic> found;
-  ConfigContext cx(file, docs, found, &noProject);
+void Linter::runConfigRules(ConfigContext& cx) const {
   for (auto& rule : catalog_.makeRules())
     if (rule->checksConfigs() && options_.selection.enabled(rule->info())) rule->checkConfig(cx);
+}
+
+void Linter::checkLaunchSettings(const SourceFile& file, const std::vector<LaunchLink>& links,
+                                 std::vector<Diagnostic>& out) const {
+  static const Facts noProject;
+  std::vector<Diagnostic> found;
+  for (const auto& link : links) {
+    if (!link.settings.isMap()) continue;  // the command's own settings, checked like a config
+    std::vector<config::YNode> docs{link.settings};
+    ConfigContext cx(file, docs, found, &noProject);
+    runConfigRules(cx);
+  }
+  if (found.empty()) return;
   Suppressions sup(&file);
-  collectShellComments(file, sup);
+  sup.addHashComments(file);  // shell scripts and Makefiles use `#` comments like YAML
   for (auto& d : found)
     if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
 }
@@ -452,7 +453,7 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
                                                  std::vector<Diagnostic>* diagnostics) const {
   namespace fs = std::filesystem;
   auto factsOfConfig = [&](const std::string& path) -> const Facts* {
-    std::string key = absoluteKey(path);
+    std::string key = absolutePathKey(path);
     auto it = configFacts.find(key);
     if (it != configFacts.end()) return &it->second;
     // A config outside the linted paths: read it for its facts only (its findings are not ours to report).
@@ -491,8 +492,9 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
         if (fs::is_regular_file(written, ec)) return written;
         return std::nullopt;
       };
-      for (const auto& link : catalog_.launchLinks(file)) {
-        if (diagnostics) checkLaunchSettings(file, link, *diagnostics);
+      std::vector<LaunchLink> links = catalog_.launchLinks(file);
+      if (diagnostics) checkLaunchSettings(file, links, *diagnostics);
+      for (const auto& link : links) {
         if (link.script.empty()) continue;
         auto script = locate(link.script);
         if (!script) continue;
@@ -501,7 +503,7 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
           if (auto cfg = locate(link.configFile))
             if (const Facts* f = factsOfConfig(*cfg)) merged = *f;
         for (const auto& [k, v] : link.facts) merged[k] = v;  // flags override the file
-        if (!merged.empty()) out[absoluteKey(*script)] = std::move(merged);
+        if (!merged.empty()) out[absolutePathKey(*script)] = std::move(merged);
       }
     }
   }
@@ -524,28 +526,6 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
 static bool isConfigPath(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   return ext == ".yaml" || ext == ".yml" || ext == ".json";
-}
-
-// Comments in a YAML file, for suppressions (`# noqa: SL301`); `#` starts a comment
-// at the line start or after whitespace, outside quotes.
-static void collectYamlComments(const SourceFile& file, Suppressions& sup) {
-  for (uint32_t line = 0; line < file.index.lineCount(); ++line) {
-    std::string_view text = std::string_view(file.text).substr(file.index.lineStart(line),
-                                                               file.index.lineEnd(line) - file.index.lineStart(line));
-    char quote = 0;
-    for (size_t i = 0; i < text.size(); ++i) {
-      char c = text[i];
-      if (quote) {
-        if (c == quote) quote = 0;
-        continue;
-      }
-      if (c == '"' || c == '\'') quote = c;
-      else if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t')) {
-        sup.addComment(text.substr(i), file.index.lineStart(line) + static_cast<uint32_t>(i));
-        break;
-      }
-    }
-  }
 }
 
 void Linter::lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats,
@@ -584,11 +564,10 @@ void Linter::lintConfigText(const std::string& path, std::string text, std::vect
   if (!docs.empty() && facts && catalog_.configFacts) *facts = catalog_.configFacts(file, docs);
   if (!docs.empty()) {
     ConfigContext cx(file, docs, found, project);
-    for (auto& rule : catalog_.makeRules())
-      if (rule->checksConfigs() && options_.selection.enabled(rule->info())) rule->checkConfig(cx);
+    runConfigRules(cx);
   }
   Suppressions sup(&file);
-  collectYamlComments(file, sup);
+  sup.addHashComments(file);
   for (auto& d : found)
     if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
   for (auto& d : sup.problems(catalog_, options_.selection, options_.reportUnusedNoqa)) out.push_back(std::move(d));
@@ -597,16 +576,13 @@ void Linter::lintConfigText(const std::string& path, std::string text, std::vect
 std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string text) const {
   std::vector<Diagnostic> out;
   if (auto problem = contentProblem(text, options_.maxFileBytes)) {
-    if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info)) {
-      SourceFile empty(path, "");
-      out.push_back(engineDiagnostic(*info, empty, {0, 0}, *problem));
-    }
+    if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info))
+      out.push_back(skippedDiagnostic(*info, path, *problem));
     return out;
   }
   if (isLaunchPath(path)) {
     SourceFile file(path, std::move(text));
-    if (catalog_.launchLinks)
-      for (const auto& link : catalog_.launchLinks(file)) checkLaunchSettings(file, link, out);
+    if (catalog_.launchLinks) checkLaunchSettings(file, catalog_.launchLinks(file), out);
     finalizeDiagnostics(out);
     return out;
   }
@@ -676,6 +652,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   }
   // Project facts for configuration rules (only when there are configs to check).
   Facts projectFacts;
+  std::map<std::string, std::string> preread;  // path -> text read for the project facts, reused by the scan
   if (!configPaths.empty() && catalog_.projectFacts) {
     std::vector<std::unique_ptr<SourceFile>> sources;
     std::vector<const SourceFile*> views;
@@ -686,12 +663,13 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
       views.push_back(sources.back().get());
     }
     projectFacts = catalog_.projectFacts(views);
+    for (auto& src : sources) preread.emplace(src->path, std::move(src->text));
   }
   std::map<std::string, Facts> configFacts;  // absolute path -> facts
   for (const auto& p : configPaths) {
     Facts f;
     lintConfig(p, all, stats, &f, &projectFacts);
-    if (!f.empty()) configFacts[absoluteKey(p)] = std::move(f);
+    if (!f.empty()) configFacts[absolutePathKey(p)] = std::move(f);
   }
   std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all);
   ProjectIndex index(options_.roots);
@@ -713,14 +691,13 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   }
   constexpr size_t kMaxExtraFiles = 4000;
   for (size_t i = 0; i < scanned.size(); ++i) {
-    ReadResult r = readSource(scanned[i].path, options_);
+    ReadResult r;
+    if (auto it = preread.find(scanned[i].path); it != preread.end()) r.text = std::move(it->second);
+    else r = readSource(scanned[i].path, options_);
     ++stats.filesRead;
     std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options_.maxFileBytes);
     if (problem) {
-      if (scanned[i].linted && reportSkips) {
-        SourceFile empty(scanned[i].path, "");
-        all.push_back(engineDiagnostic(*sl002, empty, {0, 0}, *problem));
-      }
+      if (scanned[i].linted && reportSkips) all.push_back(skippedDiagnostic(*sl002, scanned[i].path, *problem));
       continue;
     }
     stats.bytesRead += r.text.size();
@@ -776,7 +753,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   std::vector<std::unique_ptr<Facts>> taskFactStore;
   for (size_t i = 0; i < scanned.size(); ++i) {
     if (!scanned[i].linted || !scanned[i].ok) continue;
-    auto f = linked.find(absoluteKey(scanned[i].path));
+    auto f = linked.find(absolutePathKey(scanned[i].path));
     if (f == linked.end()) f = linked.find("");
     const Facts* facts = f == linked.end() ? nullptr : &f->second;
     if (!options_.settingsFacts.empty()) {  // merged into a per-task copy

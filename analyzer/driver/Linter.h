@@ -27,6 +27,9 @@ class RuleSelection {
   std::vector<std::string> ignore_;
 };
 
+// The key of `path` in LintOptions::overlays and ::parsedTrees: absolute, lexically normal.
+std::string absolutePathKey(const std::string& path);
+
 struct LintOptions {
   RuleSelection selection;
   uint64_t maxFileBytes = 2u * 1024u * 1024u;
@@ -78,8 +81,12 @@ class Linter {
                   const Facts* project) const;
   void lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out, LintStats& stats,
                       Facts* facts, const Facts* project) const;
+  // Runs every selected configuration rule on `cx`.
+  void runConfigRules(ConfigContext& cx) const;
+  // Checks the settings written on a launch script's commands like a config's.
+  void checkLaunchSettings(const SourceFile& file, const std::vector<LaunchLink>& links,
+                           std::vector<Diagnostic>& out) const;
   // Which facts apply to which Python file (absolute path), from configs and launch scripts.
-  void checkLaunchSettings(const SourceFile& file, const LaunchLink& link, std::vector<Diagnostic>& out) const;
   // Findings about the launch commands' own settings go to `diagnostics`.
   std::map<std::string, Facts> linkConfigs(const std::vector<std::string>& launchPaths,
                                            std::map<std::string, Facts> configFacts,

@@ -116,6 +116,29 @@ void Suppressions::addComment(std::string_view comment, uint32_t offset) {
   }
 }
 
+size_t hashCommentStart(std::string_view line) {
+  char quote = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '"' || c == '\'') quote = c;
+    else if (c == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) return i;
+  }
+  return std::string_view::npos;
+}
+
+void Suppressions::addHashComments(const SourceFile& file) {
+  for (uint32_t line = 0; line < file.index.lineCount(); ++line) {
+    uint32_t begin = file.index.lineStart(line);
+    std::string_view text = std::string_view(file.text).substr(begin, file.index.lineEnd(line) - begin);
+    if (size_t at = hashCommentStart(text); at != std::string_view::npos)
+      addComment(text.substr(at), begin + static_cast<uint32_t>(at));
+  }
+}
+
 bool Suppressions::suppresses(const Diagnostic& diag, const RuleCatalog& catalog) {
   bool hit = false;
   for (auto& d : directives_) {

@@ -14,12 +14,18 @@ namespace shardlint {
 struct RuleCatalog;
 class RuleSelection;
 
+// Where a `#` comment starts on a line of a YAML file, shell script or Makefile: at the
+// line start or after whitespace, outside quotes; npos when there is none.
+size_t hashCommentStart(std::string_view line);
+
 class Suppressions {
  public:
   explicit Suppressions(const SourceFile* file = nullptr) : file_(file) {}
   void setFile(const SourceFile* file) { file_ = file; }
   // A comment (its text starts at `#`) at byte `offset` of the file.
   void addComment(std::string_view comment, uint32_t offset);
+  // Every `#` comment of a YAML file, shell script or Makefile (see hashCommentStart).
+  void addHashComments(const SourceFile& file);
   // True when a directive covers the finding; that directive is then marked used.
   bool suppresses(const Diagnostic& d, const RuleCatalog& catalog);
   // SL003 findings: directives that name unknown rules or suppress nothing. Unused `noqa`

@@ -62,12 +62,6 @@ DocKind kindOf(const std::string& path, const std::string& languageId) {
   return DocKind::Other;
 }
 
-std::string normalPath(const fs::path& p) {
-  std::error_code ec;
-  fs::path abs = fs::absolute(p, ec);
-  return (ec ? p : abs).lexically_normal().string();
-}
-
 int hexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -94,7 +88,7 @@ std::optional<std::string> uriToPath(const std::string& uri) {
     }
   }
   if (out.empty() || out.find('\0') != std::string::npos) return std::nullopt;
-  return normalPath(out);
+  return absolutePathKey(out);
 }
 
 bool iprefix(std::string_view s, std::string_view prefix) {
@@ -125,21 +119,6 @@ size_t noqaCodesEnd(std::string_view text, size_t b, size_t e) {
       last = i;
     }
     if (last != std::string_view::npos) return last;
-  }
-  return std::string_view::npos;
-}
-
-// Where a `#` comment starts on a line of a YAML file, shell script or Makefile (outside quotes).
-size_t hashCommentStart(std::string_view line) {
-  char quote = 0;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quote) {
-      if (c == quote) quote = 0;
-      continue;
-    }
-    if (c == '"' || c == '\'') quote = c;
-    else if (c == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) return i;
   }
   return std::string_view::npos;
 }
@@ -352,9 +331,9 @@ class Server {
         root = uriToPath(ru->get<std::string>());
     if (!root)
       if (auto rp = params.find("rootPath"); rp != params.end() && rp->is_string() && !rp->get<std::string>().empty())
-        root = normalPath(rp->get<std::string>());
+        root = absolutePathKey(rp->get<std::string>());
     std::error_code ec;
-    root_ = root ? *root : normalPath(fs::current_path(ec));
+    root_ = root ? *root : absolutePathKey(fs::current_path(ec).string());
     reloadSettings(false);
     initialized_ = true;
 
@@ -583,7 +562,7 @@ class Server {
   }
 
   std::string uriFor(const std::string& path) const {
-    std::string key = normalPath(path);
+    std::string key = absolutePathKey(path);
     for (const auto& [uri, d] : docs_)
       if (d.path == key) return uri;  // the client's own spelling of an open document
     return output::fileUri(path);
@@ -611,9 +590,10 @@ class Server {
     if (d.kind == DocKind::Other || excluded(d.path)) return out;
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Diagnostic> all = linter.lintFiles({d.path});
-    applyFindingSettings(catalog_, config_, all, [&](const std::string& p) { return settingsPath(normalPath(p)); });
+    applyFindingSettings(catalog_, config_, all,
+                         [&](const std::string& p) { return settingsPath(absolutePathKey(p)); });
     for (auto& diag : all) {
-      if (normalPath(diag.location.path) != d.path) continue;  // reported with the file it points into
+      if (absolutePathKey(diag.location.path) != d.path) continue;  // reported with the file it points into
       out.push_back(toLsp(diag));
     }
     if (trace_)
