@@ -7,13 +7,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -22,8 +22,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <random>
 #include <regex>
 #include <set>
@@ -71,6 +71,29 @@ bool readWholeFile(const std::string& path, std::string& out) {
   ss << in.rdbuf();
   out = ss.str();
   return true;
+}
+
+// The last line of `output` that parses as a JSON object (python may print warnings first).
+std::optional<json> lastJsonObjectLine(const std::string& output) {
+  std::optional<json> found;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    json k = json::parse(line, nullptr, false);
+    if (!k.is_discarded() && k.is_object()) found = std::move(k);
+  }
+  return found;
+}
+
+// torchrun's output when the chosen master port was taken.
+bool addressInUse(const std::string& output) {
+  return contains(output, "EADDRINUSE") || contains(lower(output), "address already in use");
+}
+
+// Whether the replay of `s` needs FSDP2 (`fully_shard`).
+bool usesFsdp2(const ReplaySpec& s) {
+  return s.wrapApi == "fully_shard" || (s.wrapApi == "accelerate" && s.fsdpVersion == 2);
 }
 
 // Set by SIGINT/SIGTERM while a probe runs; the runner then kills its process group.
@@ -263,23 +286,12 @@ print(json.dumps(out))
 
 TorchInfo parseTorchInfo(const std::string& output) {
   TorchInfo info;
-  // The last line that parses as a JSON object (torch may print warnings first).
-  std::istringstream in(output);
-  std::string line;
-  json j;
-  bool found = false;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] != '{') continue;
-    json k = json::parse(line, nullptr, false);
-    if (!k.is_discarded() && k.is_object()) {
-      j = k;
-      found = true;
-    }
-  }
-  if (!found) {
+  std::optional<json> answer = lastJsonObjectLine(output);  // torch may print warnings first
+  if (!answer) {
     info.error = "no answer from the torch check" + (output.empty() ? std::string() : ": " + firstLine(output));
     return info;
   }
+  json& j = *answer;
   auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); };
   auto boolean = [&](const char* k) { return j.contains(k) && j[k].is_boolean() && j[k].get<bool>(); };
   info.pythonVersion = str("python");
@@ -391,38 +403,28 @@ if __name__ == "__main__":
 
 void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info) {
   std::error_code ec;
-  fs::path dir = fs::temp_directory_path(ec) / ("shardlint-cpu-selftest-" + std::to_string(getpid()) + ".py");
-  {
-    std::ofstream f(dir);
-    f << kCpuFsdpSelfTest;
-  }
+  fs::path script = fs::temp_directory_path(ec) / ("shardlint-cpu-selftest-" + std::to_string(getpid()) + ".py");
+  std::ofstream(script) << kCpuFsdpSelfTest;
   RunOptions o;
   o.timeoutSeconds = timeoutSeconds;
   o.killGraceSeconds = 1;
   o.env["CUDA_VISIBLE_DEVICES"] = "";
   o.env["OMP_NUM_THREADS"] = "1";
-  RunResult r = runProcess({python, dir.string()}, o);
-  fs::remove(dir, ec);
+  RunResult r = runProcess({python, script.string()}, o);
+  fs::remove(script, ec);
   info.cpuFsdp1 = false;
   info.cpuFsdp2 = false;
   if (r.timedOut) {
     info.cpuFsdpError = "the CPU FSDP self-test did not finish within " + fmtSeconds(timeoutSeconds);
     return;
   }
-  json j;
-  bool found = false;
-  std::istringstream in(r.output);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] == '{') {
-      json k = json::parse(line, nullptr, false);
-      if (!k.is_discarded() && k.is_object()) j = k, found = true;
-    }
-  if (!found) {
+  std::optional<json> answer = lastJsonObjectLine(r.output);
+  if (!answer) {
     info.cpuFsdpError = "the CPU FSDP self-test failed (exit code " + std::to_string(r.exitCode) + ")" +
                         (r.output.empty() ? std::string() : ": " + firstLine(tailLines(r.output, 1)));
     return;
   }
+  json& j = *answer;
   auto take = [&](const char* k, std::optional<bool>& flag) {
     if (j.contains(k) && j[k].is_boolean() && j[k].get<bool>())
       flag = true;
@@ -866,6 +868,12 @@ RunResult runProcess(const std::vector<std::string>& argv, const RunOptions& opt
     }
     return false;
   };
+  auto idle = [&] {  // wait a little, reading output meanwhile
+    if (out[0] >= 0)
+      drain(50);
+    else
+      usleep(20 * 1000);
+  };
   auto leaderExited = [&]() {
     siginfo_t info{};
     info.si_pid = 0;
@@ -881,10 +889,7 @@ RunResult runProcess(const std::vector<std::string>& argv, const RunOptions& opt
       break;
     }
     if (Clock::now() >= deadline || gInterrupted) break;
-    if (out[0] >= 0)
-      drain(50);
-    else
-      usleep(20 * 1000);
+    idle();
   }
   if (!exited) {
     r.timedOut = !gInterrupted;
@@ -892,17 +897,10 @@ RunResult runProcess(const std::vector<std::string>& argv, const RunOptions& opt
     killAll(pid, token, SIGTERM);
     auto graceEnd = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(std::max(0.0, options.killGraceSeconds)));
-    while (Clock::now() < graceEnd && !leaderExited()) {
-      if (out[0] >= 0)
-        drain(50);
-      else
-        usleep(20 * 1000);
-    }
-    killAll(pid, token, SIGKILL);
-  } else {
-    // The leader is done; whatever it left running (in its group or its own sessions) goes too.
-    killAll(pid, token, SIGKILL);
+    while (Clock::now() < graceEnd && !leaderExited()) idle();
   }
+  // Whatever is left (of the group, or in sessions of its own; also after a normal exit) goes too.
+  killAll(pid, token, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -932,34 +930,26 @@ std::optional<RankReport> parseRankReport(const std::string& text, std::string* 
   if (j.is_discarded()) return fail("not valid JSON");
   if (!j.is_object()) return fail("not a JSON object");
   RankReport r;
-  std::string bad;
+  std::string bad;  // the first field of the wrong type
+  // The field `k` when present, not null and of the type `isType` tests; else nullptr (and a
+  // wrong type is recorded in `bad`, saying the field is not `what`).
+  auto field = [&](const char* k, bool (json::*isType)() const noexcept, const char* what) -> const json* {
+    if (!j.contains(k) || j[k].is_null()) return nullptr;
+    if ((j[k].*isType)()) return &j[k];
+    if (bad.empty()) bad = std::string("`") + k + "` is not " + what;
+    return nullptr;
+  };
   auto num = [&](const char* k, auto& dst) {
-    if (!j.contains(k) || j[k].is_null()) return;
-    if (!j[k].is_number())
-      bad = bad.empty() ? std::string("`") + k + "` is not a number" : bad;
-    else
-      dst = j[k].get<std::remove_reference_t<decltype(dst)>>();
+    if (const json* v = field(k, &json::is_number, "a number")) dst = v->get<std::remove_reference_t<decltype(dst)>>();
   };
   auto str = [&](const char* k, std::string& dst) {
-    if (!j.contains(k) || j[k].is_null()) return;
-    if (!j[k].is_string())
-      bad = bad.empty() ? std::string("`") + k + "` is not a string" : bad;
-    else
-      dst = j[k].get<std::string>();
+    if (const json* v = field(k, &json::is_string, "a string")) dst = v->get<std::string>();
   };
   auto boolean = [&](const char* k, bool& dst) {
-    if (!j.contains(k) || j[k].is_null()) return;
-    if (!j[k].is_boolean())
-      bad = bad.empty() ? std::string("`") + k + "` is not true or false" : bad;
-    else
-      dst = j[k].get<bool>();
+    if (const json* v = field(k, &json::is_boolean, "true or false")) dst = v->get<bool>();
   };
   auto optBool = [&](const char* k, std::optional<bool>& dst) {
-    if (!j.contains(k) || j[k].is_null()) return;
-    if (!j[k].is_boolean())
-      bad = bad.empty() ? std::string("`") + k + "` is not true, false or null" : bad;
-    else
-      dst = j[k].get<bool>();
+    if (const json* v = field(k, &json::is_boolean, "true, false or null")) dst = v->get<bool>();
   };
   if (!j.contains("rank") || !j["rank"].is_number_integer()) return fail("no integer `rank`");
   num("rank", r.rank);
@@ -1431,7 +1421,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   for (size_t i : probed) {
     std::string why;
     auto s = replaySpecFor(diags[i], &why);
-    if (s && (s->wrapApi == "fully_shard" || (s->wrapApi == "accelerate" && s->fsdpVersion == 2))) needsFsdp2 = true;
+    if (s && usesFsdp2(*s)) needsFsdp2 = true;
     specs[i] = s;
     whyNot[i] = why;
   }
@@ -1511,13 +1501,14 @@ int Session::run(std::vector<Diagnostic>& diags) {
     ro.env["PYTHONUNBUFFERED"] = "1";
     if (c.device == "cpu") ro.env["CUDA_VISIBLE_DEVICES"] = "";  // gloo on CPU: torch must not pick a GPU
     RunResult rr;
+    bool portClash = false;
     for (int attempt = 0; attempt < 2; ++attempt) {
       for (const auto& f : fs::directory_iterator(outDir, ec)) fs::remove(f.path(), ec);
       auto cmd = launchCommand(ls);
       log_ << "  $ " << shellJoin(cmd) << "\n";
       rr = runProcess(cmd, ro);
       // A clash at start (another job took the chosen port): nothing ran, so run again once.
-      bool portClash = contains(rr.output, "EADDRINUSE") || contains(lower(rr.output), "address already in use");
+      portClash = addressInUse(rr.output);
       if (!(portClash && autoPort && attempt == 0 && readReports(outDir.string()).empty())) break;
       ls.masterPort = freePort();
       log_ << "  port clash; retrying on port " << ls.masterPort << "\n";
@@ -1536,8 +1527,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
     p.outcome.mode = o.mode;
     p.reports = readReports(outDir.string(), &p.outcome.reportErrors);
     if (!rr.started) p.outcome.outputTail = "cannot start the launcher: " + rr.startError;
-    if (o.masterPort && (contains(rr.output, "EADDRINUSE") || contains(lower(rr.output), "address already in use")) &&
-        p.reports.empty())
+    if (o.masterPort && portClash && p.reports.empty())
       p.outcome.outputTail =
           "port " + std::to_string(*o.masterPort) + " is in use (EADDRINUSE); " + p.outcome.outputTail;
     return p;
@@ -1547,14 +1537,18 @@ int Session::run(std::vector<Diagnostic>& diags) {
   glooPass.device = "cpu";
   glooPass.worldSize = o.nproc;
 
+  // The divergence pass where the first pass could not check divergence; `g` holds the gloo
+  // pass once run (script mode runs it once for all findings).
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
-                      const fs::path& dir, const std::string& id) {
+                      const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
     if (!choice.divergenceOnGloo || code == "SL101" || first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;
-    log_ << "  divergence pass: gloo on CPU, " << o.nproc << " ranks\n";
-    Pass g = launch(program, glooPass, dir, id);
-    return mergeDivergencePass(first, decide(code, g.reports, g.outcome));
+    if (!g) {
+      log_ << "  divergence pass: gloo on CPU, " << o.nproc << " ranks\n";
+      g = launch(program, glooPass, dir, id);
+    }
+    return mergeDivergencePass(first, decide(code, g->reports, g->outcome));
   };
 
   auto finish = [&](size_t i, ProbeResult r) {
@@ -1584,18 +1578,8 @@ int Session::run(std::vector<Diagnostic>& diags) {
     const std::string id = json{{"code", ""}, {"path", o.script}, {"line", 0}}.dump();
     Pass p = launch(program, choice, dir, id);
     std::optional<Pass> g;
-    for (size_t i : probed) {
-      ProbeResult r = decide(diags[i].code, p.reports, p.outcome);
-      if (choice.divergenceOnGloo && diags[i].code != "SL101" && r.verdict != Verdict::Confirmed &&
-          r.verdict != Verdict::ProbeError && !gInterrupted) {
-        if (!g) {
-          log_ << "  divergence pass: gloo on CPU, " << o.nproc << " ranks\n";
-          g = launch(program, glooPass, dir, id);
-        }
-        r = mergeDivergencePass(r, decide(diags[i].code, g->reports, g->outcome));
-      }
-      finish(i, r);
-    }
+    for (size_t i : probed)
+      finish(i, withGloo(diags[i].code, decide(diags[i].code, p.reports, p.outcome), program, dir, id, g));
   } else {
     for (size_t i : probed) {
       if (gInterrupted) break;
@@ -1627,8 +1611,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
         continue;
       }
       if (choice.device == "cpu") {
-        bool needs2 = spec->wrapApi == "fully_shard" || (spec->wrapApi == "accelerate" && spec->fsdpVersion == 2);
-        std::optional<bool> ok = needs2 ? torch_.cpuFsdp2 : torch_.cpuFsdp1;
+        std::optional<bool> ok = usesFsdp2(*spec) ? torch_.cpuFsdp2 : torch_.cpuFsdp1;
         if (ok.has_value() && !*ok) {
           finish(i, errorResult("gloo on CPU cannot run " + api + " with torch " + torch_.torchVersion +
                                 (torch_.cpuFsdpError.empty() ? "" : " (" + torch_.cpuFsdpError + ")")));
@@ -1654,8 +1637,10 @@ int Session::run(std::vector<Diagnostic>& diags) {
       log_ << "shardlint probe: " << d.code << " " << where << ": replay " << spec->shape << " with " << api << "\n";
       const std::string id =
           json{{"code", d.code}, {"path", d.location.path}, {"line", d.location.start.line + 1}}.dump();
-      Pass p = launch({program.string()}, choice, dir, id);
-      finish(i, withGloo(d.code, decide(d.code, p.reports, p.outcome), {program.string()}, dir, id));
+      const std::vector<std::string> argv = {program.string()};
+      Pass p = launch(argv, choice, dir, id);
+      std::optional<Pass> g;
+      finish(i, withGloo(d.code, decide(d.code, p.reports, p.outcome), argv, dir, id, g));
     }
   }
   if (interrupted()) {

@@ -1,6 +1,7 @@
 // Replay program generator (see Replay.h).
 #include "orchestrator/Replay.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
@@ -258,10 +259,11 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   };
   const std::string& shape = spec.shape;
   const std::string& api = spec.wrapApi;
-  bool knownShape = false;
-  for (const auto& s : replayShapes()) knownShape = knownShape || s == shape;
-  if (!knownShape) return no("unknown replay shape '" + shape + "'");
-  if (api != "fully_shard" && api != "fsdp1" && api != "accelerate")
+  auto listed = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  if (!listed(replayShapes(), shape)) return no("unknown replay shape '" + shape + "'");
+  if (!listed(replayWrapApis(), api))
     return no("unknown wrap API '" + api + "' (fully_shard, fsdp1 or accelerate)");
   if (api == "accelerate" && spec.fsdpVersion != 1 && spec.fsdpVersion != 2)
     return no("accelerate fsdp_version must be 1 or 2, not " + std::to_string(spec.fsdpVersion));

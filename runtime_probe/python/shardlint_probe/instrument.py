@@ -562,8 +562,7 @@ class _ScriptController:
         if self.written or self.report is None or os.getpid() != self.pid:
             return self.written
         try:
-            self.report.fill_environment()
-            path = self.report.write()
+            path = self.report.write()  # fills in the environment first
             self.written = True
             print(f"shardlint probe: rank {self.report.rank} report: {path}", file=sys.stderr)
         except Exception as exc:

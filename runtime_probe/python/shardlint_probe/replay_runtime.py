@@ -402,8 +402,7 @@ class ReplaySession:
             else:
                 self.report.set_exception(exc, phase)
         try:
-            self.report.fill_environment()
-            path = self.report.write()
+            path = self.report.write()  # fills in the environment first
             print(f"shardlint probe: rank {self.report.rank} report: {path}", file=sys.stderr)
         except Exception as exc:
             print(f"shardlint probe: could not write the rank report: {type(exc).__name__}: {exc}", file=sys.stderr)
