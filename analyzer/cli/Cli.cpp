@@ -1,3 +1,4 @@
+#include "core/SourceFile.h"
 #include "cli/Cli.h"
 
 #include <sys/resource.h>
@@ -198,15 +199,6 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   return all.empty() ? kExitClean : kExitFindings;
 }
 
-bool readFile(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
-}
-
 }  // namespace
 
 int runCli(int argc, char** argv, const RuleCatalog& catalog) {
@@ -339,7 +331,7 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   }
   if (*dump) {
     std::string text;
-    if (!readFile(dumpFile, text)) {
+    if (!readFileBytes(dumpFile, text)) {
       std::cerr << "shardlint: error: cannot read " << dumpFile << "\n";
       return kExitUsage;
     }

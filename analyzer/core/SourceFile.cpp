@@ -1,6 +1,8 @@
 #include "core/SourceFile.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 namespace shardlint {
 
@@ -72,6 +74,16 @@ bool isValidUtf8(std::string_view s) {
     if (cp >= 0xD800 && cp <= 0xDFFF) return false;
     i += len;
   }
+  return true;
+}
+
+bool readFileBytes(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return false;
+  out = ss.str();
   return true;
 }
 

@@ -57,4 +57,7 @@ struct SourceFile {
 // UTF-8 validation (rejects overlong forms and surrogates).
 bool isValidUtf8(std::string_view s);
 
+// Reads a whole file as bytes into `out`; false when it cannot be opened or read.
+bool readFileBytes(const std::string& path, std::string& out);
+
 }  // namespace shardlint

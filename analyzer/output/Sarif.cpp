@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/SourceFile.h"
 #include "output/Emitters.h"
 
 #ifndef SHARDLINT_SOURCE_DIR
@@ -82,11 +83,10 @@ class LineCache {
   std::string line(const std::string& path, uint32_t line) {
     auto it = files_.find(path);
     if (it == files_.end()) {
-      std::ifstream in(path, std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
+      std::string bytes;
+      readFileBytes(path, bytes);  // an unreadable file has no lines
       std::vector<std::string> lines;
-      std::istringstream text(ss.str());
+      std::istringstream text(bytes);
       for (std::string l; std::getline(text, l);) lines.push_back(l);
       it = files_.emplace(path, std::move(lines)).first;
     }

@@ -1,3 +1,4 @@
+#include "core/SourceFile.h"
 #include "Probe.h"
 
 #include <arpa/inet.h>
@@ -62,15 +63,6 @@ std::string fmtSeconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", s);
   return buf;
-}
-
-bool readWholeFile(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
 }
 
 // The last line of `output` that parses as a JSON object (python may print warnings first).
@@ -234,7 +226,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
 
 std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, std::string* whyNot) {
   std::string source;
-  readWholeFile(d.location.path, source);
+  readFileBytes(d.location.path, source);
   return replaySpecFor(d, source, whyNot);
 }
 
@@ -988,7 +980,7 @@ std::vector<RankReport> readReports(const std::string& dir, std::vector<std::str
     if (std::regex_match(it->path().filename().string(), name)) files.push_back(it->path());
   for (const auto& f : files) {
     std::string text, why;
-    if (!readWholeFile(f.string(), text)) {
+    if (!readFileBytes(f.string(), text)) {
       if (errors) errors->push_back(f.filename().string() + ": unreadable");
       continue;
     }
