@@ -20,8 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "TestSupport.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
+using shardlint::testing::shellQuote;
+using shardlint::testing::readFile;
 
 namespace {
 
@@ -47,59 +51,18 @@ const char* const kClean =
     "opt = torch.optim.AdamW(model.parameters())\n"
     "opt.step()\n";
 
-std::string shellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
-  }
-  return out + "'";
-}
-
-std::string readAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A fresh directory under the system temp dir, removed at scope exit. Inputs go
-// under work(); the captured stderr lives next to it, outside the linted tree.
-class TempDir {
+// Inputs go under work(); the captured stderr lives in base(), outside the linted tree.
+class TempDir : public shardlint::testing::TempDir {
  public:
-  TempDir() {
-    static std::atomic<unsigned> counter{0};
-    std::random_device rd;
-    base_ = fs::temp_directory_path() /
-            ("shardlint-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
-             std::to_string(rd()));
-    fs::create_directories(base_ / "w");
-  }
-  ~TempDir() {
-    std::error_code ec;
-    // Make anything a test chmod'ed removable again.
-    for (auto it = fs::recursive_directory_iterator(base_, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec))
-      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(base_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+  TempDir() : shardlint::testing::TempDir("shardlint-cli-") { fs::create_directories(work()); }
 
-  const fs::path& base() const { return base_; }
-  fs::path work() const { return base_ / "w"; }
+  const fs::path& base() const { return path(); }
+  fs::path work() const { return path() / "w"; }
 
   // Writes `content` to work()/rel, creating parent folders.
   fs::path write(const std::string& rel, const std::string& content) const {
-    fs::path p = work() / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream out(p, std::ios::binary);
-    out << content;
-    return p;
+    return shardlint::testing::TempDir::write(fs::path("w") / rel, content);
   }
-
- private:
-  fs::path base_;
 };
 
 struct Result {
@@ -115,15 +78,11 @@ Result runIn(const fs::path& cwd, const std::string& args, const std::string& en
   fs::path errPath = errFile.empty() ? cwd.parent_path() / "stderr.txt" : errFile;
   std::string cmd = "cd " + shellQuote(cwd.string()) + " && env -u NO_COLOR " + env + " " +
                     shellQuote(SHARDLINT_BINARY) + " " + args + " 2>" + shellQuote(errPath.string());
+  shardlint::testing::ShellResult sh = shardlint::testing::runShell(cmd);
   Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = readAll(errPath);
+  r.code = sh.code;
+  r.out = std::move(sh.out);
+  r.err = readFile(errPath);
   return r;
 }
 

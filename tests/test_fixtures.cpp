@@ -8,10 +8,12 @@
 #include <sstream>
 
 #include "Fixtures.h"
+#include "TestSupport.h"
 #include "Registry.h"
 #include "driver/Linter.h"
 
 namespace fs = std::filesystem;
+using shardlint::testing::readFile;
 using shardlint::testing::Expectation;
 
 namespace {
@@ -49,13 +51,6 @@ std::vector<Expectation> sidecarExpectations(const fs::path& file) {
   return out;
 }
 
-std::string readAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 TEST_CASE("fixtures: every finding expected, every expectation found", "[fixtures]") {
@@ -65,7 +60,7 @@ TEST_CASE("fixtures: every finding expected, every expectation found", "[fixture
   REQUIRE(!files.empty());
   for (const auto& path : files) {
     DYNAMIC_SECTION(path.filename().string()) {
-      std::string text = readAll(path);
+      std::string text = readFile(path);
       auto expected = path.extension() == ".json" ? sidecarExpectations(path)
                                                   : shardlint::testing::parseExpectations(text);
       std::string name = path.filename().string();

@@ -12,28 +12,18 @@
 #include <sstream>
 #include <string>
 
+#include "TestSupport.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-struct Run {
-  int code;
-  std::string out;
-};
+using Run = shardlint::testing::ShellResult;
 
-Run sh(const std::string& cmd) {
-  Run r{-1, {}};
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// Runs `cmd` and captures its stdout (stderr is not captured).
+Run sh(const std::string& cmd) { return shardlint::testing::runShell(cmd); }
 
-std::string shardlint(const std::string& args, const fs::path& cwd = SHARDLINT_SOURCE_DIR) {
+std::string shardlintStdout(const std::string& args, const fs::path& cwd = SHARDLINT_SOURCE_DIR) {
   return sh("cd '" + cwd.string() + "' && '" + std::string(SHARDLINT_BINARY) + "' " + args + " 2>/dev/null").out;
 }
 
@@ -55,7 +45,7 @@ TEST_CASE("sarif: the whole fixture suite passes @microsoft/sarif-multitool vali
   REQUIRE(fs::exists(validator));  // installed by scripts/setup.sh
   fs::path dir = tempDir("sarif");
   fs::path log = dir / "fixtures.sarif";
-  { std::ofstream(log) << shardlint("check fixtures examples --format sarif"); }
+  { std::ofstream(log) << shardlintStdout("check fixtures examples --format sarif"); }
   json doc = json::parse(std::ifstream(log));
   REQUIRE(doc["runs"][0]["results"].size() > 100);
   Run v = sh("'" + validator.string() + "' validate '" + log.string() + "' 2>&1");
@@ -70,7 +60,7 @@ TEST_CASE("sarif: the whole fixture suite passes @microsoft/sarif-multitool vali
 TEST_CASE("sarif: rules, UTF-16 columns, related locations, stable fingerprints", "[formats][sarif]") {
   fs::path dir = tempDir("sarif2");
   std::ofstream(dir / "train.py") << kBug;
-  json a = json::parse(shardlint("check train.py --format sarif", dir));
+  json a = json::parse(shardlintStdout("check train.py --format sarif", dir));
   const json& run = a["runs"][0];
   CHECK(run["tool"]["driver"]["name"] == "shardlint");
   CHECK(run["columnKind"] == "utf16CodeUnits");
@@ -91,7 +81,7 @@ TEST_CASE("sarif: rules, UTF-16 columns, related locations, stable fingerprints"
   std::string fp = res["partialFingerprints"]["primaryLocationLineHash"];
   // Unrelated lines above move the finding; its fingerprint stays.
   std::ofstream(dir / "train.py") << "# a new header comment\n\n" << kBug;
-  json b = json::parse(shardlint("check train.py --format sarif", dir));
+  json b = json::parse(shardlintStdout("check train.py --format sarif", dir));
   CHECK(b["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 7);
   CHECK(b["runs"][0]["results"][0]["partialFingerprints"]["primaryLocationLineHash"] == fp);
   fs::remove_all(dir);
@@ -101,7 +91,7 @@ TEST_CASE("github: workflow commands with escaping", "[formats][github]") {
   fs::path dir = tempDir("github");
   fs::create_directories(dir / "a,b:c");
   std::ofstream(dir / "a,b:c" / "100%.py") << kBug;
-  std::string out = shardlint("check . --format github", dir);
+  std::string out = shardlintStdout("check . --format github", dir);
   INFO(out);
   CHECK(out.rfind("::error file=a%2Cb%3Ac/100%25.py,line=5,col=7,endColumn=", 0) == 0);
   CHECK(out.find(",title=SL101 optimizer-before-wrap::optimizer is built") != std::string::npos);
@@ -113,7 +103,7 @@ TEST_CASE("github: workflow commands with escaping", "[formats][github]") {
 TEST_CASE("lsp: PublishDiagnosticsParams with 0-based UTF-16 ranges", "[formats][lsp]") {
   fs::path dir = tempDir("lsp");
   std::ofstream(dir / "train.py") << "x = '\xF0\x9F\x99\x82'; import torch\n" << kBug;
-  json j = json::parse(shardlint("check train.py --format lsp", dir));
+  json j = json::parse(shardlintStdout("check train.py --format lsp", dir));
   REQUIRE(j.is_array());
   REQUIRE(j.size() == 1);
   CHECK(j[0]["uri"].get<std::string>().rfind("file:///", 0) == 0);
@@ -131,7 +121,7 @@ TEST_CASE("lsp: PublishDiagnosticsParams with 0-based UTF-16 ranges", "[formats]
 TEST_CASE("concise: one line per finding", "[formats]") {
   fs::path dir = tempDir("concise");
   std::ofstream(dir / "train.py") << kBug;
-  std::string out = shardlint("check train.py --format concise", dir);
+  std::string out = shardlintStdout("check train.py --format concise", dir);
   CHECK(out.rfind("train.py:5:7: SL101 optimizer is built", 0) == 0);
   CHECK(out.find("note:") == std::string::npos);
   CHECK(out.find("\nFound 1 finding in 1 file (1 checked).\n") != std::string::npos);

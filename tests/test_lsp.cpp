@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "TestSupport.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -46,28 +48,8 @@ const char* const kBuggy =
     "        model(torch.randn(2, 8)).sum().backward()\n"
     "        optimizer.step()\n";
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<unsigned> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("shardlint-lsp-" + std::to_string(::getpid()) + "-" +
-                                         std::to_string(counter++) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    fs::path p = path_ / name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-
- private:
-  fs::path path_;
+struct TempDir : shardlint::testing::TempDir {
+  TempDir() : shardlint::testing::TempDir("shardlint-lsp-") {}
 };
 
 std::string uriOf(const fs::path& p) { return "file://" + p.lexically_normal().string(); }

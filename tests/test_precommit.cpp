@@ -8,25 +8,15 @@
 #include <fstream>
 #include <string>
 
+#include "TestSupport.h"
+
 namespace fs = std::filesystem;
 
 namespace {
-struct Run {
-  int code;
-  std::string out;
-};
+using Run = shardlint::testing::ShellResult;
 
-Run sh(const std::string& cmd) {
-  Run r{-1, {}};
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// Runs `cmd` with stdout and stderr captured together.
+Run sh(const std::string& cmd) { return shardlint::testing::runShell(cmd + " 2>&1"); }
 
 const char* kBug =
     "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nfrom nets import Net\n"

@@ -17,12 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "TestSupport.h"
 #include "preflight/Device.h"
 #include "preflight/Reference.h"
 #include "preflight/Report.h"
 
 namespace fs = std::filesystem;
 using namespace shardlint::probe::preflight;
+using shardlint::testing::readFile;
 
 namespace {
 
@@ -103,28 +105,18 @@ struct RunOutput {
   std::string out, err;
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Runs the preflight binary under `timeout 60` with the given environment prefix and
 // arguments; stdout and stderr are captured separately.
 RunOutput runPreflight(const std::string& envPrefix, const std::string& args) {
-  static std::atomic<int> counter{0};
-  const fs::path dir = fs::temp_directory_path() /
-                       ("shardlint-preflight-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  fs::create_directories(dir);
+  const shardlint::testing::TempDir tmp("shardlint-preflight-test-");
+  const fs::path& dir = tmp.path();
   const std::string cmd = envPrefix + " timeout 60 '" + std::string(SHARDLINT_PREFLIGHT_PATH) + "' " + args + " >'" +
                           (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
   const int st = std::system(cmd.c_str());
   RunOutput r;
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  fs::remove_all(dir);
+  r.out = readFile(dir / "out");
+  r.err = readFile(dir / "err");
   return r;
 }
 

@@ -31,41 +31,18 @@
 #include "driver/Linter.h"
 #include "orchestrator/Probe.h"
 #include "output/Emitters.h"
+#include "TestSupport.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace shardlint;
 using namespace shardlint::probe;
+using shardlint::testing::shellQuote;
 
 namespace {
 
-class ProbeTempDir {
- public:
-  ProbeTempDir() {
-    static std::atomic<unsigned> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("shardlint-probe-test-" + std::to_string(::getpid()) + "-" +
-                                         std::to_string(counter++) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~ProbeTempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& rel, const std::string& content, bool executable = false) const {
-    fs::path p = path_ / rel;
-    fs::create_directories(p.parent_path());
-    {
-      std::ofstream out(p, std::ios::binary);
-      out << content;
-    }
-    if (executable) fs::permissions(p, fs::perms::owner_all, fs::perm_options::add);
-    return p;
-  }
-
- private:
-  fs::path path_;
+struct ProbeTempDir : shardlint::testing::TempDir {
+  ProbeTempDir() : TempDir("shardlint-probe-test-") {}
 };
 
 std::string fixture(const std::string& name) { return std::string(SHARDLINT_SOURCE_DIR) + "/fixtures/python/" + name; }
@@ -145,27 +122,16 @@ struct CliResult {
   double seconds = 0;
 };
 
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 CliResult runShardlint(const std::string& args, const fs::path& errFile, const std::string& env = "") {
-  std::string cmd = "cd " + quote(SHARDLINT_SOURCE_DIR) + " && env " + env + " " + quote(SHARDLINT_BINARY) + " " +
-                    args + " 2>" + quote(errFile.string());
+  std::string cmd = "cd " + shellQuote(SHARDLINT_SOURCE_DIR) + " && env " + env + " " + shellQuote(SHARDLINT_BINARY) + " " +
+                    args + " 2>" + shellQuote(errFile.string());
   auto start = std::chrono::steady_clock::now();
+  shardlint::testing::ShellResult sh = shardlint::testing::runShell(cmd);
   CliResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.code = sh.code;
+  r.out = std::move(sh.out);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::ifstream in(errFile);
-  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  r.err = shardlint::testing::readFile(errFile);
   return r;
 }
 
@@ -887,7 +853,7 @@ TEST_CASE("probe cli: no torch means exit 2 with a clear message", "[probe]") {
   auto silent = dir.write("silent-python", "#!/bin/sh\nexit 0\n", true);
   for (const std::string& python : {std::string("/bin/false"), silent.string()}) {
     CliResult r =
-        runShardlint("probe --python " + quote(python) + " fixtures/python/SL101_alias.py", dir.path() / "err.txt");
+        runShardlint("probe --python " + shellQuote(python) + " fixtures/python/SL101_alias.py", dir.path() / "err.txt");
     INFO(r.err);
     CHECK(r.code == 2);
     CHECK(r.err.find("the probe needs PyTorch") != std::string::npos);
@@ -897,7 +863,7 @@ TEST_CASE("probe cli: no torch means exit 2 with a clear message", "[probe]") {
                            "#!/bin/sh\necho '{\"python\": \"3.11.2\", \"error\": \"ModuleNotFoundError: No module "
                            "named '\"'\"'torch'\"'\"'\"}'\n",
                            true);
-  CliResult r = runShardlint("probe --python " + quote(notorch.string()) + " fixtures/python/SL101_alias.py",
+  CliResult r = runShardlint("probe --python " + shellQuote(notorch.string()) + " fixtures/python/SL101_alias.py",
                              dir.path() / "err.txt");
   CHECK(r.code == 2);
   CHECK(r.err.find("No module named 'torch'") != std::string::npos);
@@ -966,8 +932,8 @@ TEST_CASE("probe cli: a hanging launch times out, is killed, and is not reached"
   auto python = dir.write("fake-python", kFakePython, true);
   fs::path pidfile = dir.path() / "pids";
   CliResult r = runShardlint(
-      "probe --format json --timeout 1 --python " + quote(python.string()) + " fixtures/python/SL101_alias.py",
-      dir.path() / "err.txt", "FAKE_LAUNCH=hang FAKE_PIDFILE=" + quote(pidfile.string()));
+      "probe --format json --timeout 1 --python " + shellQuote(python.string()) + " fixtures/python/SL101_alias.py",
+      dir.path() / "err.txt", "FAKE_LAUNCH=hang FAKE_PIDFILE=" + shellQuote(pidfile.string()));
   INFO(r.err);
   CHECK(r.code == 1);
   CHECK(r.seconds < 30);
@@ -992,7 +958,7 @@ TEST_CASE("probe cli: a crash before the first step is not reached, with its out
   ProbeTempDir dir;
   auto python = dir.write("fake-python", kFakePython, true);
   CliResult r =
-      runShardlint("probe --timeout 20 --python " + quote(python.string()) + " fixtures/python/SL101_alias.py",
+      runShardlint("probe --timeout 20 --python " + shellQuote(python.string()) + " fixtures/python/SL101_alias.py",
                    dir.path() / "err.txt", "FAKE_LAUNCH=crash");
   INFO(r.err);
   CHECK(r.code == 1);
@@ -1003,7 +969,7 @@ TEST_CASE("probe cli: a crash before the first step is not reached, with its out
 TEST_CASE("probe cli: reports are collected and merged into every format", "[probe]") {
   ProbeTempDir dir;
   auto python = dir.write("fake-python", kFakePython, true);
-  std::string base = "probe --timeout 20 --python " + quote(python.string()) + " fixtures/python/SL101_alias.py";
+  std::string base = "probe --timeout 20 --python " + shellQuote(python.string()) + " fixtures/python/SL101_alias.py";
   CliResult text = runShardlint(base, dir.path() / "err.txt", "FAKE_LAUNCH=stale");
   INFO(text.err);
   CHECK(text.code == 1);
@@ -1044,7 +1010,7 @@ TEST_CASE("probe cli: the instrumentation's own report without torch is a probe-
                         "  *) echo '{\"fsdp2\": true, \"fsdp1\": true}' ;;\n"
                         "esac\n",
                         true);
-  CliResult r = runShardlint("probe --format json --timeout 60 --python " + quote(shim.string()) +
+  CliResult r = runShardlint("probe --format json --timeout 60 --python " + shellQuote(shim.string()) +
                                  " fixtures/python/SL101_fsdp1_orig_params_false.py",
                              dir.path() / "err.txt");
   INFO(r.err);

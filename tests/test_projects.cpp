@@ -9,20 +9,15 @@
 #include <sstream>
 
 #include "Fixtures.h"
+#include "TestSupport.h"
 #include "Registry.h"
 #include "driver/Discovery.h"
 #include "driver/Linter.h"
 
 namespace fs = std::filesystem;
+using shardlint::testing::readFile;
 
 namespace {
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<fs::path> projects() {
   std::vector<fs::path> out;
   for (const auto& e : fs::directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "projects"))
@@ -58,7 +53,7 @@ TEST_CASE("project fixtures: cross-file findings exactly as expected", "[project
         std::string ext = e.path().extension().string();
         if (ext != ".py" && ext != ".yaml" && ext != ".yml") continue;
         std::string rel = e.path().lexically_relative(dir).generic_string();
-        for (const auto& x : shardlint::testing::parseExpectations(slurp(e.path())))
+        for (const auto& x : shardlint::testing::parseExpectations(readFile(e.path())))
           expected.push_back(rel + ":" + std::to_string(x.line) + ":" + std::to_string(x.column) + " " + x.code);
       }
       std::sort(expected.begin(), expected.end());
@@ -95,7 +90,7 @@ TEST_CASE("parallel linting gives output identical to one thread", "[projects][j
 
 TEST_CASE("pre-scan: a file that only imports the helpers is still analysed", "[projects][prescan]") {
   fs::path dir = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "projects" / "prescan_import_only";
-  std::string run = slurp(dir / "run.py");
+  std::string run = readFile(dir / "run.py");
   for (const char* word : {"optim", "fsdp", "FSDP", "fully_shard", "FullyShardedDataParallel", "Optimizer"})
     CHECK(run.find(word) == std::string::npos);
   shardlint::LintStats stats;

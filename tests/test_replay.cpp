@@ -20,70 +20,27 @@
 #include <string>
 #include <vector>
 
+#include "TestSupport.h"
 #include "orchestrator/Replay.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace shardlint::probe;
+using shardlint::testing::readFile;
+using shardlint::testing::shellQuote;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out;
+using Run = shardlint::testing::ShellResult;
+
+// Runs `cmd` with stdout and stderr captured together.
+Run sh(const std::string& cmd) { return shardlint::testing::runShell(cmd + " 2>&1"); }
+
+struct ReplayTempDir : shardlint::testing::TempDir {
+  ReplayTempDir() : TempDir("shardlint-replay-test-") {}
 };
-
-Run sh(const std::string& cmd) {
-  Run r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-class ReplayTempDir {
- public:
-  ReplayTempDir() {
-    static std::atomic<unsigned> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("shardlint-replay-test-" + std::to_string(::getpid()) + "-" +
-                                         std::to_string(counter++) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~ReplayTempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& rel, const std::string& content) const {
-    fs::path p = path_ / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-
- private:
-  fs::path path_;
-};
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 fs::path pythonDir() { return fs::path(SHARDLINT_SOURCE_DIR) / "runtime_probe" / "python"; }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 ReplaySpec spec(const std::string& code, const std::string& shape, const std::string& api, bool origParams = false,
                 int fsdpVersion = 2) {
@@ -232,7 +189,7 @@ std::set<std::string> keysOf(const json& j) {
 std::string noTorchEnv(const fs::path& out) {
   return "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u SHARDLINT_PROBE_MODE -u SHARDLINT_PROBE_ACTIVE_PID "
          "PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=" +
-         quote(pythonDir().string()) + " SHARDLINT_PROBE_OUT=" + quote(out.string()) + " ";
+         shellQuote(pythonDir().string()) + " SHARDLINT_PROBE_OUT=" + shellQuote(out.string()) + " ";
 }
 
 }  // namespace
@@ -305,7 +262,7 @@ TEST_CASE("replay: every program has its calls in order and compiles", "[probe][
     CHECK(isAscii(program));
 
     fs::path file = dir.write("replay_" + std::to_string(index++) + ".py", program);
-    Run r = sh("python3 -m py_compile " + quote(file.string()));
+    Run r = sh("python3 -m py_compile " + shellQuote(file.string()));
     INFO(program << "\n" << r.out);
     CHECK(r.code == 0);
   }
@@ -327,12 +284,12 @@ TEST_CASE("replay: the finding and the optimizer are Python literals", "[probe][
         != std::string::npos);
   fs::path file = dir.write("replay.py", program);
   Run r = sh("python3 -c " +
-             quote("import ast, json, sys\n"
+             shellQuote("import ast, json, sys\n"
                    "tree = ast.parse(open(sys.argv[1], encoding='utf-8').read())\n"
                    "values = {t.id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)\n"
                    "          for t in n.targets if isinstance(t, ast.Name)}\n"
                    "print(json.dumps(values))\n") +
-             " " + quote(file.string()));
+             " " + shellQuote(file.string()));
   INFO(r.out);
   REQUIRE(r.code == 0);
   json values = json::parse(r.out);
@@ -370,8 +327,8 @@ TEST_CASE("replay: every .py of the Python package compiles", "[probe][replay]")
     INFO(f.string());
     // Compile to a temporary file: the source tree gets no __pycache__.
     Run r = sh("python3 -c " +
-               quote("import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)") + " " +
-               quote(f.string()) + " " + quote((dir.path() / "out.pyc").string()));
+               shellQuote("import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)") + " " +
+               shellQuote(f.string()) + " " + shellQuote((dir.path() / "out.pyc").string()));
     INFO(r.out);
     CHECK(r.code == 0);
   }
@@ -398,14 +355,14 @@ TEST_CASE("replay: the report writer works without torch", "[probe][replay]") {
       "rep.add_note('a note')\n"
       "print(rep.write(sys.argv[2]))\n"
       "assert 'torch' not in sys.modules\n";
-  Run r = sh("PYTHONDONTWRITEBYTECODE=1 python3 -S -c " + quote(script) + " " + quote(pythonDir().string()) + " " +
-             quote(out.string()));
+  Run r = sh("PYTHONDONTWRITEBYTECODE=1 python3 -S -c " + shellQuote(script) + " " + shellQuote(pythonDir().string()) + " " +
+             shellQuote(out.string()));
   INFO(r.out);
   REQUIRE(r.code == 0);
   fs::path file = out / "rank1.json";
   REQUIRE(fs::exists(file));
   CHECK(r.out.find(file.string()) != std::string::npos);
-  json j = json::parse(slurp(file));
+  json j = json::parse(readFile(file));
   CHECK(keysOf(j) == kReportKeys);
   CHECK(j["schema"] == 1);
   CHECK(j["rank"] == 1);
@@ -441,12 +398,12 @@ TEST_CASE("replay: without torch a replay writes a probe error and exits 3", "[p
   s.line = 54;
   fs::path program = dir.write("replay.py", replayProgram(s));
   fs::path out = dir.path() / "out";
-  Run r = sh(noTorchEnv(out) + "python3 -S " + quote(program.string()));
+  Run r = sh(noTorchEnv(out) + "python3 -S " + shellQuote(program.string()));
   INFO(r.out);
   CHECK(r.code == 3);
   CHECK(r.out.find("PyTorch is not importable") != std::string::npos);
   REQUIRE(fs::exists(out / "rank0.json"));
-  json j = json::parse(slurp(out / "rank0.json"));
+  json j = json::parse(readFile(out / "rank0.json"));
   CHECK(keysOf(j) == kReportKeys);
   CHECK(j["finding"] == json::parse(R"({"code": "SL101", "path": "src/train.py", "line": 54})"));
   CHECK(j["mode"] == "replay");
@@ -476,35 +433,35 @@ TEST_CASE("replay: script mode starts only in torch.distributed.run workers", "[
                               "if len(sys.argv) > 1 and sys.argv[1] == 'raise':\n"
                               "    raise ValueError('broken data path')\n");
   // The PYTHONPATH start-up hook without SHARDLINT_PROBE_MODE=script: nothing happens.
-  Run plain = sh(noTorchEnv(out) + "python3 " + quote(script.string()));
+  Run plain = sh(noTorchEnv(out) + "python3 " + shellQuote(script.string()));
   INFO(plain.out);
   CHECK(plain.code == 0);
   CHECK(plain.out.find("instrumented: False") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
   // The sitecustomize it shadows (later on PYTHONPATH) still runs.
   dir.write("other/sitecustomize.py", "print('shadowed sitecustomize ran')\n");
-  Run chained = sh(noTorchEnv(out) + "PYTHONPATH=" + quote(pythonDir().string() + ":" + (dir.path() / "other").string()) +
-                   " python3 -c " + quote("import sitecustomize; print(sitecustomize.__file__)"));
+  Run chained = sh(noTorchEnv(out) + "PYTHONPATH=" + shellQuote(pythonDir().string() + ":" + (dir.path() / "other").string()) +
+                   " python3 -c " + shellQuote("import sitecustomize; print(sitecustomize.__file__)"));
   INFO(chained.out);
   CHECK(chained.code == 0);
   CHECK(chained.out.find("shadowed sitecustomize ran") != std::string::npos);
   CHECK(chained.out.find((pythonDir() / "sitecustomize.py").string()) != std::string::npos);
   // Script mode in the launcher (no RANK): nothing happens either.
-  Run launcher = sh(noTorchEnv(out) + "SHARDLINT_PROBE_MODE=script python3 " + quote(script.string()));
+  Run launcher = sh(noTorchEnv(out) + "SHARDLINT_PROBE_MODE=script python3 " + shellQuote(script.string()));
   CHECK(launcher.out.find("instrumented: False") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
   // A worker: instrumented; the script ends without a step, so the report says so at exit. A
   // process it starts is not instrumented (and writes no report of its own).
   std::string worker = noTorchEnv(out) + "SHARDLINT_PROBE_MODE=script RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 "
                        "SHARDLINT_PROBE_FINDING='{\"code\": \"SL101\", \"path\": \"train.py\", \"line\": 3}' ";
-  Run ran = sh(worker + "python3 " + quote(script.string()) + " child");
+  Run ran = sh(worker + "python3 " + shellQuote(script.string()) + " child");
   INFO(ran.out);
   CHECK(ran.code == 0);
   CHECK(ran.out.find("instrumented: True") != std::string::npos);
   CHECK(ran.out.find("child instrumented: False") != std::string::npos);
   REQUIRE(fs::exists(out / "rank1.json"));
   CHECK_FALSE(fs::exists(out / "rank0.json"));
-  json j = json::parse(slurp(out / "rank1.json"));
+  json j = json::parse(readFile(out / "rank1.json"));
   CHECK(keysOf(j) == kReportKeys);
   CHECK(j["mode"] == "script");
   CHECK(j["rank"] == 1);
@@ -514,12 +471,12 @@ TEST_CASE("replay: script mode starts only in torch.distributed.run workers", "[
   CHECK(j["notes"].dump().find("ended before its first optimizer.step()") != std::string::npos);
   // A script that raises: the exception is recorded, its exit status kept.
   fs::remove_all(out);
-  Run raised = sh(worker + "python3 " + quote(script.string()) + " raise");
+  Run raised = sh(worker + "python3 " + shellQuote(script.string()) + " raise");
   INFO(raised.out);
   CHECK(raised.code == 1);
   CHECK(raised.out.find("ValueError: broken data path") != std::string::npos);
   REQUIRE(fs::exists(out / "rank1.json"));
-  j = json::parse(slurp(out / "rank1.json"));
+  j = json::parse(readFile(out / "rank1.json"));
   CHECK(j["exception_type"] == "ValueError");
   CHECK(j["exception_message"] == "broken data path");
   CHECK(j["reached_step"] == false);
@@ -577,16 +534,16 @@ TEST_CASE("replay: script mode records events with file:line and stops after the
                               "opt.step()\n"
                               "print('after the step: never printed')\n");
   fs::path out = dir.path() / "out";
-  std::string env = "env -u SHARDLINT_PROBE_ACTIVE_PID PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=" + quote(pythonDir().string()) +
-                    ":" + quote((dir.path() / "fake" / "site-packages").string()) + " SHARDLINT_PROBE_OUT=" + quote(out.string()) +
+  std::string env = "env -u SHARDLINT_PROBE_ACTIVE_PID PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=" + shellQuote(pythonDir().string()) +
+                    ":" + shellQuote((dir.path() / "fake" / "site-packages").string()) + " SHARDLINT_PROBE_OUT=" + shellQuote(out.string()) +
                     " SHARDLINT_PROBE_MODE=script RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 ";
-  Run r = sh(env + "python3 " + quote(script.string()));
+  Run r = sh(env + "python3 " + shellQuote(script.string()));
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(r.out.find("before the step") != std::string::npos);
   CHECK(r.out.find("never printed") == std::string::npos);
   REQUIRE(fs::exists(out / "rank0.json"));
-  json j = json::parse(slurp(out / "rank0.json"));
+  json j = json::parse(readFile(out / "rank0.json"));
   CHECK(keysOf(j) == kReportKeys);
   CHECK(j["reached_step"] == true);
   CHECK(j["torch_version"] == "0.0+fake");
