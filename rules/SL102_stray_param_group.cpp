@@ -159,7 +159,8 @@ class StrayParamGroup final : public Rule {
           reportStray(cx, st, o.inputOrigins[0], bad.front(), *w, "the optimizer's param groups hold",
                       consequence);
         for (const Event& e : st.events) {
-          if (e.kind != EventKind::MethodCall || e.name != "add_param_group" || e.target != opt || e.args.empty())
+          if (e.kind != EventKind::MethodCall || e.name != "add_param_group" || e.target != opt || e.args.empty() ||
+              expectedToFail(st, e.point))
             continue;
           if (!st.mayHappenBefore(e.point, w->point)) continue;
           auto badGroup = notModel(paramSources(st, e.args[0]));
@@ -183,7 +184,8 @@ class StrayParamGroup final : public Rule {
       }
       // (a) add_param_group after the wrap.
       for (const Event& e : st.events) {
-        if (e.kind != EventKind::MethodCall || e.name != "add_param_group" || e.target != opt || e.args.empty())
+        if (e.kind != EventKind::MethodCall || e.name != "add_param_group" || e.target != opt || e.args.empty() ||
+            expectedToFail(st, e.point))
           continue;
         const Event* w = nullptr;
         for (const Event* cand : rawModelWraps)

@@ -27,16 +27,73 @@ class UnshardedParams final : public Rule {
  private:
   // `for block in module: fully_shard(block)` (or over .children() / .values()) shards
   // every child of `module`, so nothing of it is left outside a unit.
-  static bool coversAllChildren(const Lineage& t, const Lineage& module) {
+  static bool coversAllChildren(const Store& st, const Event& w, const Lineage& t, const Lineage& module) {
     if (t.root != module.root || t.edges.size() <= module.edges.size() || !within(t, module)) return false;
-    // `module.modules()` / `named_modules()` yield the module itself too: a filtered loop
-    // over them may shard the root, so it counts as covering it (precision first).
+    // `module.modules()` / `named_modules()` yield the module itself too: an unfiltered loop
+    // over them shards the root. A filtered one (`if isinstance(m, Block)`, `if type(m) in
+    // classes`) picks blocks, which the root is not.
     if (t.edges[module.edges.size()] == ".modules()" || t.edges[module.edges.size()] == ".named_modules()")
-      return true;
+      return !filteredInLoop(st, w.point);
     static const char* kIter[] = {"[*]", "[1]", ".children()", ".named_children()", ".values()", ".items()"};
     for (size_t i = module.edges.size(); i < t.edges.size(); ++i)
       if (std::find(std::begin(kIter), std::end(kIter), t.edges[i]) == std::end(kIter)) return false;
     return true;
+  }
+
+  // The point runs inside a branch within a loop body (the loop's element is filtered).
+  static bool filteredInLoop(const Store& st, semantic::PointId p) {
+    bool branch = false;
+    for (int a = st.points[static_cast<size_t>(p)].arm; a >= 0; a = st.arms[static_cast<size_t>(a)].parent) {
+      if (st.arms[static_cast<size_t>(a)].loop) return branch;
+      branch = true;
+    }
+    return false;
+  }
+
+  static bool parameterless(std::string_view q) {
+    // torch.nn modules without parameters of their own.
+    static const char* kNames[] = {"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "ReLU",
+                                   "ReLU6", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
+                                   "Identity", "Flatten", "Unflatten", "LeakyReLU", "ELU", "Hardswish",
+                                   "Hardsigmoid", "Softplus", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
+                                   "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+                                   "AdaptiveAvgPool3d", "AdaptiveMaxPool2d", "Upsample", "PixelShuffle",
+                                   "CrossEntropyLoss", "MSELoss", "L1Loss", "NLLLoss", "BCEWithLogitsLoss",
+                                   "BCELoss", "SmoothL1Loss", "KLDivLoss", "CosineSimilarity"};
+    if (q.substr(0, 9) != "torch.nn.") return false;
+    auto dot = q.rfind('.');
+    std::string_view last = q.substr(dot + 1);
+    return std::find(std::begin(kNames), std::end(kNames), last) != std::end(kNames);
+  }
+
+  struct Coverage {
+    bool known = false;              // the module's class is known, so its parts are
+    std::vector<std::string> left;   // parts holding parameters outside every unit
+  };
+
+  // What of `module` stays outside the units when its class is known: its own
+  // parameters (`self.scale = nn.Parameter(...)`) and every parameter-bearing child
+  // that no unit covers. Children whose kind is unknown (an argument stored as an
+  // attribute) are not counted either way.
+  static Coverage coverage(const Store& st, const Lineage& module, const std::vector<const Event*>& wraps) {
+    Coverage c;
+    ObjId m = objectAt(st, module);
+    if (m == kNoObj || st.obj(m).kind != semantic::ObjKind::Instance || !st.obj(m).cls) return c;
+    c.known = true;
+    for (size_t i = 0; i < st.objects.size(); ++i) {
+      const auto& child = st.objects[i];
+      if (child.owner != m || child.kind != semantic::ObjKind::Instance || parameterless(child.name)) continue;
+      Lineage cl = module;
+      cl.edges.push_back(child.ownerEdge);
+      bool direct = child.hasTag("free_param");
+      bool covered = !direct && std::any_of(wraps.begin(), wraps.end(), [&](const Event* w) {
+        if (w->target == kNoObj || alreadyShardedBy(st, *w).root != kNoObj) return false;
+        Lineage t = lineageOf(st, w->target);
+        return within(cl, t) || coversAllChildren(st, *w, t, cl);
+      });
+      if (!covered && !frozen(st, cl)) c.left.push_back(render(st, cl));
+    }
+    return c;
   }
 
   // The module part of a lineage, for messages: `model.layer1.modules()[*]` -> `model.layer1`.
@@ -92,8 +149,14 @@ class UnshardedParams final : public Rule {
           std::vector<Lineage> units;
           for (const Event* w : wraps) {
             if (w->target == kNoObj) continue;
+            // Re-sharding part of a model known to be sharded already: its root is covered.
+            Lineage sharded = alreadyShardedBy(st, *w);
+            if (sharded.root != kNoObj) {
+              if (within(module, sharded)) covered = true;
+              continue;
+            }
             Lineage t = lineageOf(st, w->target);
-            if (within(module, t) || coversAllChildren(t, module)) covered = true;
+            if (within(module, t) || coversAllChildren(st, *w, t, module)) covered = true;
             else if (within(t, module) && w->attr("api") == "fully_shard") {
               below.push_back(w);
               units.push_back(t);
@@ -107,17 +170,26 @@ class UnshardedParams final : public Rule {
               if (i != j && within(units[j], units[i]) && units[j].edges.size() > units[i].edges.size())
                 covered = true;
           std::string key = render(st, module);
+          Coverage parts;
+          if (!covered && !below.empty()) {
+            parts = coverage(st, module, wraps);
+            if (parts.known && parts.left.empty()) covered = true;  // every part is in some unit
+          }
           if (!covered && !below.empty() && !frozenOutside(st, module, units) && !allReduced(st, module) &&
               done.insert({module.root, key}).second) {
             const Event* first = *std::min_element(below.begin(), below.end(), [&](const Event* a, const Event* b) {
               return st.points[static_cast<size_t>(a->point)].ordinal < st.points[static_cast<size_t>(b->point)].ordinal;
             });
-            std::string msg = "`fully_shard` is applied to submodules of `" + key +
-                              "` but never to `" + key +
-                              "` itself, while the optimizer holds all of its parameters; the parameters outside "
-                              "the sharded blocks (embeddings, final norm, head) stay plain replicated tensors whose "
-                              "gradients are never reduced, so ranks silently diverge; call `fully_shard(" +
-                              key + ")` after sharding the blocks";
+            std::string outside = "the parameters outside the sharded blocks (embeddings, final norm, head)";
+            if (parts.known) {
+              outside = "the parameters of ";
+              for (size_t i = 0; i < parts.left.size(); ++i)
+                outside += (i ? ", `" : "`") + parts.left[i] + "`";
+            }
+            std::string msg = "`fully_shard` is applied to submodules of `" + key + "` but never to `" + key +
+                              "` itself, while the optimizer holds all of its parameters; " + outside +
+                              " stay plain replicated tensors whose gradients are never reduced, so ranks silently "
+                              "diverge; call `fully_shard(" + key + ")` after sharding the blocks";
             std::vector<Note> notes;
             semantic::Site primary = first->origin.primaryIn(o.origin);
             if (primary != first->origin.site())

@@ -45,6 +45,10 @@ class CallModel {
   // True for methods whose meaning depends on what the receiver is (accelerate's
   // `prepare`): a function calling them on a parameter is interpreted per call site.
   virtual bool receiverSensitive(std::string_view method) const { (void)method; return false; }
+  // True for qualified names in a framework whose API the model gives meaning to
+  // (accelerate, Lightning): calls into it from outside its own package are not
+  // resolved to its source even when the project being linted contains it.
+  virtual bool frameworkApi(std::string_view qualname) const { (void)qualname; return false; }
   // Settings from configuration that applies to the file being analysed (linked
   // configs); the engine passes them through without interpreting them.
   virtual void setFacts(const std::map<std::string, std::string>& facts) { (void)facts; }

@@ -135,6 +135,12 @@ FileAnalysis::FileAnalysis(const SourceFile& file, TSNode root, CallModel& model
     : file_(file), root_(root), model_(model), moduleName_(std::move(moduleName)), fileId_(fileId),
       isPackage_(isPackage) {}
 
+bool FileAnalysis::opaque(std::string_view qualname) const {
+  if (!model_.frameworkApi(qualname)) return false;
+  auto top = [](std::string_view q) { return q.substr(0, q.find('.')); };
+  return top(qualname) != top(moduleName_);
+}
+
 const FunctionDef* FileAnalysis::topFunction(std::string_view name) const {
   auto it = topFunctions_.find(name);
   return it == topFunctions_.end() ? nullptr : it->second;
@@ -521,6 +527,7 @@ ValueSet Interp::lookupName(std::string_view name) {
   }
   if (fa_.provider_ && !isBuiltinName(name)) {
     for (const auto& star : fa_.starImports()) {  // `from helpers import *`
+      if (fa_.opaque(star + "." + key)) continue;
       ModuleProvider::Found found = fa_.provider_->resolve(star + "." + key);
       if (found.function) return {defObject(ObjKind::Function, found.function)};
       if (found.cls) return {defObject(ObjKind::Class, found.cls)};
@@ -556,7 +563,101 @@ ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
 void Interp::execBlock(TSNode block) {
   if (ts_node_is_null(block)) return;
   uint32_t n = ts_node_named_child_count(block);
-  for (uint32_t i = 0; i < n && frame_.reachable; ++i) execStatement(ts_node_named_child(block, i));
+  std::vector<Region> rest;  // `if not <test>: return` guards what follows in this block
+  for (uint32_t i = 0; i < n && frame_.reachable; ++i) {
+    execStatement(ts_node_named_child(block, i));
+    for (Region& r : pendingRest_) {
+      r.begin = static_cast<PointId>(st_.points.size());
+      rest.push_back(std::move(r));
+    }
+    pendingRest_.clear();
+  }
+  closeRegions(rest, rest.empty() ? 0 : rest.front().begin);
+}
+
+void Interp::closeRegions(std::vector<Region>& regions, PointId begin) {
+  PointId end = static_cast<PointId>(st_.points.size());
+  for (Region& r : regions) {
+    if (r.begin == 0) r.begin = begin;
+    r.end = end;
+    if (r.begin < r.end) st_.regions.push_back(std::move(r));
+  }
+  regions.clear();
+}
+
+static bool hasCall(TSNode n) {
+  std::vector<TSNode> todo{n};
+  while (!todo.empty()) {
+    TSNode c = todo.back();
+    todo.pop_back();
+    Kind k = kindOf(c);
+    if (k == Kind::call || k == Kind::lambda || k == Kind::await || k == Kind::named_expression ||
+        k == Kind::list_comprehension || k == Kind::generator_expression)
+      return true;
+    for (TSNode ch : syntax::namedChildren(c)) todo.push_back(ch);
+  }
+  return false;
+}
+
+void Interp::addTest(const std::string& kind, const ValueSet& subject, const ValueSet& what, bool negated,
+                     std::vector<Region>& out) {
+  Region r;
+  r.kind = kind;
+  r.subject = subject;
+  r.negated = negated;
+  ValueSet flat;
+  st_.flatten(what, flat);
+  for (ObjId w : flat) {
+    const Obj& o = st_.obj(w);
+    if (o.kind == ObjKind::Ref || o.kind == ObjKind::Class || o.kind == ObjKind::Literal) r.names.push_back(o.name);
+  }
+  if (!r.subject.empty() && !r.names.empty()) out.push_back(std::move(r));
+}
+
+void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
+  // Conditions nest as deep as the source; an explicit stack keeps C++ recursion flat.
+  std::vector<std::pair<TSNode, bool>> todo{{cond, negated}};
+  while (!todo.empty()) {
+    auto [c, neg] = todo.back();
+    todo.pop_back();
+    if (ts_node_is_null(c)) continue;
+    switch (kindOf(c)) {
+      case Kind::parenthesized_expression:
+        if (ts_node_named_child_count(c) == 1) todo.emplace_back(ts_node_named_child(c, 0), neg);
+        break;
+      case Kind::not_operator: todo.emplace_back(syntax::field(c, "argument"), !neg); break;
+      case Kind::boolean_operator:
+        // `a and b` holds both in its true arm; `a or b` holds neither negated in its false arm.
+        if ((text(syntax::field(c, "operator")) == "and") != neg) {
+          todo.emplace_back(syntax::field(c, "left"), neg);
+          todo.emplace_back(syntax::field(c, "right"), neg);
+        }
+        break;
+      case Kind::call: {
+        TSNode fn = syntax::field(c, "function");
+        std::string f = kindOf(fn) == Kind::identifier ? text(fn) : std::string();
+        if (f != "isinstance" && f != "hasattr") break;
+        std::vector<TSNode> args;
+        for (TSNode a : syntax::namedChildren(syntax::field(c, "arguments")))
+          if (kindOf(a) != Kind::comment) args.push_back(a);
+        if (args.size() != 2 || hasCall(args[0]) || hasCall(args[1]) || kindOf(args[0]) == Kind::keyword_argument ||
+            kindOf(args[1]) == Kind::keyword_argument)
+          break;
+        addTest(f, eval(args[0]), eval(args[1]), neg, out);
+        break;
+      }
+      case Kind::identifier:
+        for (ObjId o : lookupName(text(c))) {
+          const Obj& ob = st_.obj(o);
+          if (ob.hasTag("builtin_test") && ob.inputs.size() == 2) {
+            ValueSet subject = ob.inputs[0], what = ob.inputs[1];
+            addTest(ob.name, subject, what, neg, out);
+          }
+        }
+        break;
+      default: break;
+    }
+  }
 }
 
 void Interp::execStatement(TSNode st) {
@@ -697,15 +798,25 @@ void Interp::execIf(TSNode n) {
   Env before = frame_.env;
   std::vector<Env> outs;
   bool hasElse = false;
+  std::vector<TSNode> earlier;  // the conditions of the arms before this one (false in this arm)
+  bool firstTerminates = false;
   auto runArm = [&](int index, TSNode cond, TSNode body) {
     frame_.arm = outerArm;
     frame_.arm = openArm(construct, index, false);
     frame_.env = before;
     frame_.reachable = true;
     if (!ts_node_is_null(cond)) eval(cond);
+    std::vector<Region> guards;
+    guardsOf(index == 0 ? syntax::field(n, "condition") : cond, false, guards);
+    for (TSNode e : earlier) guardsOf(e, true, guards);
+    PointId begin = static_cast<PointId>(st_.points.size());
+    for (Region& g : guards) g.begin = begin;
     execBlock(body);
+    closeRegions(guards, begin);
     if (frame_.reachable) outs.push_back(std::move(frame_.env));
     else st_.arms[static_cast<size_t>(frame_.arm)].terminates = true;
+    if (index == 0) firstTerminates = !frame_.reachable;
+    earlier.push_back(index == 0 ? syntax::field(n, "condition") : cond);
   };
   eval(syntax::field(n, "condition"));
   runArm(0, TSNode{}, syntax::field(n, "consequence"));
@@ -722,6 +833,12 @@ void Interp::execIf(TSNode n) {
   frame_.arm = outerArm;
   frame_.reachable = !outs.empty();
   frame_.env = join(outs);
+  // `if not isinstance(m, FSDPModule): return` -- what follows runs only when the test holds.
+  if (index == 1 && firstTerminates) {
+    pendingRest_.clear();
+    guardsOf(syntax::field(n, "condition"), true, pendingRest_);
+    for (Region& r : pendingRest_) r.begin = 0;
+  }
 }
 
 void Interp::execLoop(TSNode n, bool isFor) {
@@ -810,6 +927,8 @@ void Interp::execTry(TSNode n) {
 }
 
 void Interp::execWith(TSNode n) {
+  Region with;
+  with.kind = "with";
   for (TSNode c : syntax::namedChildren(n)) {
     if (kindOf(c) != Kind::with_clause) continue;
     for (TSNode item : syntax::namedChildren(c)) {
@@ -825,9 +944,23 @@ void Interp::execWith(TSNode n) {
       } else {
         eval(value);
       }
+      // The context manager's callee (`pytest.raises`, `self.assertRaises`), for rules that
+      // treat the body specially.
+      TSNode call = kindOf(value) == Kind::as_pattern ? ts_node_named_child(value, 0) : value;
+      if (kindOf(call) != Kind::call) continue;
+      TSNode fn = syntax::field(call, "function");
+      if (hasCall(fn)) continue;
+      for (ObjId callee : eval(fn))
+        if (st_.obj(callee).kind == ObjKind::Ref) with.names.push_back(st_.obj(callee).name);
+      if (kindOf(fn) == Kind::attribute) with.names.push_back("." + text(syntax::field(fn, "attribute")));
     }
   }
+  PointId begin = static_cast<PointId>(st_.points.size());
   execBlock(syntax::field(n, "body"));
+  if (!with.names.empty()) {
+    std::vector<Region> regions{std::move(with)};
+    closeRegions(regions, begin);
+  }
 }
 
 void Interp::execMatch(TSNode n) {
@@ -1355,9 +1488,15 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
         }
         return {c};
       }
-      if (q == "super" || q == "isinstance" || q == "len" || q == "print" || q == "range" || q == "hasattr")
-        return {};
-      if (fa_.provider_) {
+      if (q == "isinstance" || q == "hasattr") {
+        // A test an `if` may branch on later (`is_fsdp = isinstance(m, FSDPModule)`).
+        ObjId t = newObject(ObjKind::Instance, q, site.origin);
+        st_.obj(t).tags["builtin_test"] = "1";
+        st_.obj(t).inputs = site.args;
+        return {t};
+      }
+      if (q == "super" || q == "len" || q == "print" || q == "range") return {};
+      if (fa_.provider_ && !fa_.opaque(q)) {
         // A function or class defined in another module of the project.
         ModuleProvider::Found found = fa_.provider_->resolve(q);
         if (found.function) return callValue(defObject(ObjKind::Function, found.function), siteIn, node);
@@ -1620,6 +1759,14 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
       if (copy.kind == EventKind::SetAttr && !copy.args.empty()) st_.noteOwnership(t, copy.name, copy.args[0]);
       st_.events.push_back(std::move(copy));
     }
+  }
+  for (const Region& r : ss.regions) {
+    if (r.begin < 0 || static_cast<size_t>(r.end) > pointMap.size() || r.begin >= r.end) continue;
+    Region copy = r;
+    copy.subject = mapSet(r.subject);
+    copy.begin = pointMap[static_cast<size_t>(r.begin)];
+    copy.end = pointMap[static_cast<size_t>(r.end - 1)] + 1;
+    st_.regions.push_back(std::move(copy));
   }
   for (const auto& [key, vs] : s.attrWrites) {
     size_t dot = key.find('.');

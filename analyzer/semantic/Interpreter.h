@@ -135,6 +135,10 @@ class FileAnalysis {
   // Module-level name -> qualified name for imports ("FSDP" -> "torch...FullyShardedDataParallel").
   const std::map<std::string, std::string, std::less<>>& imports() const { return imports_; }
   const std::string& moduleName() const { return moduleName_; }
+  // A framework API the call model gives meaning to, called from outside that
+  // framework's own package: its implementation (in the project being linted, or
+  // vendored) is not interpreted.
+  bool opaque(std::string_view qualname) const;
   uint32_t fileId() const { return fileId_; }
 
  private:
@@ -213,6 +217,13 @@ class Interp {
   std::string subscriptEdge(TSNode sub);
   std::string envKeyFor(ObjId obj, std::string_view attr) const;
   std::vector<ValueSet> bindArgs(const FunctionDef& def, const CallSite& site, ObjId self);
+  // Regions for the tests a condition establishes (isinstance / hasattr, directly or
+  // through a name bound to one; `not`, `and`, `or` followed), `negated` for its false arm.
+  void guardsOf(TSNode cond, bool negated, std::vector<Region>& out);
+  void addTest(const std::string& kind, const ValueSet& subject, const ValueSet& what, bool negated,
+               std::vector<Region>& out);
+  // Ends `regions` at the current point (a region's begin of 0 is taken as `begin`) and stores them.
+  void closeRegions(std::vector<Region>& regions, PointId begin);
 
   ValueSet callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
                         bool inPlace = false);
@@ -224,6 +235,7 @@ class Interp {
   std::vector<Site> via_;                    // call sites of the functions being inlined, outermost first
   std::set<const FunctionDef*> inlining_;    // recursion guard for inlining
   Summary* summary_ = nullptr;               // set while computing a summary
+  std::vector<Region> pendingRest_;           // set by execIf for the rest of the enclosing block
   int evalDepth_ = 0;
   static constexpr int kMaxEvalDepth = 400;
 };

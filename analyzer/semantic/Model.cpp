@@ -72,6 +72,14 @@ int Store::commonLoop(PointId a, PointId b) const {
   return loop;
 }
 
+std::vector<const Region*> Store::regionsAt(PointId p) const {
+  std::vector<const Region*> out;
+  if (p == kNoPoint) return out;
+  for (const Region& r : regions)
+    if (r.covers(p)) out.push_back(&r);
+  return out;
+}
+
 bool Store::insideArm(PointId p, int arm) const {
   if (p < 0 || arm < 0) return false;
   for (int a = points[static_cast<size_t>(p)].arm; a >= 0; a = arms[static_cast<size_t>(a)].parent)
@@ -187,6 +195,12 @@ std::string Store::dump() const {
     for (const auto& a : e.args) out += " " + set(a);
     for (const auto& [k, v] : e.kwargs) out += " " + k + "=" + set(v);
     for (const auto& [k, v] : e.attrs) out += " " + k + ":" + v;
+    out += "\n";
+  }
+  for (const Region& r : regions) {
+    out += "region p" + std::to_string(r.begin) + "..p" + std::to_string(r.end) + " " + (r.negated ? "not " : "") +
+           r.kind + " " + set(r.subject);
+    for (const auto& n : r.names) out += " " + n;
     out += "\n";
   }
   return out;

@@ -141,12 +141,28 @@ struct Point {
   int arm = -1;
 };
 
+// A stretch of code that runs under a known condition: the arm of an
+// `if isinstance(x, C)` / `if hasattr(x, "a")` (or under a name bound to such a
+// test), the rest of a block after `if not <test>: return`, or the body of a
+// `with <callee>(...)`. It covers the points [begin, end) created while that code
+// ran (points are numbered in creation order, inlined calls included).
+struct Region {
+  std::string kind;                // "isinstance", "hasattr" or "with"
+  ValueSet subject;                // the object tested (empty for "with")
+  std::vector<std::string> names;  // class qualified names / the attribute / the context manager's callee
+  bool negated = false;            // the code runs when the test is false
+  PointId begin = 0;
+  PointId end = 0;
+  bool covers(PointId p) const { return p >= begin && p < end; }
+};
+
 class Store {
  public:
   std::vector<Obj> objects;
   std::vector<Event> events;
   std::vector<Point> points;
   std::vector<Arm> arms;
+  std::vector<Region> regions;
   int constructs = 0;
   // Interning tables of the interpreter, so every frame over this store agrees on
   // object identity (`model.layers` is one object however often it is read).
@@ -170,6 +186,8 @@ class Store {
   // The innermost loop arm enclosing both points, or -1.
   int commonLoop(PointId a, PointId b) const;
   bool insideArm(PointId p, int arm) const;
+  // The regions whose code contains point `p`, outermost first.
+  std::vector<const Region*> regionsAt(PointId p) const;
   // True when every path that runs `a` runs `b` later, within a's enclosing arms up to b's.
   bool armChainPrefix(PointId outer, PointId inner) const;
 

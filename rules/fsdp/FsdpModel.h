@@ -22,6 +22,7 @@ class FsdpCallModel final : public semantic::CallModel {
  public:
   bool onCall(semantic::CallSite& site) override;
   bool receiverSensitive(std::string_view method) const override;
+  bool frameworkApi(std::string_view qualname) const override;
   std::vector<std::string> frameworkOrder(const std::vector<std::string>& bases) const override;
   void setFacts(const std::map<std::string, std::string>& facts) override { facts_ = facts; }
 
@@ -43,6 +44,9 @@ struct Lineage {
   std::vector<std::string> edges;
 };
 Lineage lineageOf(const Store& st, ObjId o, int depth = 0);
+// The object a lineage of attribute stores leads to (`model.layers` -> the ModuleList
+// stored there), or kNoObj.
+ObjId objectAt(const Store& st, const Lineage& l);
 // a is b or lies inside b (an attribute, element or parameter of it). "[*]" matches any index.
 bool within(const Lineage& a, const Lineage& b);
 // The module a parameter source belongs to: `m.layers[0].parameters()[*]` -> `m.layers[0]`.
@@ -54,8 +58,18 @@ std::string render(const Store& st, const Lineage& l);
 // Parameter sources held by an optimizer's constructor argument (containers and
 // param-group dicts expanded; literals dropped).
 ValueSet paramSources(const Store& st, const ValueSet& arg, int depth = 0);
+// Optimizers and domain events, less those in code a test expects to fail.
 std::vector<ObjId> optimizers(const Store& st);
 std::vector<const Event*> domainEvents(const Store& st, std::string_view kind);
+// Code that a test expects to fail: the body of `with pytest.raises(...)` or
+// `with self.assertRaises(...)`. Nothing in it is a finding or evidence for one.
+bool expectedToFail(const Store& st, semantic::PointId p);
+// A wrap in code that runs only when the object it shards into is already sharded
+// (`if isinstance(m, FSDPModule)`, `if hasattr(m, "reshard")`, after
+// `if not isinstance(m, FullyShardedDataParallel): return`): re-sharding a part of a
+// sharded model. Returns the lineage of that already-sharded object, or a lineage
+// with no root.
+Lineage alreadyShardedBy(const Store& st, const Event& wrap);
 // Is `o` (or anything in its lineage) frozen by requires_grad_(False) / requires_grad = False?
 bool frozen(const Store& st, const Lineage& l);
 // Is `root` an object created in the analysed code as a free tensor / parameter /

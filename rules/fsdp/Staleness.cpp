@@ -11,7 +11,7 @@ namespace {
 
 // Does event `e` use optimizer `opt` (call a method on it, read its state, pass it on)?
 bool uses(const Store& st, const Event& e, ObjId opt) {
-  if (e.kind == EventKind::Domain) return false;
+  if (e.kind == EventKind::Domain || expectedToFail(st, e.point)) return false;
   if (e.target != kNoObj && (e.kind == EventKind::MethodCall) && st.derivesFrom(e.target, opt)) return true;
   if (e.kind == EventKind::SetAttr) return false;
   ValueSet flat;
@@ -56,6 +56,7 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
     ValueSet sources = paramSources(st, o.inputs[0]);
     for (const Event* w : wraps) {
       if (w->attr("replaces") != "1" || w->target == kNoObj || !wrapFilter(*w)) continue;
+      if (alreadyShardedBy(st, *w).root != kNoObj) continue;  // re-sharding part of a sharded model
       if (!st.mayHappenBefore(o.point, w->point)) continue;
       Lineage target = lineageOf(st, w->target);
       // Only through a loop back edge: a model created afresh in that loop before the
