@@ -870,6 +870,16 @@ def obtain(args, repos: list[Repo], selected: list[Repo], cache: Path) -> int:
     return EXIT_FAIL if failed else EXIT_OK
 
 
+def shardlint_version(shardlint: Path) -> str:
+    """` (shardlint X.Y.Z)` for the report header, or nothing when `--version` does not answer."""
+    try:
+        proc = subprocess.run([str(shardlint), "--version"], capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    first = proc.stdout.decode("utf-8", "replace").strip().split("\n")[0]
+    return f" ({first})" if proc.returncode == 0 and first else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -888,8 +898,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.timeout is not None and args.timeout <= 0:
             raise EcosystemError("--timeout must be positive")
         print(f"shardlint ecosystem check: {len(selected)} repositories from {cache}, "
-              f"shardlint {args.shardlint}, triage {_display(args.triage)} ({len(triage.entries)} entries)",
-              flush=True)
+              f"shardlint {args.shardlint}{shardlint_version(args.shardlint)}, "
+              f"triage {_display(args.triage)} ({len(triage.entries)} entries)", flush=True)
         summary = run_check(args, repos, selected, triage, cache)
     except EcosystemError as e:
         print(f"error: {e}", file=sys.stderr)
