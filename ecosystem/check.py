@@ -117,11 +117,7 @@ def load_repos(path: Path) -> list[Repo]:
 # --------------------------------------------------------------------------------------------------
 # triage file
 
-Key = tuple[str, str, int, str]  # (repo, path, line, code)
-
-
-def sort_key(key: Key) -> tuple:
-    return key
+Key = tuple[str, str, int, str]  # (repo, path, line, code); also the sort order of the triage file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,7 +206,7 @@ def parse_triage(text: str, source: str = "triage.tsv") -> Triage:
         if entry.key in entries:
             errors.append(f"{where}: duplicate of line {entries[entry.key].lineno} ({repo} {path}:{line_text} {code})")
             continue
-        if previous is not None and sort_key(entry.key) < sort_key(previous) and first_unsorted is None:
+        if previous is not None and entry.key < previous and first_unsorted is None:
             first_unsorted = lineno
         previous = entry.key
         entries[entry.key] = entry
@@ -231,7 +227,7 @@ def load_triage(path: Path) -> Triage:
 
 def format_triage(entries: list[TriageEntry], header: list[str] | None = None) -> str:
     lines = list(header) if header else [TRIAGE_HEADER]
-    lines += [e.to_line() for e in sorted(entries, key=lambda e: sort_key(e.key))]
+    lines += [e.to_line() for e in sorted(entries, key=lambda e: e.key)]
     return "\n".join(lines) + "\n"
 
 
@@ -443,7 +439,7 @@ def compare(result: RunResult, triage: Triage) -> RepoReport:
             report.false.append((finding, entry))
     if result.status == "ok":  # a repository that did not run says nothing about its triage
         report.gone = sorted(
-            (e for e in triage.for_repo(result.repo) if e.key not in produced), key=lambda e: sort_key(e.key)
+            (e for e in triage.for_repo(result.repo) if e.key not in produced), key=lambda e: e.key
         )
     return report
 
@@ -490,7 +486,7 @@ def render_report(summary: Summary, triage_source: str = "triage.tsv") -> str:
         res = r.result
         total_time += res.seconds
         time_text = f"{res.seconds:8.1f}s" if res.status != "missing" else f"{'-':>9}"
-        if res.status in ("ok",):
+        if res.status == "ok":
             counts = f"{len(res.findings):>8} {len(r.true):>5} {len(r.false):>5} {len(r.untriaged):>9} {len(r.gone):>5}"
         else:
             counts = f"{'-':>8} {'-':>5} {'-':>5} {'-':>9} {'-':>5}"
@@ -595,7 +591,7 @@ def write_untriaged(path: Path, summary: Summary) -> int:
             new[f.key] = TriageEntry(f.repo, f.path, f.line, f.code, "?", why, 0)
     if not new:
         return 0
-    lines = [e.to_line() for e in sorted(new.values(), key=lambda e: sort_key(e.key))]
+    lines = [e.to_line() for e in sorted(new.values(), key=lambda e: e.key)]
     with open(path, "a", encoding="utf-8") as out:
         if not text.strip():
             out.write(TRIAGE_HEADER + "\n")
