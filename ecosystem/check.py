@@ -466,6 +466,10 @@ class Summary:
         return EXIT_OK
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
+
+
 def _loc(f: Finding | TriageEntry) -> str:
     return f"{f.repo}  {f.path}:{f.line}  {f.code}"
 
@@ -541,10 +545,11 @@ def render_report(summary: Summary, triage_source: str = "triage.tsv") -> str:
     for st, label in (("error", "failed"), ("timeout", "timed out"), ("missing", "missing")):
         n = len(summary.with_status(st))
         if n and not (st == "missing" and summary.skip_missing):
-            reasons.append(f"{n} {'repository' if n == 1 else 'repositories'} {label}")
+            reasons.append(f"{_plural(n, 'repository')} {label}")
     if status == EXIT_OK:
         linted = len(summary.with_status("ok"))
-        out.append(f"OK: {total_findings} findings in {linted} repositories, every one triaged true")
+        out.append(f"OK: {_plural(total_findings, 'finding')} in {_plural(linted, 'repository')}, "
+                   "every one triaged true")
     else:
         out.append("FAIL: " + ", ".join(reasons))
     return "\n".join(out) + "\n"
@@ -893,7 +898,7 @@ def main(argv: list[str] | None = None) -> int:
             raise EcosystemError("--jobs must be at least 1")
         if args.timeout is not None and args.timeout <= 0:
             raise EcosystemError("--timeout must be positive")
-        print(f"shardlint ecosystem check: {len(selected)} repositories from {cache}, "
+        print(f"shardlint ecosystem check: {_plural(len(selected), 'repository')} from {cache}, "
               f"shardlint {args.shardlint}{shardlint_version(args.shardlint)}, "
               f"triage {_display(args.triage)} ({len(triage.entries)} entries)", flush=True)
         summary = run_check(args, repos, selected, triage, cache)

@@ -371,7 +371,7 @@ class MainTest(TempDirCase):
         self.triage.write_text(triage_text(("alpha", "a.py", 1, "SL101", "true", "real")))
         rc, out, _ = self.main("--jobs", "2")
         self.assertEqual(rc, 0, out)
-        self.assertIn("OK: 1 findings in 2 repositories", out)
+        self.assertIn("OK: 1 finding in 2 repositories", out)
         self.triage.write_text(triage_text(("alpha", "a.py", 1, "SL101", "false", "not real")))
         rc, out, _ = self.main()
         self.assertEqual(rc, 1)
