@@ -33,7 +33,7 @@ class UnshardedParams final : public Rule {
     // over them shards the root. A filtered one (`if isinstance(m, Block)`, `if type(m) in
     // classes`) picks blocks, which the root is not.
     if (t.edges[module.edges.size()] == ".modules()" || t.edges[module.edges.size()] == ".named_modules()")
-      return !filteredInLoop(st, w.point);
+      return !filteredInLoop(st, w.point) || filterMayAccept(st, w.point, module);
     static const char* kIter[] = {"[*]", "[1]", ".children()", ".named_children()", ".values()", ".items()"};
     for (size_t i = module.edges.size(); i < t.edges.size(); ++i)
       if (std::find(std::begin(kIter), std::end(kIter), t.edges[i]) == std::end(kIter)) return false;
@@ -46,6 +46,26 @@ class UnshardedParams final : public Rule {
     for (int a = st.points[static_cast<size_t>(p)].arm; a >= 0; a = st.arms[static_cast<size_t>(a)].parent) {
       if (st.arms[static_cast<size_t>(a)].loop) return branch;
       branch = true;
+    }
+    return false;
+  }
+
+  // The loop's filter is an isinstance test that the module itself may pass: its class
+  // (or a base) is among the tested classes, or its class is unknown and the test
+  // names `nn.Module`.
+  static bool filterMayAccept(const Store& st, semantic::PointId p, const Lineage& module) {
+    ObjId m = objectAt(st, module);
+    std::vector<std::string> classes;
+    if (m != kNoObj && st.obj(m).kind == semantic::ObjKind::Instance) {
+      classes.push_back(st.obj(m).name);
+      if (st.obj(m).cls) for (const auto& b : st.obj(m).cls->allBases()) classes.push_back(b);
+    }
+    for (const semantic::Region* r : st.regionsAt(p)) {
+      if (r->kind != "isinstance" || r->negated) continue;
+      for (const auto& n : r->names) {
+        if (n == "torch.nn.Module" || n == "torch.nn.modules.module.Module") return true;
+        if (std::find(classes.begin(), classes.end(), n) != classes.end()) return true;
+      }
     }
     return false;
   }

@@ -929,6 +929,7 @@ void Interp::execTry(TSNode n) {
 void Interp::execWith(TSNode n) {
   Region with;
   with.kind = "with";
+  ValueSet entered;  // the context managers, for calls in the body (CallModel)
   for (TSNode c : syntax::namedChildren(n)) {
     if (kindOf(c) != Kind::with_clause) continue;
     for (TSNode item : syntax::namedChildren(c)) {
@@ -936,13 +937,14 @@ void Interp::execWith(TSNode n) {
       TSNode value = syntax::field(item, "value");
       if (kindOf(value) == Kind::as_pattern) {
         ValueSet v = eval(ts_node_named_child(value, 0));
+        addValues(entered, v);
         TSNode alias = syntax::field(value, "alias");
         if (!ts_node_is_null(alias)) {
           TSNode target = ts_node_named_child_count(alias) > 0 ? ts_node_named_child(alias, 0) : alias;
           assign(target, v, originOf(value));
         }
       } else {
-        eval(value);
+        addValues(entered, eval(value));
       }
       // The context manager's callee (`pytest.raises`, `self.assertRaises`), for rules that
       // treat the body specially.
@@ -956,7 +958,9 @@ void Interp::execWith(TSNode n) {
     }
   }
   PointId begin = static_cast<PointId>(st_.points.size());
+  contexts_.push_back(std::move(entered));
   execBlock(syntax::field(n, "body"));
+  contexts_.pop_back();
   if (!with.names.empty()) {
     std::vector<Region> regions{std::move(with)};
     closeRegions(regions, begin);
@@ -1427,8 +1431,15 @@ ValueSet Interp::evalCall(TSNode call) {
         for (const auto& c : fa_.classes_)
           if (c->methods.count(method)) summary_->contextDependent = true;
       }
-      if (fa_.model_.onCall(ms)) addValues(result, ms.result);
-      else addValue(result, derive(r, "." + method + "()"));
+      if (fa_.model_.onCall(ms)) {
+        addValues(result, ms.result);
+      } else {
+        // A method result is made where the method is called.
+        size_t known = st_.objects.size();
+        ObjId made = derive(r, "." + method + "()");
+        if (static_cast<size_t>(made) >= known) st_.obj(made).origin = site.origin;
+        addValue(result, made);
+      }
     }
     return result;
   }
@@ -1730,6 +1741,17 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
   // Second pass: contents may refer to objects created later (`xs = []; xs.append(p)`).
   for (size_t i = 0; i < ss.objects.size(); ++i) {
     const Obj& o = ss.objects[i];
+    if (o.kind == ObjKind::Derived && !o.tags.empty()) {
+      // Annotations a CallModel gave a derived object (a method result used as an optimizer).
+      for (ObjId d : map[i]) {
+        if (st_.obj(d).kind != ObjKind::Derived || !st_.obj(d).tags.empty()) continue;
+        st_.obj(d).tags = o.tags;
+        for (const auto& in : o.inputs) st_.obj(d).inputs.push_back(mapSet(in));
+        for (const auto& io : o.inputOrigins) st_.obj(d).inputOrigins.push_back(via(io));
+        st_.obj(d).origin = via(o.origin);
+      }
+      continue;
+    }
     if (o.kind != ObjKind::Instance && o.kind != ObjKind::Container && o.kind != ObjKind::Literal) continue;
     Obj& copy = st_.obj(map[i].front());
     for (const auto& e : o.elements) copy.elements.push_back(mapSet(e));

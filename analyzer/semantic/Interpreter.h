@@ -201,6 +201,8 @@ class Interp {
   ValueSet analyzeInPlace(const FunctionDef& def, const std::vector<ValueSet>& args);
   Origin originOf(TSNode n) const;
   Frame& frame() { return frame_; }
+  // The values of the `with` items whose bodies are running, innermost last.
+  const std::vector<ValueSet>& contexts() const { return contexts_; }
 
  private:
   ValueSet evalCall(TSNode call);
@@ -235,6 +237,7 @@ class Interp {
   std::vector<Site> via_;                    // call sites of the functions being inlined, outermost first
   std::set<const FunctionDef*> inlining_;    // recursion guard for inlining
   Summary* summary_ = nullptr;               // set while computing a summary
+  std::vector<ValueSet> contexts_;
   std::vector<Region> pendingRest_;           // set by execIf for the rest of the enclosing block
   int evalDepth_ = 0;
   static constexpr int kMaxEvalDepth = 400;

@@ -127,6 +127,49 @@ bool handleFabric(CallSite& site, const Obj& fabric) {
   return false;
 }
 
+// A method's result (`model.configure_optimizers(...)`) used as an optimizer holds
+// the parameters of the object whose method made it, even when its class cannot be read.
+void markMethodOptimizer(semantic::Interp& in, ObjId id) {
+  Store& st = in.store();
+  const Obj& o = st.obj(id);
+  if (o.kind != ObjKind::Derived || o.hasTag("optimizer") || o.name.size() < 3 || o.name[0] != '.' ||
+      o.name.compare(o.name.size() - 2, 2, "()") != 0 || o.parent == kNoObj)
+    return;
+  const Obj& parent = st.obj(o.parent);
+  if (parent.hasTag("optimizer") || parent.kind == ObjKind::Literal || parent.kind == ObjKind::Ref) return;
+  ObjId params = in.derive(o.parent, ".parameters()");
+  Obj& opt = st.obj(id);
+  opt.tags["optimizer"] = opt.name.substr(1, opt.name.size() - 3);
+  opt.inputs = {{params}};
+  opt.inputOrigins = {opt.origin};
+}
+
+// How the call treats an optimizer it is given: a method result passed as
+// `optimizer=` or to `.step(...)` is one (above); an external call that takes an
+// optimizer together with other objects (`lib.setup(model, optimizer)`) may re-point
+// it to them ("handoff"; Staleness decides whether the wrapped model is among them).
+void noteOptimizerUses(CallSite& site) {
+  Store& st = site.in.store();
+  for (const auto& [k, v] : site.kwargs)
+    if (k == "optimizer")
+      for (ObjId id : v) markMethodOptimizer(site.in, id);
+  if (site.method == "step" && !site.args.empty())
+    for (ObjId id : site.args[0]) markMethodOptimizer(site.in, id);
+  ValueSet opts, others;
+  auto sort = [&](const ValueSet& vs) {
+    for (ObjId id : vs) {
+      const Obj& o = st.obj(id);
+      if (o.hasTag("optimizer")) semantic::addValue(opts, id);
+      else if (o.kind != ObjKind::Literal && o.kind != ObjKind::Ref) semantic::addValue(others, id);
+    }
+  };
+  for (const auto& a : site.args) sort(a);
+  for (const auto& [k, v] : site.kwargs) sort(v);
+  if (site.receiver != kNoObj) sort({site.receiver});
+  if (opts.empty() || others.empty()) return;
+  for (ObjId o : opts) site.in.domainEvent("handoff", o, site.origin, {{"call", calleeText(site)}}, {others});
+}
+
 }  // namespace
 
 bool isOptimizerQualname(std::string_view q) {
@@ -206,6 +249,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
       site.result = {site.receiver};
       return true;
     }
+    if (m == "zero_grad" || (m == "step" && recv.name.find("optim") != std::string::npos))
+      markMethodOptimizer(site.in, site.receiver);
+    if (m != "zero_grad" && m != "__call__") noteOptimizerUses(site);
     return false;
   }
 
@@ -258,6 +304,42 @@ bool FsdpCallModel::onCall(CallSite& site) {
       site.result = {o};
       return true;
     }
+  }
+  if (q == "torch.distributed.fsdp.wrap.enable_wrap") {
+    // FSDP1's wrapping context: `wrap(m)` inside it calls wrapper_cls(m, **kwargs).
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    const ValueSet* cls = site.kwarg("wrapper_cls");
+    bool fsdp1 = cls && std::any_of(cls->begin(), cls->end(), [&](ObjId c) { return isFsdp1Class(st.obj(c).name); });
+    if (fsdp1) {
+      st.obj(o).tags["fsdp1_wrap_context"] = "1";
+      const ValueSet* orig = site.kwarg("use_orig_params");
+      auto lit = literalOf(st, orig);
+      st.obj(o).tags["replaces"] = !orig ? "1" : lit == std::optional<std::string>("True") ? "0"
+                                         : lit == std::optional<std::string>("False") ? "1" : "?";
+    }
+    site.result = {o};
+    return true;
+  }
+  if (q == "torch.distributed.fsdp.wrap.wrap") {
+    const ValueSet* modArg = site.arg(0, "module");
+    const Obj* context = nullptr;
+    for (const ValueSet& c : site.in.contexts())
+      for (ObjId id : c)
+        if (st.obj(id).hasTag("fsdp1_wrap_context")) context = &st.obj(id);
+    if (!modArg) return false;
+    if (!context) {  // outside enable_wrap, wrap() returns the module unchanged
+      site.result = *modArg;
+      return true;
+    }
+    std::map<std::string, std::string, std::less<>> attrs{{"api", "fsdp1"}, {"fsdp_version", "1"},
+                                                          {"call", calleeText(site)},
+                                                          {"replaces", std::string(context->tag("replaces"))}};
+    for (ObjId m : flattenModules(st, *modArg)) site.in.domainEvent("wrap", m, site.origin, attrs);
+    ObjId w = site.in.newObject(ObjKind::Instance, q, site.origin);
+    st.obj(w).tags["fsdp_wrapper"] = "fsdp1";
+    st.obj(w).inputs = {*modArg};
+    site.result = {w};
+    return true;
   }
   if (isFullyShard(q) || isFsdp1Class(q) || listed("wraps")) {
     const ValueSet* modArg = site.arg(0, "module");
@@ -374,6 +456,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
     site.result = {o};
     return true;
   }
+  noteOptimizerUses(site);
   return false;
 }
 
@@ -408,7 +491,13 @@ ObjId objectAt(const Store& st, const Lineage& l) {
   return cur;
 }
 
-Lineage lineageOf(const Store& st, ObjId o, int depth) {
+static Lineage lineageImpl(const Store& st, ObjId o, int depth, bool lookThrough);
+
+Lineage lineageOf(const Store& st, ObjId o, int depth) { return lineageImpl(st, o, depth, true); }
+
+Lineage writtenLineage(const Store& st, ObjId o) { return lineageImpl(st, o, 0, false); }
+
+static Lineage lineageImpl(const Store& st, ObjId o, int depth, bool lookThrough) {
   std::vector<std::string> edges;
   ObjId cur = o;
   while (cur != kNoObj && st.obj(cur).kind == ObjKind::Derived) {
@@ -418,12 +507,12 @@ Lineage lineageOf(const Store& st, ObjId o, int depth) {
   std::reverse(edges.begin(), edges.end());
   if (cur != kNoObj && st.obj(cur).owner != kNoObj && depth < 32 && canOwnModules(st, st.obj(cur).owner)) {
     const Obj& r = st.obj(cur);
-    Lineage outer = lineageOf(st, r.owner, depth + 1);
+    Lineage outer = lineageImpl(st, r.owner, depth + 1, lookThrough);
     outer.edges.push_back(r.ownerEdge);
     outer.edges.insert(outer.edges.end(), edges.begin(), edges.end());
     return outer;
   }
-  if (cur != kNoObj && depth < 32) {
+  if (cur != kNoObj && depth < 32 && lookThrough) {
     const Obj& r = st.obj(cur);
     // The lineage of the object `r` stands for, continued by `edges` less a leading
     // edge that steps into the wrapper's inner module.

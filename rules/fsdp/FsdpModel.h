@@ -44,6 +44,9 @@ struct Lineage {
   std::vector<std::string> edges;
 };
 Lineage lineageOf(const Store& st, ObjId o, int depth = 0);
+// The lineage as the user wrote it, for messages: wrappers and unknown functions of
+// an object are not looked through (`model = get_model(config)` stays `model`).
+Lineage writtenLineage(const Store& st, ObjId o);
 // The object a lineage of attribute stores leads to (`model.layers` -> the ModuleList
 // stored there), or kNoObj.
 ObjId objectAt(const Store& st, const Lineage& l);

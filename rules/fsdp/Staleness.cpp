@@ -27,7 +27,35 @@ bool refreshed(const Store& st, const Event& e, ObjId opt) {
     return st.pathFrom(e.target, opt, edges) && !edges.empty() && edges[0] == ".param_groups";
   }
   if (e.kind == EventKind::SetAttr && e.name == "param_groups" && e.target == opt) return true;
+  // `opt.param_groups.clear()` then new groups: the groups are rebuilt.
+  if (e.kind == EventKind::MethodCall && e.name == "clear" && e.target != kNoObj) {
+    std::vector<std::string_view> edges;
+    return st.pathFrom(e.target, opt, edges) && edges.size() == 1 && edges[0] == ".param_groups";
+  }
   return false;
+}
+
+// The optimizer is passed into the call that shards the model and that same call
+// re-points it (a project helper rewriting its param groups): every refresh of
+// `opt` that shows, in the optimizer's frame, at the wrap's call site.
+bool repointedByWrappingCall(const Store& st, const Event& wrap, ObjId opt) {
+  const semantic::Origin& made = st.obj(opt).origin;
+  semantic::Site call = wrap.origin.primaryIn(made);
+  if (call == wrap.origin.site()) return false;  // the wrap is not inside a call made here
+  return std::any_of(st.events.begin(), st.events.end(), [&](const Event& r) {
+    return refreshed(st, r, opt) && r.origin.primaryIn(made) == call;
+  });
+}
+
+// An external call after the wrap takes the optimizer together with the wrapped
+// model (`model, opt = lib.setup(model, opt)`): it may re-point it.
+bool handedOff(const Store& st, const Event& r, ObjId opt, const Event& wrap) {
+  if (r.kind != EventKind::Domain || r.name != "handoff" || r.target != opt || r.args.empty()) return false;
+  Lineage target = lineageOf(st, wrap.target);
+  return std::any_of(r.args[0].begin(), r.args[0].end(), [&](ObjId a) {
+    Lineage l = lineageOf(st, a);
+    return within(l, target) || within(target, l);
+  });
 }
 
 // The same variable (label) re-bound to a new optimizer after the wrap, on every
@@ -70,13 +98,13 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
         Lineage src = lineageOf(st, s);
         return within(src, target) || within(target, moduleOfSource(src));
       });
-      if (!related) continue;
+      if (!related || repointedByWrappingCall(st, *w, opt)) continue;
       // A use of this optimizer object after the wrap, not preceded by a refresh.
       const Event* use = nullptr;
       for (const Event& e : st.events) {
         if (!uses(st, e, opt) || !st.mayHappenBefore(w->point, e.point)) continue;
         bool fresh = std::any_of(st.events.begin(), st.events.end(), [&](const Event& r) {
-          return refreshed(st, r, opt) && st.mayHappenBefore(w->point, r.point) &&
+          return (refreshed(st, r, opt) || handedOff(st, r, opt, *w)) && st.mayHappenBefore(w->point, r.point) &&
                  (st.dominates(r.point, e.point) || r.point == e.point);
         });
         if (fresh || rebuiltAfter(st, opt, *w, e)) continue;
@@ -84,7 +112,7 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
         break;
       }
       if (!use) continue;
-      out.push_back({opt, w, use, moduleOfSource(lineageOf(st, sources.empty() ? kNoObj : sources.front()))});
+      out.push_back({opt, w, use, moduleOfSource(writtenLineage(st, sources.empty() ? kNoObj : sources.front()))});
       break;
     }
   }
