@@ -296,3 +296,87 @@ TEST_CASE("pathological input stays bounded and never crashes", "[unit][robustne
   auto a = analyse(fanout, true);
   CHECK(a.store().objects.size() < 2000000);
 }
+
+namespace {
+// The regions that hold the first call of `name`.
+std::vector<const Region*> regionsOf(const Analysed& a, std::string_view name) {
+  const Event* e = a.event(name);
+  REQUIRE(e);
+  return a.store().regionsAt(e->point);
+}
+bool hasRegion(const std::vector<const Region*>& rs, std::string_view kind, std::string_view name, bool negated) {
+  return std::any_of(rs.begin(), rs.end(), [&](const Region* r) {
+    return r->kind == kind && r->negated == negated &&
+           std::find(r->names.begin(), r->names.end(), name) != r->names.end();
+  });
+}
+}  // namespace
+
+TEST_CASE("regions: isinstance / hasattr tests, early returns and with bodies", "[unit][regions]") {
+  SECTION("an if arm holds its test; the else arm holds it negated") {
+    auto a = analyse("from m import C\nif isinstance(x, C):\n    a()\nelse:\n    b()\nc()\n");
+    CHECK(hasRegion(regionsOf(a, "a"), "isinstance", "m.C", false));
+    CHECK(hasRegion(regionsOf(a, "b"), "isinstance", "m.C", true));
+    CHECK(regionsOf(a, "c").empty());
+  }
+  SECTION("a name bound to a test, `and`, `not`, parentheses, tuples of classes") {
+    auto a = analyse(
+        "from m import C, D\nok = isinstance(x, (C, D))\nif ok and y:\n    a()\nif not (hasattr(x, 'k')):\n    b()\n");
+    auto ra = regionsOf(a, "a");
+    CHECK(hasRegion(ra, "isinstance", "m.C", false));
+    CHECK(hasRegion(ra, "isinstance", "m.D", false));
+    CHECK(hasRegion(regionsOf(a, "b"), "hasattr", "k", true));
+  }
+  SECTION("`or` establishes nothing in its true arm") {
+    auto a = analyse("from m import C\nif isinstance(x, C) or y:\n    a()\n");
+    CHECK(regionsOf(a, "a").empty());
+  }
+  SECTION("what follows `if not <test>: return` holds the test") {
+    auto a = analyse("from m import C\ndef f(x):\n    if not isinstance(x, C):\n        return\n    a()\nf(1)\n");
+    CHECK(hasRegion(regionsOf(a, "a"), "isinstance", "m.C", false));
+  }
+  SECTION("a with body records its context manager's callee; inlined calls keep their regions") {
+    auto a = analyse(
+        "import pytest\ndef g():\n    a()\nwith pytest.raises(ValueError):\n    g()\nwith self.assertRaises(E):\n    b()\n");
+    CHECK(hasRegion(regionsOf(a, "a"), "with", "pytest.raises", false));
+    CHECK(hasRegion(regionsOf(a, "b"), "with", ".assertRaises", false));
+  }
+  SECTION("a test over a call is not evaluated twice and gives no region") {
+    auto a = analyse("from m import C\nif isinstance(make(), C):\n    a()\n");
+    CHECK(regionsOf(a, "a").empty());
+    int makes = 0;
+    for (const Event& e : a.store().events) makes += e.name == "make";
+    CHECK(makes == 1);
+  }
+}
+
+TEST_CASE("framework APIs the call model gives meaning to are not interpreted", "[unit][summaries]") {
+  struct Framework final : CallModel {
+    bool onCall(CallSite&) override { return false; }
+    bool frameworkApi(std::string_view q) const override { return q.substr(0, 3) == "fw."; }
+  };
+  struct OneFunction final : ModuleProvider {
+    FileAnalysis* lib = nullptr;
+    Found resolve(std::string_view q) override {
+      Found f;
+      if (q == "fw.run" || q == "own.run") f.function = lib->topFunction("run");
+      return f;
+    }
+  };
+  SourceFile libFile("lib.py", "def run(x):\n    inner(x)\n");
+  static thread_local syntax::Parser parser;
+  syntax::Tree libTree = parser.parse(libFile.text);
+  Framework model;
+  FileAnalysis lib(libFile, libTree.root(), model, "fw", 1);
+  lib.prepare();
+  OneFunction provider;
+  provider.lib = &lib;
+  SourceFile user("t.py", "import fw\nimport own\nfw.run(1)\nown.run(2)\n");
+  syntax::Tree tree = parser.parse(user.text);
+  FileAnalysis fa(user, tree.root(), model, "t", 0);
+  fa.setProvider(&provider);
+  fa.run();
+  int inner = 0;
+  for (const Event& e : fa.moduleStore().events) inner += e.name == "inner";
+  CHECK(inner == 1);  // only through own.run
+}

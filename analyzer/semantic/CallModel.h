@@ -46,8 +46,8 @@ class CallModel {
   // `prepare`): a function calling them on a parameter is interpreted per call site.
   virtual bool receiverSensitive(std::string_view method) const { (void)method; return false; }
   // True for qualified names in a framework whose API the model gives meaning to
-  // (accelerate, Lightning): calls into it from outside its own package are not
-  // resolved to its source even when the project being linted contains it.
+  // (accelerate, Lightning): calls into it are not resolved to its source, even when
+  // the project being linted is that framework or vendors it.
   virtual bool frameworkApi(std::string_view qualname) const { (void)qualname; return false; }
   // Settings from configuration that applies to the file being analysed (linked
   // configs); the engine passes them through without interpreting them.

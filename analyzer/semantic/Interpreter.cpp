@@ -135,11 +135,7 @@ FileAnalysis::FileAnalysis(const SourceFile& file, TSNode root, CallModel& model
     : file_(file), root_(root), model_(model), moduleName_(std::move(moduleName)), fileId_(fileId),
       isPackage_(isPackage) {}
 
-bool FileAnalysis::opaque(std::string_view qualname) const {
-  if (!model_.frameworkApi(qualname)) return false;
-  auto top = [](std::string_view q) { return q.substr(0, q.find('.')); };
-  return top(qualname) != top(moduleName_);
-}
+bool FileAnalysis::opaque(std::string_view qualname) const { return model_.frameworkApi(qualname); }
 
 const FunctionDef* FileAnalysis::topFunction(std::string_view name) const {
   auto it = topFunctions_.find(name);

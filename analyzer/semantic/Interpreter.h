@@ -135,9 +135,9 @@ class FileAnalysis {
   // Module-level name -> qualified name for imports ("FSDP" -> "torch...FullyShardedDataParallel").
   const std::map<std::string, std::string, std::less<>>& imports() const { return imports_; }
   const std::string& moduleName() const { return moduleName_; }
-  // A framework API the call model gives meaning to, called from outside that
-  // framework's own package: its implementation (in the project being linted, or
-  // vendored) is not interpreted.
+  // A framework API the call model gives meaning to: its implementation (in the
+  // project being linted, or vendored) is never interpreted from another module, not
+  // even from the framework's own modules (they are analysed, each on its own).
   bool opaque(std::string_view qualname) const;
   uint32_t fileId() const { return fileId_; }
 
