@@ -333,6 +333,9 @@ void FileAnalysis::run() {
     for (const auto& name : model_.frameworkOrder(c->allBases()))
       if (const FunctionDef* f = c->findMethod(name); f && !called_.count(f)) hooks.push_back(f);
     if (hooks.empty()) continue;
+    // The instance is constructed before the framework calls any hook.
+    if (const FunctionDef* init = c->findMethod("__init__"))
+      hooks.insert(hooks.begin(), init);
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     Origin origin{fileId_, syntax::rangeOf(syntax::field(c->node, "name")), {}};
@@ -1354,6 +1357,7 @@ ValueSet Interp::evalCall(TSNode call) {
   ValueSet result;
   if (kindOf(fn) == Kind::attribute) {
     std::string method = text(syntax::field(fn, "attribute"));
+    if (superCall(syntax::field(fn, "object"), method, site, result)) return result;
     ValueSet receivers = eval(syntax::field(fn, "object"));
     for (ObjId r : receivers) {
       const Obj& ro = st_.obj(r);
@@ -1452,6 +1456,25 @@ ValueSet Interp::evalCall(TSNode call) {
   }
   for (ObjId callee : callees) addValues(result, callValue(callee, site, call));
   return result;
+}
+
+// `super().method(...)` in a method of a class defined in the project: the first
+// base class (in the project) that defines `method` runs, bound to the same `self`.
+bool Interp::superCall(TSNode object, const std::string& method, CallSite& site, ValueSet& result) {
+  if (kindOf(object) != Kind::call) return false;
+  TSNode fn = syntax::field(object, "function");
+  if (kindOf(fn) != Kind::identifier || text(fn) != "super") return false;
+  const FunctionDef* def = fa_.enclosingFunction(syntax::rangeOf(object));
+  if (!def || !def->cls || def->isStatic || def->params.empty() || def->owner != &fa_) return false;
+  ValueSet self = lookupName(def->params[0]);
+  if (self.empty()) return false;
+  for (const ClassDef* base : def->cls->localBases) {
+    const FunctionDef* m = base->findMethod(method);
+    if (!m) continue;
+    for (ObjId r : self) addValues(result, callFunction(*m, bindArgs(*m, site, r), site.origin));
+    return true;
+  }
+  return false;
 }
 
 ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {

@@ -208,6 +208,7 @@ class Interp {
   ValueSet evalCall(TSNode call);
   ValueSet callValue(ObjId callee, CallSite& site, TSNode node);
   ValueSet evalComprehension(TSNode n);
+  bool superCall(TSNode object, const std::string& method, CallSite& site, ValueSet& result);
   void execIf(TSNode n);
   void execLoop(TSNode n, bool isFor);
   void execTry(TSNode n);

@@ -77,6 +77,10 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
     }
     ValueSet out;
     for (ObjId m : arg) {
+      if (st.obj(m).hasTag("fsdp_wrapper")) {  // already wrapped: prepare() does not wrap it again
+        semantic::addValue(out, m);
+        continue;
+      }
       std::string replaces = fsdp == "2" ? "1" : orig == "False" ? "1" : orig == "True" ? "0" : "?";
       std::map<std::string, std::string, std::less<>> attrs{{"api", "accelerate"},     {"fsdp_version", fsdp},
                                                             {"replaces", replaces},    {"prepare", prepareId},
