@@ -48,6 +48,9 @@ class StrayParamGroup final : public Rule {
       if (w->target == kNoObj) continue;
       Lineage t = lineageOf(st, w->target);
       if (!within(src, t) && !within(t, moduleOfSource(src))) continue;
+      // The wrap took this very object: storing it somewhere later (a checkpoint helper's
+      // `self.model = model`) does not make it a separate module.
+      if (st.rootOf(w->target) == root) return true;
       if (attach && !st.mayHappenBefore(attach->point, w->point)) continue;  // attached after this wrap
       return true;
     }
