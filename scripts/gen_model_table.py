@@ -66,32 +66,43 @@ CAMEL = re.compile(r"^[A-Z][A-Za-z0-9_]*[a-z][A-Za-z0-9_]*$")
 
 
 class Source:
+    """Files of a transformers checkout (--src) or of one commit of a git directory (--git-dir)."""
+
     def __init__(self, src=None, git_dir=None, rev=None):
         self.src, self.git_dir, self.rev = src, git_dir, rev
         self.commit = None
         if git_dir:
             self.commit = self._git("rev-parse", rev + "^{commit}").strip()
             self.subject = self._git("log", "-1", "--format=%s", self.commit).strip()
+            self.tree = {}  # path -> blob id
+            for line in self._git("ls-tree", "-r", self.commit, "src/transformers/").splitlines():
+                meta, path = line.split("\t", 1)
+                self.tree[path] = meta.split()[2]
+            self.cat = subprocess.Popen(["git", "--git-dir", git_dir, "cat-file", "--batch"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def _git(self, *args):
         return subprocess.run(["git", "--git-dir", self.git_dir, *args], check=True, capture_output=True,
                               text=True).stdout
 
     def list_dir(self, path):
+        path = path.rstrip("/") + "/"
         if self.git_dir:
-            out = self._git("ls-tree", "--name-only", self.commit, path.rstrip("/") + "/")
-            return sorted(os.path.basename(p) for p in out.splitlines())
+            return sorted({p[len(path):].split("/")[0] for p in self.tree if p.startswith(path)})
         return sorted(os.listdir(os.path.join(self.src, path)))
 
     def is_dir(self, path):
         if self.git_dir:
-            out = self._git("ls-tree", self.commit, path.rstrip("/"))
-            return out.split()[1:2] == ["tree"]
+            return any(p.startswith(path.rstrip("/") + "/") for p in self.tree)
         return os.path.isdir(os.path.join(self.src, path))
 
     def read(self, path):
         if self.git_dir:
-            return self._git("show", f"{self.commit}:{path}")
+            self.cat.stdin.write((self.tree[path] + "\n").encode())
+            self.cat.stdin.flush()
+            size = int(self.cat.stdout.readline().split()[2])
+            data = self.cat.stdout.read(size + 1)[:-1]
+            return data.decode("utf-8")
         with open(os.path.join(self.src, path), encoding="utf-8") as f:
             return f.read()
 
@@ -225,7 +236,8 @@ def main():
     families = {}
     shared = set()
     for d in source.list_dir(models):
-        if d.startswith("_") or not source.is_dir(f"{models}/{d}"):
+        # `auto` holds the Auto* classes, which name no family.
+        if d.startswith("_") or d == "auto" or not source.is_dir(f"{models}/{d}"):
             continue
         files = [f"{models}/{d}/{f}" for f in source.list_dir(f"{models}/{d}")
                  if f.startswith("modeling_") and f.endswith(".py")
