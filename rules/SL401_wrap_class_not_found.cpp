@@ -104,21 +104,17 @@ class WrapClassNotFound final : public ConfigRule {
       size_t bestD = 99;
       std::string lowerName = name;
       std::transform(lowerName.begin(), lowerName.end(), lowerName.begin(), [](unsigned char c) { return std::tolower(c); });
-      auto consider = [&](const std::string& candidate) {
+      // The closest layer class of the model; a project class or any other class of the model only
+      // when it is close (`KimiDecoderLayer` of the project is no suggestion for `LlamaDecoderLayer`).
+      auto consider = [&](const std::string& candidate, size_t maxD) {
         std::string lc = candidate;
         std::transform(lc.begin(), lc.end(), lc.begin(), [](unsigned char c) { return std::tolower(c); });
         size_t d = lc == lowerName ? 0 : editDistance(name, candidate);
-        if (d < bestD) bestD = d, best = candidate;
+        if (d <= maxD && d < bestD) bestD = d, best = candidate;
       };
-      for (const auto& l : model.layers) consider(l);
-      for (const auto& k : known) consider(k);
-      if (bestD > 1)  // any class of the model one edit or a letter case away (`LlamaMlp` -> `LlamaMLP`)
-        for (const auto& c : model.classes) {
-          std::string lc = c;
-          std::transform(lc.begin(), lc.end(), lc.begin(), [](unsigned char ch) { return std::tolower(ch); });
-          size_t d = lc == lowerName ? 0 : editDistance(name, c);
-          if (d <= 1 && d < bestD) bestD = d, best = c;
-        }
+      for (const auto& l : model.layers) consider(l, 99);
+      for (const auto& k : known) consider(k, 2);
+      for (const auto& c : model.classes) consider(c, 1);  // `LlamaMlp` -> `LlamaMLP`
       std::string fams;
       for (const auto& f : families) fams += (fams.empty() ? "" : ", ") + f;
       std::string said;

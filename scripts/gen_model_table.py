@@ -47,6 +47,9 @@ ALIASES = {
     "distilgpt2": ["gpt2"],
     "flan-t5": ["t5"],
     "deepseek": ["deepseek_v2", "deepseek_v3"],
+    # Falcon3 and Falcon-E (BitNet) checkpoints are Llama architectures, not the `falcon` family.
+    "falcon3": ["llama"],
+    "falcon-e": ["llama", "bitnet"],
 }
 # Directories without modeling files whose checkpoints load another family's classes.
 TOKENIZER_ONLY = {
