@@ -1,7 +1,11 @@
 // The syntax outline and SL401's model table: id matching, class sets, unknown versions, project facts.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+
+#include "TestSupport.h"
 
 #include "config/ModelFamilies.h"
 #include "core/SourceFile.h"
@@ -103,4 +107,50 @@ TEST_CASE("model table: project facts from Python files", "[unit][sl401]") {
   CHECK(c["model_unknown"].find("trust_remote_code=True") != std::string::npos);
   auto d = facts("import torch.nn as nn\nclass A(\n    nn.Module):\n    pass\nclass B(A): pass\nclass C(Enum): pass\nclass D: pass\n");
   CHECK(d["module_classes"] == "A,B");
+}
+
+TEST_CASE("gen_model_table.py: a small source tree gives the table rows", "[unit][sl401][script]") {
+  if (shardlint::testing::runShell("command -v python3 >/dev/null 2>&1").code != 0) {
+    WARN("no python3: the generator is not exercised");
+    return;
+  }
+  shardlint::testing::TempDir dir("sl401-gen-");
+  namespace fs = std::filesystem;
+  fs::path models = dir.path() / "src" / "transformers" / "models";
+  fs::create_directories(models / "llama");
+  fs::create_directories(models / "llava");
+  fs::create_directories(models / "code_llama");
+  auto write = [](const fs::path& p, const std::string& text) { std::ofstream(p) << text; };
+  write(dir.path() / "src" / "transformers" / "__init__.py", "__version__ = \"9.9.9\"\n");
+  write(models / "llama" / "modeling_llama.py",
+        "from dataclasses import dataclass\nfrom torch import nn\nfrom ...modeling_utils import PreTrainedModel\n"
+        "from ...modeling_layers import GradientCheckpointingLayer\n"
+        "class LlamaMLP(nn.Module):\n    pass\n"
+        "class LlamaDecoderLayer(GradientCheckpointingLayer):\n    pass\n"
+        "@dataclass\nclass LlamaOutput:\n    pass\n"
+        "class LlamaPreTrainedModel(PreTrainedModel):\n    _no_split_modules = [\"LlamaDecoderLayer\"]\n"
+        "class LlamaModel(LlamaPreTrainedModel):\n    def f(self):\n        return nn.Embedding(1, 1)\n"
+        "class LlamaForCausalLM(LlamaPreTrainedModel):\n    pass\n");
+  write(models / "llava" / "modeling_llava.py",
+        "from ..auto import AutoModel\nfrom ...modeling_utils import PreTrainedModel\n"
+        "class LlavaPreTrainedModel(PreTrainedModel):\n    pass\n"
+        "class LlavaModel(LlavaPreTrainedModel):\n    pass\n");
+  write(models / "code_llama" / "tokenization_code_llama.py", "X = 1\n");
+  fs::path out = dir.path() / "table.inc";
+  auto r = shardlint::testing::runShell(
+      "python3 " + shardlint::testing::shellQuote(std::string(SHARDLINT_SOURCE_DIR) + "/scripts/gen_model_table.py") +
+      " --src " + shardlint::testing::shellQuote(dir.path().string()) + " --out " +
+      shardlint::testing::shellQuote(out.string()) + " 2>&1");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::string table = shardlint::testing::readFile(out);
+  CHECK(table.find("kTransformersVersion = \"9.9.9\"") != std::string::npos);
+  CHECK(table.find("{\"llama\",\"llama vicuna tinyllama alpaca smollm codellama falcon3 falcon-e\",\"Llama\","
+                   "\"~DecoderLayer\",\"~ForCausalLM ~Model ~PreTrainedModel\",\"~MLP\",\"\",\"\"},") !=
+        std::string::npos);
+  CHECK(table.find("{\"llava\",\"llava\",\"Llava\",\"\",\"~Model ~PreTrainedModel\",\"\",\"\",\"AutoModel\"},") !=
+        std::string::npos);
+  CHECK(table.find("{\"code_llama\",\"codellama\",\"\",\"\",\"\",\"\",\"llama\",\"\"},") != std::string::npos);
+  CHECK(table.find("Embedding") != std::string::npos);    // torch.nn classes go to the shared list
+  CHECK(table.find("LlamaOutput") == std::string::npos);  // output dataclasses are left out
 }
