@@ -26,8 +26,9 @@ std::vector<fs::path> projects() {
   return out;
 }
 
-// Findings as "relative/path.py:line:col CODE", sorted.
-std::vector<std::string> lintProject(const fs::path& dir, unsigned jobs) {
+// Findings as "relative/path.py:line:col CODE" (sorted), with their messages.
+std::vector<std::string> lintProject(const fs::path& dir, unsigned jobs,
+                                     std::multimap<std::string, std::string>* messages = nullptr) {
   shardlint::LintOptions options;
   options.jobs = jobs;
   shardlint::Linter linter(shardlint::rules::catalog(), options);
@@ -37,6 +38,7 @@ std::vector<std::string> lintProject(const fs::path& dir, unsigned jobs) {
     std::string rel = fs::path(d.location.path).lexically_relative(dir).generic_string();
     out.push_back(rel + ":" + std::to_string(d.location.start.line + 1) + ":" +
                   std::to_string(d.location.start.codepointColumn + 1) + " " + d.code);
+    if (messages) messages->emplace(out.back(), d.message);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -49,19 +51,34 @@ TEST_CASE("project fixtures: cross-file findings exactly as expected", "[project
   for (const auto& dir : dirs) {
     DYNAMIC_SECTION(dir.filename().string()) {
       std::vector<std::string> expected;
+      std::vector<std::pair<std::string, std::string>> messageRegexes;  // finding -> `: regex` of its expectation
       for (const auto& e : fs::recursive_directory_iterator(dir)) {
         std::string ext = e.path().extension().string();
         if (ext != ".py" && ext != ".yaml" && ext != ".yml") continue;
         std::string rel = e.path().lexically_relative(dir).generic_string();
-        for (const auto& x : shardlint::testing::parseExpectations(readFile(e.path())))
+        for (const auto& x : shardlint::testing::parseExpectations(readFile(e.path()))) {
           expected.push_back(rel + ":" + std::to_string(x.line) + ":" + std::to_string(x.column) + " " + x.code);
+          if (x.messageRegex) messageRegexes.emplace_back(expected.back(), *x.messageRegex);
+        }
       }
       std::sort(expected.begin(), expected.end());
       std::string name = dir.filename().string();
       bool ok = name.size() > 3 && name.substr(name.size() - 3) == "_ok";
       if (ok) CHECK(expected.empty());
       else CHECK(!expected.empty());
-      CHECK(lintProject(dir, 1) == expected);
+      std::multimap<std::string, std::string> messages;
+      CHECK(lintProject(dir, 1, &messages) == expected);
+      for (const auto& [finding, re] : messageRegexes) {
+        auto [lo, hi] = messages.equal_range(finding);
+        bool any = false;
+        std::string seen;
+        for (auto it = lo; it != hi; ++it) {
+          any = any || std::regex_search(it->second, std::regex(re));
+          seen += it->second + "\n";
+        }
+        INFO("message of " << finding << " does not match `" << re << "`: " << seen);
+        CHECK(any);
+      }
     }
   }
 }
