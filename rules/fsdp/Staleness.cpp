@@ -104,6 +104,7 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
       for (const Event& e : st.events) {
         if (!uses(st, e, opt) || !st.mayHappenBefore(w->point, e.point)) continue;
         bool fresh = std::any_of(st.events.begin(), st.events.end(), [&](const Event& r) {
+          if (handedOff(st, r, opt, *w) && r.origin.site() == e.origin.site()) return true;  // that call itself
           return (refreshed(st, r, opt) || handedOff(st, r, opt, *w)) && st.mayHappenBefore(w->point, r.point) &&
                  (st.dominates(r.point, e.point) || r.point == e.point);
         });
