@@ -202,7 +202,8 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
 
 // `parse-check` (hidden, for scripts/parse_diff.py): only "does each file parse without error
 // nodes", the SL001/SL002 findings `check` would give it, with no pre-scan, no analysis and no size
-// limit. One JSON object per file and line, in the order given:
+// limit. One JSON object per file and line, in the order given (the paths, then those read with
+// --files-from):
 //   {"path": P, "status": "ok"}
 //   {"path": P, "status": "SL001", "line": L, "column": C, "message": M}   (1-based, code points)
 //   {"path": P, "status": "SL002" | "unreadable", "message": M}
