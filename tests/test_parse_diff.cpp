@@ -219,6 +219,8 @@ TEST_CASE("known grammar limitations: valid Python that still gets SL001", "[par
       // and a starred assignment target in brackets. `*name` and `[*[1], 2]` parse.
       {"starred literal in an unbracketed tuple", "x = *[1], 2\n"},
       {"starred parenthesized expression after return", "def f(a):\n    return *(a), 1\n"},
+      {"starred generator expression in a returned tuple (seen in the wild)",
+       "def f(xs):\n    return 1, *(g(x) for x in xs)\n"},
       {"starred string in a for iterable", "for x in *\"ab\", 1:\n    pass\n"},
       {"starred literal in a subscript (PEP 646)", "t = a[*[1, 2]]\n"},
       {"starred parenthesized assignment target", "*(a), b = c\n"},
