@@ -280,6 +280,9 @@ def main():
 
     if not os.access(args.shardlint, os.X_OK):
         sys.exit(f"parse_diff: no shardlint binary at {args.shardlint} (build it, or pass --shardlint)")
+    probe = subprocess.run([args.shardlint, "parse-check"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        sys.exit(f"parse_diff: {args.shardlint} has no parse-check subcommand (rebuild it): {probe.stderr.strip()}")
     corpora = [] if args.no_defaults else default_corpora(args)
     for spec in args.corpus:
         name, _, path = spec.partition("=")
