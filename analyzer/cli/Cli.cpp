@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -199,6 +200,71 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   return all.empty() ? kExitClean : kExitFindings;
 }
 
+// `parse-check` (hidden, for scripts/parse_diff.py): only "does each file parse without error
+// nodes", the SL001/SL002 findings `check` would give it, with no pre-scan, no analysis and no size
+// limit. One JSON object per file and line, in the order given (the paths, then those read with
+// --files-from):
+//   {"path": P, "status": "ok"}
+//   {"path": P, "status": "SL001", "line": L, "column": C, "message": M}   (1-based, code points)
+//   {"path": P, "status": "SL002" | "unreadable", "message": M}
+// Exit 0 when every file parsed completely, 1 otherwise, 2 on a usage error.
+int runParseCheck(const RuleCatalog& catalog, std::vector<std::string> paths, const std::string& filesFrom,
+                  unsigned jobs) {
+  if (!filesFrom.empty()) {
+    std::ifstream file;
+    if (filesFrom != "-") {
+      file.open(filesFrom);
+      if (!file) {
+        std::cerr << "shardlint: error: cannot read " << filesFrom << "\n";
+        return kExitUsage;
+      }
+    }
+    std::istream& in = filesFrom == "-" ? std::cin : file;
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) paths.push_back(line);
+  }
+  LintOptions options;
+  options.maxFileBytes = UINT64_MAX;  // the grammar is what is being checked, not the size limit
+  Linter linter(catalog, std::move(options));
+  std::vector<std::string> lines(paths.size());
+  std::vector<char> clean(paths.size(), 0);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < paths.size();) {
+      nlohmann::json j = {{"path", paths[i]}};
+      std::string text;
+      if (!readFileBytes(paths[i], text)) {
+        j["status"] = "unreadable";
+        j["message"] = "cannot read the file";
+      } else {
+        std::vector<Diagnostic> found = linter.syntaxFindings(paths[i], std::move(text));
+        if (found.empty()) {
+          j["status"] = "ok";
+          clean[i] = 1;
+        } else {
+          const Diagnostic& d = found.front();
+          j["status"] = d.code;
+          if (d.code == "SL001") {
+            j["line"] = d.location.start.line + 1;
+            j["column"] = d.location.start.codepointColumn + 1;
+          }
+          j["message"] = d.message;
+        }
+      }
+      lines[i] = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+  };
+  if (jobs == 0) jobs = std::max(1u, std::thread::hardware_concurrency());
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(1, paths.size())));
+  std::vector<std::thread> pool;
+  for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  for (const auto& l : lines) std::cout << l << "\n";
+  std::cout.flush();
+  return std::all_of(clean.begin(), clean.end(), [](char c) { return c != 0; }) ? kExitClean : kExitFindings;
+}
+
 }  // namespace
 
 int runCli(int argc, char** argv, const RuleCatalog& catalog) {
@@ -306,6 +372,16 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   dump->add_option("file", dumpFile, "Python file")->required();
   dump->group("");  // hidden
 
+  std::vector<std::string> parseCheckPaths;
+  std::string parseCheckFrom;
+  unsigned parseCheckJobs = 0;
+  CLI::App* parseCheck =
+      app.add_subcommand("parse-check", "Report only whether each Python file parses without error nodes (JSON lines)");
+  parseCheck->add_option("paths", parseCheckPaths, "Python files");
+  parseCheck->add_option("--files-from", parseCheckFrom, "Read more paths from this file, one a line (- for stdin)");
+  parseCheck->add_option("-j,--jobs", parseCheckJobs, "Worker threads (default: all cores)")->check(CLI::Range(0u, 1024u));
+  parseCheck->group("");  // hidden: a developer tool (scripts/parse_diff.py)
+
   try {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::Success& e) {
@@ -338,6 +414,7 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
     std::cout << dumpModel(dumpFile, text, catalog);
     return kExitClean;
   }
+  if (*parseCheck) return runParseCheck(catalog, std::move(parseCheckPaths), parseCheckFrom, parseCheckJobs);
   if (*check) return runCheck(catalog, ca);
   if (*rules) {
     for (const auto& i : catalog.infos)

@@ -8,8 +8,10 @@ namespace shardlint {
 
 LineIndex::LineIndex(std::string_view text) : text_(text) {
   starts_.push_back(0);
+  // "\n", "\r\n" and a lone "\r" end a line, as for CPython and LSP.
   for (uint32_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\n') starts_.push_back(i + 1);
+    if (text[i] == '\n' || (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n')))
+      starts_.push_back(i + 1);
   }
 }
 

@@ -599,6 +599,26 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
   return out;
 }
 
+std::vector<Diagnostic> Linter::syntaxFindings(const std::string& path, std::string text) const {
+  std::vector<Diagnostic> out;
+  const RuleInfo* sl001 = catalog_.find("SL001");
+  const RuleInfo* sl002 = catalog_.find("SL002");
+  if (auto problem = contentProblem(text, options_.maxFileBytes)) {
+    if (sl002) out.push_back(skippedDiagnostic(*sl002, path, *problem));
+    return out;
+  }
+  SourceFile file(path, std::move(text));
+  thread_local syntax::Parser parser;
+  syntax::Tree tree = parser.parse(file.text);
+  if (!tree) {
+    if (sl002) out.push_back(skippedDiagnostic(*sl002, path, "file skipped: the parser gave up on it"));
+    return out;
+  }
+  if (sl001)
+    if (auto d = syntaxDiagnostic(*sl001, file, tree.root())) out.push_back(std::move(*d));
+  return out;
+}
+
 std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths, LintStats* statsOut) const {
   using Clock = std::chrono::steady_clock;
   LintStats stats;

@@ -71,6 +71,11 @@ class Linter {
   std::vector<Diagnostic> lintPath(const std::string& path) const { return lintFiles({path}); }
   // Lints text already in memory as a single file, no project (tests, the language server).
   std::vector<Diagnostic> lintText(const std::string& path, std::string text) const;
+  // Only the syntax findings `check` gives a Python file, with no pre-scan and no analysis: SL001 for
+  // the first ERROR or MISSING node, SL002 when the text is not read as source (NUL bytes, invalid
+  // UTF-8, over maxFileBytes) or the parser gives up; empty when it parses completely. The selection
+  // and suppressions do not apply. Thread-safe. The engine of the hidden `shardlint parse-check`.
+  std::vector<Diagnostic> syntaxFindings(const std::string& path, std::string text) const;
 
   const RuleCatalog& catalog() const { return catalog_; }
   const LintOptions& options() const { return options_; }

@@ -142,6 +142,7 @@ struct Document {
   json version;  // integer (or null)
   std::string text;
   TreePtr tree;  // Python documents: the tree for `text`, re-parsed incrementally
+  bool treeFromView = false;  // parsed from syntax::lineBreakView(text): the next parse starts afresh
   json diagnostics = json::array();
   bool linted = false;
 };
@@ -529,8 +530,8 @@ class Server {
 
   void reparse(Document& d, bool incremental) {
     auto t0 = std::chrono::steady_clock::now();
-    TSTree* old = incremental ? d.tree.get() : nullptr;
-    TSTree* fresh = ts_parser_parse_string(parser_.get(), old, d.text.data(), static_cast<uint32_t>(d.text.size()));
+    TSTree* old = incremental && !d.treeFromView ? d.tree.get() : nullptr;
+    TSTree* fresh = syntax::parsePython(parser_.get(), old, d.text, &d.treeFromView);
     d.tree.reset(fresh);  // null when parsing failed: the linter parses the text itself
     if (trace_)
       std::fprintf(stderr, "shardlint server: %s parse of %s: %.2f ms\n", incremental ? "incremental" : "full",

@@ -1,5 +1,6 @@
 #include "syntax/TreeSitter.h"
 
+#include <cctype>
 #include <stdexcept>
 #include <string>
 
@@ -66,8 +67,220 @@ Parser::Parser() : parser_(ts_parser_new()) {
     throw std::runtime_error("cannot load the tree-sitter-python grammar");
 }
 
-Tree Parser::parse(std::string_view text) {
-  return Tree(ts_parser_parse_string(parser_.get(), nullptr, text.data(), static_cast<uint32_t>(text.size())));
+Tree Parser::parse(std::string_view text) { return Tree(parsePython(parser_.get(), nullptr, text)); }
+
+TSTree* parsePython(TSParser* parser, const TSTree* old, std::string_view text, bool* viaView) {
+  if (viaView) *viaView = false;
+  auto size = static_cast<uint32_t>(text.size());
+  TSTree* tree = ts_parser_parse_string(parser, old, text.data(), size);
+  if (!tree || !ts_node_has_error(ts_tree_root_node(tree))) return tree;
+  std::string view = lineBreakView(text);
+  if (view.empty()) return tree;
+  TSTree* second = ts_parser_parse_string(parser, nullptr, view.data(), size);
+  if (!second || ts_node_has_error(ts_tree_root_node(second))) {
+    if (second) ts_tree_delete(second);
+    return tree;
+  }
+  ts_tree_delete(tree);
+  if (viaView) *viaView = true;
+  return second;
+}
+
+namespace {
+
+bool isNameByte(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
+
+// `id` directly before a quote: a string prefix? Sets whether the string is formatted (f, t) or raw.
+bool stringPrefix(std::string_view id, bool& format, bool& raw) {
+  format = raw = false;
+  bool bytes = false, unicode = false;
+  if (id.size() > 2) return false;
+  for (char ch : id) {
+    bool* flag = nullptr;
+    switch (std::tolower(static_cast<unsigned char>(ch))) {
+      case 'f': case 't': flag = &format; break;
+      case 'r': flag = &raw; break;
+      case 'b': flag = &bytes; break;
+      case 'u': flag = &unicode; break;
+      default: return false;
+    }
+    if (*flag) return false;
+    *flag = true;
+  }
+  return !(unicode && id.size() > 1) && !(bytes && format);
+}
+
+}  // namespace
+
+std::string lineBreakView(std::string_view src) {
+  const size_t n = src.size();
+  // Code: outside strings (depth = open brackets); FString: the literal part of an f-string;
+  // Field: a replacement field (depth = brackets open inside it); Spec: a field's format spec.
+  enum class Ctx { Code, FString, Field, Spec };
+  struct Frame {
+    Ctx ctx;
+    char quote = 0;
+    bool triple = false, raw = false;
+    int depth = 0;
+  };
+  std::vector<Frame> stack{{Ctx::Code}};
+  std::string view(src);
+  bool changed = false;
+  int statementIndent = 0;  // the scanner's indentation of the current logical line
+  bool lineStart = true;
+  size_t commentStart = std::string_view::npos;  // a comment that ends at the next line break
+  auto isBreak = [&](size_t i) { return i < n && (src[i] == '\n' || src[i] == '\r'); };
+  auto breakLength = [&](size_t i) { return src[i] == '\r' && i + 1 < n && src[i + 1] == '\n' ? 2 : 1; };
+  // A lone "\r" is a line break for CPython; present it as "\n".
+  auto normalizeBreak = [&](size_t i) {
+    if (src[i] == '\r' && breakLength(i) == 1) view[i] = '\n', changed = true;
+  };
+  // Skips a plain (not formatted) string literal whose opening quote is at `i`; npos if unterminated.
+  auto skipString = [&](size_t i) -> size_t {
+    char q = src[i];
+    bool triple = i + 2 < n && src[i + 1] == q && src[i + 2] == q;
+    for (size_t j = i + (triple ? 3 : 1); j < n;) {
+      char c = src[j];
+      if (c == '\\') j += j + 2 < n && src[j + 1] == '\r' && src[j + 2] == '\n' ? 3 : 2;
+      else if (c == q && !triple) return j + 1;
+      else if (c == q && j + 2 < n && src[j + 1] == q && src[j + 2] == q) return j + 3;
+      else if ((c == '\n' || c == '\r') && !triple) return std::string_view::npos;
+      else ++j;
+    }
+    return std::string_view::npos;
+  };
+
+  for (size_t i = 0; i < n;) {
+    Frame& f = stack.back();
+    char c = src[i];
+    if (f.ctx == Ctx::FString || f.ctx == Ctx::Spec) {
+      size_t k = stack.size() - 1;  // the f-string this literal text belongs to
+      while (stack[k].ctx != Ctx::FString) --k;
+      const Frame& str = stack[k];
+      if (c == '\\') {
+        char next = i + 1 < n ? src[i + 1] : 0;
+        if (!str.raw && next == 'N' && i + 2 < n && src[i + 2] == '{') {  // \N{NAME}
+          size_t close = src.find('}', i + 3);
+          if (close == std::string_view::npos) return {};
+          i = close + 1;
+        } else if (!str.raw || next == str.quote || next == '\\' || next == '\n' || next == '\r') {
+          i += next == '\r' && i + 2 < n && src[i + 2] == '\n' ? 3 : 2;
+        } else {
+          ++i;
+        }
+      } else if (c == '{') {
+        if (i + 1 < n && src[i + 1] == '{') i += 2;
+        else stack.push_back({Ctx::Field}), ++i;
+      } else if (c == '}') {
+        if (f.ctx == Ctx::Spec) {  // the end of the field that owns the spec
+          stack.pop_back();
+          stack.pop_back();
+          ++i;
+        } else {
+          i += i + 1 < n && src[i + 1] == '}' ? 2 : 1;
+        }
+      } else if (c == str.quote && f.ctx == Ctx::FString) {
+        if (!f.triple) stack.pop_back(), ++i;
+        else if (i + 2 < n && src[i + 1] == c && src[i + 2] == c) stack.pop_back(), i += 3;
+        else ++i;
+      } else if ((c == '\n' || c == '\r') && !str.triple) {
+        return {};  // unterminated
+      } else {
+        ++i;
+      }
+      continue;
+    }
+
+    // Code or a replacement field.
+    bool code = f.ctx == Ctx::Code;
+    if (code && f.depth == 0 && lineStart) {
+      int indent = 0;
+      size_t j = i;
+      for (; j < n && (src[j] == ' ' || src[j] == '\t' || src[j] == '\f'); ++j)
+        indent = src[j] == ' ' ? indent + 1 : src[j] == '\t' ? indent + 8 : 0;
+      if (j < n && !isBreak(j) && src[j] != '#') statementIndent = indent;
+      lineStart = false;
+      i = j;
+      continue;
+    }
+    if (c == '#') {
+      commentStart = i;
+      while (i < n && !isBreak(i)) ++i;
+      continue;
+    }
+    if (c == '\\' && isBreak(i + 1)) {  // line continuation
+      normalizeBreak(i + 1);
+      i += 1 + breakLength(i + 1);
+      continue;
+    }
+    if (c == '\n' || c == '\r') {
+      if (!code) {  // inside a replacement field the scanner emits no indentation tokens
+        i += breakLength(i);
+      } else if (f.depth == 0) {  // the end of a logical line
+        normalizeBreak(i);
+        i += breakLength(i);
+        lineStart = true;
+      } else {
+        // A line break inside brackets, then maybe blank lines: where is the next line's content,
+        // and is it indented less than the statement?
+        size_t j = i, content = std::string_view::npos;
+        int indent = 0;
+        while (content == std::string_view::npos) {
+          j += breakLength(j);
+          indent = 0;
+          for (; j < n && (src[j] == ' ' || src[j] == '\t' || src[j] == '\f'); ++j)
+            indent = src[j] == ' ' ? indent + 1 : src[j] == '\t' ? indent + 8 : 0;
+          if (j >= n) return {};  // an unclosed bracket
+          if (!isBreak(j)) content = j;
+        }
+        bool dedented = indent < statementIndent;
+        for (size_t k = i; k < content; ++k) {
+          if (src[k] == '\n' && dedented) view[k] = '\r', changed = true;
+          else if (src[k] == '\r' && !dedented && breakLength(k) == 1) view[k] = '\n', changed = true;
+        }
+        if (dedented && commentStart != std::string_view::npos)
+          for (size_t k = commentStart; k < i; ++k) view[k] = ' ';
+        i = content;
+      }
+      commentStart = std::string_view::npos;
+      continue;
+    }
+    if (c == '"' || c == '\'' || isNameByte(static_cast<unsigned char>(c))) {
+      size_t nameEnd = i;
+      while (nameEnd < n && isNameByte(static_cast<unsigned char>(src[nameEnd]))) ++nameEnd;
+      bool format = false, raw = false;
+      if (nameEnd < n && (src[nameEnd] == '"' || src[nameEnd] == '\'') &&
+          stringPrefix(src.substr(i, nameEnd - i), format, raw)) {
+        char q = src[nameEnd];
+        if (format) {
+          bool triple = nameEnd + 2 < n && src[nameEnd + 1] == q && src[nameEnd + 2] == q;
+          stack.push_back({Ctx::FString, q, triple, raw});
+          i = nameEnd + (triple ? 3 : 1);
+        } else {
+          i = skipString(nameEnd);
+          if (i == std::string_view::npos) return {};
+        }
+      } else {
+        i = nameEnd;
+      }
+      continue;
+    }
+    if (c == '(' || c == '[' || c == '{') {
+      ++f.depth;
+    } else if (c == ')' || c == ']' || c == '}') {
+      if (f.depth == 0) {
+        if (code || c != '}') return {};  // unbalanced
+        stack.pop_back();                 // the end of a replacement field
+      } else {
+        --f.depth;
+      }
+    } else if (c == ':' && !code && f.depth == 0) {
+      stack.push_back({Ctx::Spec});
+    }
+    ++i;
+  }
+  if (stack.size() != 1 || stack.back().depth != 0) return {};
+  return changed ? view : std::string();
 }
 
 TSNode field(TSNode n, std::string_view name) {

@@ -85,11 +85,28 @@ class Tree {
   std::unique_ptr<TSTree, TreeDeleter> tree_;
 };
 
+// Parses Python source with `parser`, incrementally from `old` when given. When that tree has
+// errors, parses `lineBreakView(text)` again from scratch and keeps that tree instead when it has
+// none: the view has the same length, so every node keeps its byte range in `text`. `*viaView`
+// says which tree came back (one parsed from the view must not be the `old` tree of a later
+// incremental parse: its rows are not the text's). Null on failure (timeout or cancel).
+TSTree* parsePython(TSParser* parser, const TSTree* old, std::string_view text, bool* viaView = nullptr);
+
+// A same-length copy of Python source with the line breaks CPython's tokenizer sees, for the
+// parse above; empty when it would not differ or the text cannot be tokenized (an unclosed bracket
+// or string). Two workarounds for the grammar's external scanner, which cannot see brackets:
+// - a line break inside brackets followed by a line indented less than the statement (upstream
+//   tree-sitter-python issue #256: the scanner emits a DEDENT there) becomes "\r", which the
+//   grammar skips as whitespace; a comment ending such a line becomes spaces (it would run on);
+// - a lone "\r" outside brackets and strings (old Mac line ends; CPython reads it as a line
+//   break, the scanner as a space) becomes "\n".
+std::string lineBreakView(std::string_view text);
+
 // Move-only owner of a parser. One per thread.
 class Parser {
  public:
   Parser();
-  Tree parse(std::string_view text);  // returns an empty Tree on failure (timeout or cancel)
+  Tree parse(std::string_view text);  // parsePython(); an empty Tree on failure (timeout or cancel)
 
  private:
   std::unique_ptr<TSParser, ParserDeleter> parser_;
