@@ -265,6 +265,24 @@ std::string lineBreakView(std::string_view src) {
       }
       continue;
     }
+    if (c == '*' && code && f.depth == 0 && i + 1 < n && src[i + 1] != '*' && src[i + 1] != '=') {
+      // The grammar rejects a starred bracketed or quoted atom in an unbracketed tuple
+      // (`return a, *(f(x) for x in xs)`, `x = *[1], 2`); unstarred, it is the same kind of
+      // tuple element, which is all the analysis needs.
+      size_t next = i + 1;
+      while (next < n && (src[next] == ' ' || src[next] == '\t')) ++next;
+      size_t prev = i;
+      while (prev > 0 && (src[prev - 1] == ' ' || src[prev - 1] == '\t')) --prev;
+      auto word = [&](std::string_view w) {
+        return prev >= w.size() && src.substr(prev - w.size(), w.size()) == w &&
+               (prev == w.size() || !isNameByte(static_cast<unsigned char>(src[prev - w.size() - 1])));
+      };
+      bool unary = prev > 0 && (src[prev - 1] == ',' || src[prev - 1] == '=' || word("return") || word("yield"));
+      if (unary && next < n && (src[next] == '(' || src[next] == '[' || src[next] == '"' || src[next] == '\'')) {
+        view[i] = ' ';
+        changed = true;
+      }
+    }
     if (c == '(' || c == '[' || c == '{') {
       ++f.depth;
     } else if (c == ')' || c == ']' || c == '}') {
