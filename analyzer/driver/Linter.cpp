@@ -188,24 +188,15 @@ std::optional<Diagnostic> syntaxDiagnostic(const RuleInfo& info, const SourceFil
 void collectComments(const SourceFile& file, TSNode root, Suppressions& sup,
                      const std::function<void(syntax::Kind, TSNode)>& visit) {
   const auto& kinds = syntax::PyKinds::instance();
-  TSTreeCursor cur = ts_tree_cursor_new(root);
-  for (;;) {
-    TSNode n = ts_tree_cursor_current_node(&cur);
+  syntax::walk(root, [&](TSNode n) {
     syntax::Kind k = kinds.kind(n);
     if (k == syntax::Kind::comment) {
       ByteRange r = syntax::rangeOf(n);
       sup.addComment(file.slice(r), r.begin);
     }
     if (visit) visit(k, n);
-    if (ts_tree_cursor_goto_first_child(&cur)) continue;
-    bool moved = false;
-    while (!moved) {
-      if (ts_tree_cursor_goto_next_sibling(&cur)) moved = true;
-      else if (!ts_tree_cursor_goto_parent(&cur)) break;
-    }
-    if (!moved) break;
-  }
-  ts_tree_cursor_delete(&cur);
+    return true;
+  });
 }
 
 // One analysis task: a linted file (the root) plus the project modules its calls

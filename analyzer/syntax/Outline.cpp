@@ -83,10 +83,8 @@ Outline outlinePython(std::string_view src, Parser& parser, const OutlineRequest
   Tree tree = parser.parse(src);
   if (!tree) return out;
   const auto& kinds = PyKinds::instance();
-  TSTreeCursor cur = ts_tree_cursor_new(tree.root());
   std::string text;
-  for (;;) {
-    TSNode n = ts_tree_cursor_current_node(&cur);
+  walk(tree.root(), [&](TSNode n) {
     Kind k = kinds.kind(n);
     bool descend = true;
     switch (k) {
@@ -146,15 +144,8 @@ Outline outlinePython(std::string_view src, Parser& parser, const OutlineRequest
       default:
         break;
     }
-    if (descend && ts_tree_cursor_goto_first_child(&cur)) continue;
-    bool moved = false;
-    while (!moved) {
-      if (ts_tree_cursor_goto_next_sibling(&cur)) moved = true;
-      else if (!ts_tree_cursor_goto_parent(&cur)) break;
-    }
-    if (!moved) break;
-  }
-  ts_tree_cursor_delete(&cur);
+    return descend;
+  });
   return out;
 }
 

@@ -131,4 +131,21 @@ std::string_view calleeLastName(TSNode call, std::string_view src);
 // First ERROR or MISSING node in document order, if any.
 std::optional<TSNode> firstSyntaxError(TSNode root);
 
+// Visits every node under `root` in document order with a tree cursor (no recursion);
+// `visit(node)` returns false to skip that node's children.
+template <class Visit>
+void walk(TSNode root, Visit&& visit) {
+  TSTreeCursor cur = ts_tree_cursor_new(root);
+  for (;;) {
+    if (visit(ts_tree_cursor_current_node(&cur)) && ts_tree_cursor_goto_first_child(&cur)) continue;
+    bool moved = false;
+    while (!moved) {
+      if (ts_tree_cursor_goto_next_sibling(&cur)) moved = true;
+      else if (!ts_tree_cursor_goto_parent(&cur)) break;
+    }
+    if (!moved) break;
+  }
+  ts_tree_cursor_delete(&cur);
+}
+
 }  // namespace shardlint::syntax
