@@ -737,6 +737,7 @@ void Interp::execStatement(TSNode st) {
       for (TSNode c : syntax::namedChildren(st)) {
         if (!frame_.reachable) break;
         execStatement(c);
+        pendingRest_.clear();  // an early-return guard covers only the rest of a real block
       }
       break;
     case Kind::comment:
