@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "Registry.h"
-#include "cli/Cli.h"
+#include "Cli.h"
 
 int main(int argc, char** argv) {
   try {

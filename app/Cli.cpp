@@ -1,5 +1,5 @@
 #include "core/SourceFile.h"
-#include "cli/Cli.h"
+#include "Cli.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
