@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <memory>
+#include <thread>
 
 #include "Registry.h"
 #include "core/SourceFile.h"
@@ -379,4 +380,23 @@ TEST_CASE("framework APIs the call model gives meaning to are not interpreted", 
   int inner = 0;
   for (const Event& e : fa.moduleStore().events) inner += e.name == "inner";
   CHECK(inner == 1);  // only through own.run
+}
+
+// Regression: a chain of 5,000 helpers, each calling the next, nested summary computations 5,000
+// deep on the C++ stack and crashed the run (segmentation fault, no output). On a thread with a
+// small stack, as in the linter's worker pool, it must finish.
+TEST_CASE("a 5,000-deep chain of helper calls is bounded, not a stack overflow", "[unit][robustness]") {
+  std::string chain = "import torch\nfrom torch.distributed.fsdp import fully_shard\n";
+  const int n = 5000;
+  for (int i = n; i > 0; --i)  // callees first and last both occur in real code; define the deepest last
+    chain += "def f" + std::to_string(n - i) + "(m):\n    return f" + std::to_string(n - i + 1) + "(m)\n";
+  chain += "def f" + std::to_string(n) + "(m):\n    fully_shard(m)\n    return m\n";
+  chain += "model = torch.nn.Linear(2, 2)\nopt = torch.optim.AdamW(model.parameters())\nf0(model)\nopt.step()\n";
+  bool done = false;
+  std::thread worker([&] {
+    auto a = analyse(chain, true);
+    done = a.store().objects.size() > 0;
+  });
+  worker.join();
+  CHECK(done);
 }

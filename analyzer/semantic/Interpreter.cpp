@@ -375,6 +375,18 @@ void FileAnalysis::run() {
 const Summary* FileAnalysis::summary(const FunctionDef* def) {
   if (auto it = summaries_.find(def); it != summaries_.end()) return it->second.get();
   if (inProgress_.count(def)) return nullptr;
+  // Summaries are computed on demand, a callee's inside its caller's: a chain of
+  // thousands of helpers calling each other would nest that deep on the C++ stack.
+  // Past kMaxSummaryDepth the callee is treated like a recursive call (unknown effects,
+  // caller marked truncated); it gets its own summary when reached from a shallower
+  // point (at the latest when it is analysed as a function nothing called).
+  thread_local int depth = 0;
+  if (depth >= kMaxSummaryDepth) return nullptr;
+  struct Nest {
+    int& d;
+    explicit Nest(int& x) : d(++x) {}
+    ~Nest() { --d; }
+  } nest(depth);
   inProgress_.insert(def);
   auto s = std::make_unique<Summary>();
   s->def = def;

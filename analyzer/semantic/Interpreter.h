@@ -73,6 +73,9 @@ struct Frame;
 // Past kInlineBudget statements calls use summaries only; past kWorkBudget they
 // are not followed; past kCopyBudget summaries are no longer instantiated. Keeps
 // pathological inputs bounded and results deterministic.
+// Nesting of summary computations (a callee's summary is computed inside its caller's).
+constexpr int kMaxSummaryDepth = 48;
+
 struct Budget {
   size_t work = 0;
   size_t copied = 0;
