@@ -583,13 +583,12 @@ void Interp::execBlock(TSNode block) {
     }
     pendingRest_.clear();
   }
-  closeRegions(rest, rest.empty() ? 0 : rest.front().begin);
+  closeRegions(rest);
 }
 
-void Interp::closeRegions(std::vector<Region>& regions, PointId begin) {
+void Interp::closeRegions(std::vector<Region>& regions) {
   PointId end = static_cast<PointId>(st_.points.size());
   for (Region& r : regions) {
-    if (r.begin == 0) r.begin = begin;
     r.end = end;
     if (r.begin < r.end) st_.regions.push_back(std::move(r));
   }
@@ -818,17 +817,17 @@ void Interp::execIf(TSNode n) {
     frame_.env = before;
     frame_.reachable = true;
     if (!ts_node_is_null(cond)) eval(cond);
+    TSNode own = index == 0 ? syntax::field(n, "condition") : cond;
     std::vector<Region> guards;
-    guardsOf(index == 0 ? syntax::field(n, "condition") : cond, false, guards);
+    guardsOf(own, false, guards);
     for (TSNode e : earlier) guardsOf(e, true, guards);
-    PointId begin = static_cast<PointId>(st_.points.size());
-    for (Region& g : guards) g.begin = begin;
+    for (Region& g : guards) g.begin = static_cast<PointId>(st_.points.size());
     execBlock(body);
-    closeRegions(guards, begin);
+    closeRegions(guards);
     if (frame_.reachable) outs.push_back(std::move(frame_.env));
     else st_.arms[static_cast<size_t>(frame_.arm)].terminates = true;
     if (index == 0) firstTerminates = !frame_.reachable;
-    earlier.push_back(index == 0 ? syntax::field(n, "condition") : cond);
+    earlier.push_back(own);
   };
   eval(syntax::field(n, "condition"));
   runArm(0, TSNode{}, syntax::field(n, "consequence"));
@@ -848,8 +847,7 @@ void Interp::execIf(TSNode n) {
   // `if not isinstance(m, FSDPModule): return` -- what follows runs only when the test holds.
   if (index == 1 && firstTerminates) {
     pendingRest_.clear();
-    guardsOf(syntax::field(n, "condition"), true, pendingRest_);
-    for (Region& r : pendingRest_) r.begin = 0;
+    guardsOf(syntax::field(n, "condition"), true, pendingRest_);  // execBlock sets where they begin
   }
 }
 
@@ -969,13 +967,13 @@ void Interp::execWith(TSNode n) {
       if (kindOf(fn) == Kind::attribute) with.names.push_back("." + text(syntax::field(fn, "attribute")));
     }
   }
-  PointId begin = static_cast<PointId>(st_.points.size());
+  with.begin = static_cast<PointId>(st_.points.size());
   contexts_.push_back(std::move(entered));
   execBlock(syntax::field(n, "body"));
   contexts_.pop_back();
   if (!with.names.empty()) {
     std::vector<Region> regions{std::move(with)};
-    closeRegions(regions, begin);
+    closeRegions(regions);
   }
 }
 

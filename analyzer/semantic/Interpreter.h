@@ -228,8 +228,8 @@ class Interp {
   void guardsOf(TSNode cond, bool negated, std::vector<Region>& out);
   void addTest(const std::string& kind, const ValueSet& subject, const ValueSet& what, bool negated,
                std::vector<Region>& out);
-  // Ends `regions` at the current point (a region's begin of 0 is taken as `begin`) and stores them.
-  void closeRegions(std::vector<Region>& regions, PointId begin);
+  // Ends `regions` (their begin already set) at the current point and stores the non-empty ones.
+  void closeRegions(std::vector<Region>& regions);
 
   ValueSet callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
                         bool inPlace = false);
