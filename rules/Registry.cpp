@@ -100,6 +100,8 @@ const RuleCatalog& catalog() {
     cat.configFacts = config::accelerateConfigFacts;
     cat.launchLinks = config::accelerateLaunchLinks;
     cat.projectFacts = config::projectModelFacts;
+    cat.projectFactsWant = config::projectModelFactsWant;
+    cat.projectOutline = config::projectModelOutline();
     cat.factWords = config::factWords;
     // Config files worth parsing mention FSDP (a Trainer fsdp_config JSON may spell keys without fsdp_).
     cat.configWords = {"fsdp", "min_num_params", "transformer_layer_cls_to_wrap"};

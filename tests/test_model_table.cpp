@@ -93,8 +93,9 @@ TEST_CASE("model table: class sets, open families and unknown versions", "[unit]
 
 TEST_CASE("model table: project facts from Python files", "[unit][sl401]") {
   auto facts = [](const std::string& text) {
-    SourceFile f("train.py", text);
-    return projectModelFacts({&f});
+    syntax::Parser parser;
+    syntax::Outline outline = syntax::outlinePython(text, parser, projectModelOutline());
+    return projectModelFacts({ProjectFile{"train.py", projectModelFactsWant(text) ? &outline : nullptr}});
   };
   auto a = facts("from transformers import LlamaForCausalLM\nm = LlamaForCausalLM.from_pretrained(p)\n");
   CHECK(a["model_families"] == "llama");

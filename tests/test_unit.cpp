@@ -24,6 +24,8 @@ struct Analysed {
   std::unique_ptr<SourceFile> file;
   syntax::Tree tree;
   std::unique_ptr<CallModel> model;
+  std::unique_ptr<Module> module;
+  std::unique_ptr<Session> session;
   std::unique_ptr<FileAnalysis> analysis;
   const Store& store() const { return analysis->moduleStore(); }
   // The first event of `kind` whose name is `name`.
@@ -41,7 +43,9 @@ Analysed analyse(const std::string& src, bool fsdp = false, std::string module =
   a.tree = parser.parse(a.file->text);
   if (fsdp) a.model = rules::catalog().makeCallModel();
   else a.model = std::make_unique<NoModel>();
-  a.analysis = std::make_unique<FileAnalysis>(*a.file, a.tree.root(), *a.model, module, 0, isPackage);
+  a.module = std::make_unique<Module>(*a.file, a.tree.root(), module, 0, isPackage);
+  a.session = std::make_unique<Session>(*a.model);
+  a.analysis = std::make_unique<FileAnalysis>(*a.module, *a.session);
   a.analysis->run();
   return a;
 }
@@ -130,7 +134,7 @@ TEST_CASE("imports resolve to qualified names", "[unit][imports]") {
   CHECK(a.event("torch.optim.SGD"));
   CHECK(a.event("local.helper"));  // a sibling of top-level module `t`
   CHECK(a.event("bitsandbytes.optim.AdamW8bit"));  // a function-local import
-  const auto& imports = a.analysis->imports();
+  const auto& imports = a.module->imports();
   CHECK(imports.at("FSDP") == "torch.distributed.fsdp.FullyShardedDataParallel");
   CHECK(imports.at("F") == "torch.distributed.fsdp");
 }
@@ -138,11 +142,11 @@ TEST_CASE("imports resolve to qualified names", "[unit][imports]") {
 TEST_CASE("relative imports resolve against the module's package", "[unit][imports]") {
   auto a = analyse("from . import optim as o\nfrom .parallel import shard\nfrom ..common.utils import log\n", false,
                    "pkg.sub.train");
-  CHECK(*a.analysis->importOf("o") == "pkg.sub.optim");
-  CHECK(*a.analysis->importOf("shard") == "pkg.sub.parallel.shard");
-  CHECK(*a.analysis->importOf("log") == "pkg.common.utils.log");
+  CHECK(*a.module->importOf("o") == "pkg.sub.optim");
+  CHECK(*a.module->importOf("shard") == "pkg.sub.parallel.shard");
+  CHECK(*a.module->importOf("log") == "pkg.common.utils.log");
   auto init = analyse("from .optim import make_optimizer\n", false, "mypkg", /*isPackage=*/true);
-  CHECK(*init.analysis->importOf("make_optimizer") == "mypkg.optim.make_optimizer");
+  CHECK(*init.module->importOf("make_optimizer") == "mypkg.optim.make_optimizer");
 }
 
 TEST_CASE("event order: sequence, branches, loops, try, match, early return", "[unit][order]") {
@@ -223,7 +227,7 @@ TEST_CASE("function summaries", "[unit][summaries]") {
   auto summaryOf = [&](std::string_view q) {
     const FunctionDef* def = a.analysis->findFunction(q);
     REQUIRE(def);
-    const Summary* s = a.analysis->summary(def);
+    const Summary* s = a.session->summary(def);
     REQUIRE(s);
     return s;
   };
@@ -357,8 +361,8 @@ TEST_CASE("framework APIs the call model gives meaning to are not interpreted", 
     bool frameworkApi(std::string_view q) const override { return q.substr(0, 3) == "fw."; }
   };
   struct OneFunction final : ModuleProvider {
-    FileAnalysis* lib = nullptr;
-    Found resolve(std::string_view q) override {
+    Module* lib = nullptr;
+    Found resolve(std::string_view q, const Module&) override {
       Found f;
       if (q == "fw.run" || q == "own.run") f.function = lib->topFunction("run");
       return f;
@@ -368,14 +372,14 @@ TEST_CASE("framework APIs the call model gives meaning to are not interpreted", 
   static thread_local syntax::Parser parser;
   syntax::Tree libTree = parser.parse(libFile.text);
   Framework model;
-  FileAnalysis lib(libFile, libTree.root(), model, "fw", 1);
-  lib.prepare();
+  Module lib(libFile, libTree.root(), "fw", 1);
   OneFunction provider;
   provider.lib = &lib;
   SourceFile user("t.py", "import fw\nimport own\nfw.run(1)\nown.run(2)\n");
   syntax::Tree tree = parser.parse(user.text);
-  FileAnalysis fa(user, tree.root(), model, "t", 0);
-  fa.setProvider(&provider);
+  Module userModule(user, tree.root(), "t", 0);
+  Session session(model, &provider);
+  FileAnalysis fa(userModule, session);
   fa.run();
   int inner = 0;
   for (const Event& e : fa.moduleStore().events) inner += e.name == "inner";

@@ -1,6 +1,8 @@
 #include "driver/Linter.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -23,6 +25,11 @@
 namespace shardlint {
 
 // ------------------------------------------------------------------ RuleContext / RuleCatalog
+
+const SourceFile& RuleContext::file(uint32_t id) const {
+  const SourceFile* f = modules_.fileById(id);
+  return f ? *f : analysis_.file();  // id 0: an origin with no place
+}
 
 void RuleContext::report(const RuleInfo& info, const semantic::Site& primary, std::string message,
                          std::vector<Note> notes) {
@@ -94,7 +101,9 @@ std::string dumpModel(const std::string& path, std::string text, const RuleCatal
   syntax::Tree tree = parser.parse(file.text);
   if (!tree) return "parse failed\n";
   auto model = catalog.makeCallModel();
-  semantic::FileAnalysis analysis(file, tree.root(), *model, moduleNameFor(path));
+  semantic::Module module(file, tree.root(), moduleNameFor(path));
+  semantic::Session session(*model);
+  semantic::FileAnalysis analysis(module, session);
   analysis.run();
   std::string out;
   for (const auto& root : analysis.roots()) out += "== root " + root.name + "\n" + root.store->dump();
@@ -113,55 +122,6 @@ Diagnostic engineDiagnostic(const RuleInfo& info, const SourceFile& file, ByteRa
 Diagnostic skippedDiagnostic(const RuleInfo& info, const std::string& path, std::string message) {
   SourceFile empty(path, "");
   return engineDiagnostic(info, empty, {0, 0}, std::move(message));
-}
-
-// Reads a file for linting; problems become the reason it is skipped (SL002).
-struct ReadResult {
-  std::string text;
-  std::optional<std::string> skipped;  // why (SL002 message)
-};
-
-ReadResult readSource(const std::string& path, const LintOptions& options) {
-  uint64_t maxBytes = options.maxFileBytes;
-  ReadResult r;
-  if (!options.overlays.empty()) {  // an editor's unsaved buffer wins over the file
-    auto it = options.overlays.find(absolutePathKey(path));
-    if (it != options.overlays.end()) {
-      r.text = it->second;
-      return r;
-    }
-  }
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) {
-    r.skipped = "file skipped: cannot read it (" + ec.message() + ")";
-    return r;
-  }
-  if (size > maxBytes) {
-    r.skipped = "file skipped: it is " + std::to_string(size) + " bytes, larger than the limit of " +
-                std::to_string(maxBytes) + " bytes";
-    return r;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    r.skipped = "file skipped: cannot open it for reading";
-    return r;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    r.skipped = "file skipped: read error";
-    return r;
-  }
-  r.text = ss.str();
-  return r;
-}
-
-std::optional<std::string> contentProblem(const std::string& text, uint64_t maxBytes) {
-  if (text.find('\0') != std::string::npos) return "file skipped: it contains NUL bytes (binary file)";
-  if (!isValidUtf8(text)) return "file skipped: it is not valid UTF-8";
-  if (text.size() > maxBytes) return "file skipped: larger than the size limit";
-  return std::nullopt;
 }
 
 std::optional<Diagnostic> syntaxDiagnostic(const RuleInfo& info, const SourceFile& file, TSNode root) {
@@ -199,112 +159,95 @@ void collectComments(const SourceFile& file, TSNode root, Suppressions& sup,
   });
 }
 
-// One analysis task: a linted file (the root) plus the project modules its calls
-// reach, loaded lazily. Trees live as long as the task.
+// One analysis task: a linted file (the root) and the project modules its calls reach,
+// from the run's ModuleTable (each parsed once per run, shared with the other tasks).
 class Task final : public semantic::ModuleProvider {
  public:
-  Task(const RuleCatalog& catalog, const LintOptions& options, const ProjectIndex* index, const Facts* facts = nullptr)
-      : catalog_(catalog), options_(options), index_(index), model_(catalog.makeCallModel()) {
+  Task(const RuleCatalog& catalog, const LintOptions& options, const ProjectIndex* index, ModuleTable& table,
+       const Facts* facts, semantic::SummaryCache* shared)
+      : catalog_(catalog), options_(options), index_(index), table_(table), model_(catalog.makeCallModel()) {
     if (facts) model_->setFacts(*facts);
+    session_ = std::make_unique<semantic::Session>(*model_, this, shared);
   }
 
-  struct Unit {
-    std::unique_ptr<SourceFile> file;
-    syntax::Tree tree;
-    std::unique_ptr<semantic::FileAnalysis> analysis;
-    Suppressions suppressions;
-  };
+  ModuleTable::Entry* root() const { return root_; }
+  size_t sharedHits() const { return session_->sharedHits(); }
 
-  size_t parsed() const { return units_.size(); }
-
-  std::vector<Diagnostic> run(const std::string& path, std::string text) {
+  std::vector<Diagnostic> run(const std::string& path, std::optional<std::string> text) {
     std::vector<Diagnostic> out;
-    Unit* root = addUnit(path, std::move(text));
-    if (!root) {
+    root_ = table_.loadRoot(path, index_, options_, std::move(text));
+    if (!root_->parsed) {
       if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info))
-        out.push_back(skippedDiagnostic(*info, path, "file skipped: the parser gave up on it"));
+        out.push_back(skippedDiagnostic(*info, path,
+                                        root_->problem.empty() ? "file skipped: the parser gave up on it"
+                                                               : root_->problem));
       return out;
     }
+    const SourceFile& file = *root_->file;
+    TSNode treeRoot = root_->module->root();
     std::vector<Diagnostic> found;
     if (const RuleInfo* info = catalog_.find("SL001"); info && options_.selection.enabled(*info))
-      if (auto d = syntaxDiagnostic(*info, *root->file, root->tree.root())) found.push_back(std::move(*d));
+      if (auto d = syntaxDiagnostic(*info, file, treeRoot)) found.push_back(std::move(*d));
 
     std::vector<std::unique_ptr<Rule>> rules;
     for (auto& r : catalog_.makeRules())
       if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
-    if (!rules.empty()) root->analysis->run();
-    std::vector<const SourceFile*> files;
-    std::vector<const semantic::FileAnalysis*> analyses;
-    for (const auto& u : units_) {
-      files.push_back(u->file.get());
-      analyses.push_back(u->analysis.get());
-    }
-    RuleContext cx(files, root->tree.root(), *root->analysis, found, analyses);
+    semantic::FileAnalysis analysis(*root_->module, *session_);
+    if (!rules.empty()) analysis.run();
+    RuleContext cx(table_, analysis, found);
     // One walk: per-node-kind dispatch plus comment collection for suppressions.
     std::vector<std::vector<Rule*>> table(static_cast<size_t>(syntax::Kind::Count));
     for (auto& r : rules)
       for (syntax::Kind k : r->nodeKinds()) table[static_cast<size_t>(k)].push_back(r.get());
-    collectComments(*root->file, root->tree.root(), root->suppressions, [&](syntax::Kind k, TSNode n) {
+    Suppressions own(&file);
+    collectComments(file, treeRoot, own, [&](syntax::Kind k, TSNode n) {
       for (Rule* r : table[static_cast<size_t>(k)]) r->onNode(cx, n);
     });
     for (auto& r : rules) r->finish(cx);
+    if (std::getenv("SHARDLINT_DEBUG_MEM"))
+      std::fprintf(stderr, "%s: root %zu objs %zu events; %zu summaries, %zu objs+events\n", path.c_str(),
+                   analysis.moduleStore().objects.size(), analysis.moduleStore().events.size(),
+                   session_->summaryCount(), session_->summarySize());
+    // Where a limit cut the analysis short, the findings say so (SL002, as a note).
+    if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info))
+      for (const auto& cut : session_->cuts()) {
+        const SourceFile* at = table_.fileById(cut.site.file);
+        if (!at) continue;
+        Diagnostic d = makeDiagnostic(*info, makeLocation(*at, cut.site.range),
+                                      "analysis cut short: the call of `" + cut.callee + "` was not followed (" +
+                                          cut.why + "); findings that depend on what it does may be missing");
+        d.severity = Severity::Info;
+        found.push_back(std::move(d));
+      }
 
+    std::map<std::string, Suppressions> others;  // comments of the modules findings point into
     for (auto& d : found) {
-      Unit* u = unitByPath(d.location.path);
-      if (u && u->suppressions.suppresses(d, catalog_)) continue;
+      Suppressions* sup = &own;
+      if (d.location.path != file.path) {
+        auto it = others.find(d.location.path);
+        if (it == others.end()) {
+          Suppressions s;
+          if (ModuleTable::Entry* e = table_.current(d.location.path); e && e->parsed && e->module) {
+            s.setFile(e->file.get());
+            collectComments(*e->file, e->module->root(), s, {});
+          }
+          it = others.emplace(d.location.path, std::move(s)).first;
+        }
+        sup = &it->second;
+      }
+      if (sup->suppresses(d, catalog_)) continue;
       out.push_back(std::move(d));
     }
     // SL003 for the linted file's own suppression comments.
-    for (auto& d : root->suppressions.problems(catalog_, options_.selection, options_.reportUnusedNoqa))
-      out.push_back(std::move(d));
+    for (auto& d : own.problems(catalog_, options_.selection, options_.reportUnusedNoqa)) out.push_back(std::move(d));
     return out;
   }
 
-  Found resolve(std::string_view qualname) override { return resolve(std::string(qualname), 0); }
+  Found resolve(std::string_view qualname, const semantic::Module& from) override {
+    return resolve(std::string(qualname), from, 0);
+  }
 
  private:
-  Unit* addUnit(const std::string& path, std::string text) {
-    auto u = std::make_unique<Unit>();
-    u->file = std::make_unique<SourceFile>(path, std::move(text));
-    u->suppressions.setFile(u->file.get());
-    thread_local syntax::Parser parser;
-    auto given = options_.parsedTrees.empty() ? options_.parsedTrees.end()
-                                              : options_.parsedTrees.find(absolutePathKey(path));
-    if (given != options_.parsedTrees.end() && given->second) u->tree = syntax::Tree(ts_tree_copy(given->second));
-    else u->tree = parser.parse(u->file->text);
-    if (!u->tree) return nullptr;
-    ProjectIndex::Module module =
-        index_ ? index_->moduleOf(path) : ProjectIndex::Module{moduleNameFor(path), false};
-    if (units_.empty()) rootModule_ = module.name;
-    u->analysis = std::make_unique<semantic::FileAnalysis>(*u->file, u->tree.root(), *model_, module.name,
-                                                           static_cast<uint32_t>(units_.size()), module.isPackage);
-    u->analysis->setProvider(this);
-    u->analysis->setBudget(&budget_);
-    u->analysis->prepare();
-    byPath_[path] = u.get();
-    units_.push_back(std::move(u));
-    return units_.back().get();
-  }
-
-  Unit* unitByPath(const std::string& path) {
-    auto it = byPath_.find(path);
-    return it == byPath_.end() ? nullptr : it->second;
-  }
-
-  Unit* load(const std::string& path) {
-    if (auto it = byPath_.find(path); it != byPath_.end()) return it->second;
-    if (units_.size() >= kMaxUnits) return nullptr;
-    ReadResult r = readSource(path, options_);
-    if (r.skipped || contentProblem(r.text, options_.maxFileBytes) || !mentionsAnyWord(r.text)) {
-      byPath_[path] = nullptr;  // unreadable, or names nothing any rule looks for: not worth parsing
-      return nullptr;
-    }
-    Unit* u = addUnit(path, std::move(r.text));
-    if (u) collectComments(*u->file, u->tree.root(), u->suppressions, {});
-    else byPath_[path] = nullptr;
-    return u;
-  }
-
   static std::vector<std::string> split(const std::string& q) {
     std::vector<std::string> parts;
     size_t start = 0;
@@ -317,77 +260,52 @@ class Task final : public semantic::ModuleProvider {
     return parts;
   }
 
-  Found resolve(const std::string& q, int depth) {
+  // Depends only on (q, from): summaries computed through it are shared between tasks.
+  Found resolve(const std::string& q, const semantic::Module& from, int depth) {
     if (!index_ || depth > 8 || q.empty() || q[0] == '.') return {};
+    const std::string& own = from.moduleName();
     std::vector<std::string> parts = split(q);
     for (size_t k = parts.size() - 1; k >= 1; --k) {
       std::string module;
       for (size_t i = 0; i < k; ++i) module += (i ? "." : "") + parts[i];
-      // The analysed file's own ancestor packages (torch/nn/x.py calling `torch.zeros`) are
-      // library plumbing, not helpers: not loaded (as in the pre-scan).
-      if (rootModule_.size() > module.size() && rootModule_.compare(0, module.size(), module) == 0 &&
-          rootModule_[module.size()] == '.')
+      // A module's own ancestor packages (torch/nn/x.py calling `torch.zeros`) are library
+      // plumbing, not helpers: not loaded (as in the pre-scan).
+      if (own.size() > module.size() && own.compare(0, module.size(), module) == 0 && own[module.size()] == '.')
         return {};
       auto path = index_->findModule(module);
       if (!path) continue;
-      Unit* u = load(*path);
-      if (!u) return {};
-      return lookup(*u, std::vector<std::string>(parts.begin() + static_cast<long>(k), parts.end()), depth);
+      ModuleTable::Entry* e = table_.loadModule(*path, index_, options_, table_.byId(from.fileId()));
+      if (!e || !e->module) return {};
+      return lookup(*e->module, std::vector<std::string>(parts.begin() + static_cast<long>(k), parts.end()), depth);
     }
     return {};
   }
 
-  Found lookup(Unit& u, const std::vector<std::string>& rest, int depth) {
-    const auto& fa = *u.analysis;
+  Found lookup(const semantic::Module& m, const std::vector<std::string>& rest, int depth) {
     if (rest.size() == 1) {
-      if (const auto* f = fa.topFunction(rest[0])) return {f, nullptr};
-      if (const auto* c = fa.topClass(rest[0])) return {nullptr, c};
+      if (const auto* f = m.topFunction(rest[0])) return {f, nullptr};
+      if (const auto* c = m.topClass(rest[0])) return {nullptr, c};
     } else if (rest.size() == 2) {
-      if (const auto* c = fa.topClass(rest[0]))
-        if (const auto* m = c->findMethod(rest[1])) return {m, nullptr};
+      if (const auto* c = m.topClass(rest[0]))
+        if (const auto* f = c->findMethod(rest[1])) return {f, nullptr};
     }
     std::string tail;
     for (size_t i = 1; i < rest.size(); ++i) tail += "." + rest[i];
-    if (auto imported = fa.importOf(rest[0])) return resolve(*imported + tail, depth + 1);  // a re-export
-    for (const auto& star : fa.starImports()) {  // `from helpers import *`
-      Found f = resolve(star + "." + rest[0] + tail, depth + 1);
+    if (auto imported = m.importOf(rest[0])) return resolve(*imported + tail, m, depth + 1);  // a re-export
+    for (const auto& star : m.starImports()) {  // `from helpers import *`
+      Found f = resolve(star + "." + rest[0] + tail, m, depth + 1);
       if (f.function || f.cls) return f;
     }
     return {};
   }
 
-  // A module worth loading for its summaries mentions some pre-scan word (an optimizer,
-  // a wrap) or the configured extra names; words of rules without groups make all qualify.
-  bool mentionsAnyWord(std::string_view text) {
-    if (!wordsReady_) {
-      wordsReady_ = true;
-      for (const auto& r : catalog_.makeRules()) {
-        auto groups = r->prescanTokens();
-        if (groups.empty() && !r->checksConfigs()) anyText_ = true;
-        for (const auto& g : groups)
-          for (auto w : g) words_.emplace_back(w);
-      }
-      if (catalog_.factWords)
-        for (auto& w : catalog_.factWords(options_.settingsFacts)) words_.push_back(std::move(w));
-    }
-    if (anyText_) return true;
-    for (const auto& w : words_)
-      if (text.find(w) != std::string_view::npos) return true;
-    return false;
-  }
-
-  static constexpr size_t kMaxUnits = 24;  // project modules loaded per task
-  std::string rootModule_;  // the analysed file's dotted module name
-  bool wordsReady_ = false;
-  bool anyText_ = false;
-  std::vector<std::string> words_;
   const RuleCatalog& catalog_;
   const LintOptions& options_;
   const ProjectIndex* index_;
+  ModuleTable& table_;
   std::unique_ptr<semantic::CallModel> model_;
-  semantic::Budget budget_;
-  std::vector<std::unique_ptr<Unit>> units_;
-  std::map<std::string, Unit*> byPath_;
+  std::unique_ptr<semantic::Session> session_;
+  ModuleTable::Entry* root_ = nullptr;
 };
 
 void finalizeDiagnostics(std::vector<Diagnostic>& all) {
@@ -519,17 +437,8 @@ static bool isConfigPath(const std::string& path) {
   return ext == ".yaml" || ext == ".yml" || ext == ".json";
 }
 
-void Linter::lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats,
-                        Facts* facts, const Facts* project) const {
-  ReadResult r = readSource(path, options_);
-  ++stats.filesRead;
-  if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) return;  // not ours to report
-  stats.bytesRead += r.text.size();
-  lintConfigText(path, std::move(r.text), out, stats, facts, project);
-}
-
-void Linter::lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out,
-                            LintStats& stats, Facts* facts, const Facts* project) const {
+std::optional<Linter::ConfigDoc> Linter::readConfig(const std::string& path, std::string text, LintStats& stats,
+                                                   Facts* facts) const {
   // Pre-scan: only files that mention a word the config rules need are parsed.
   std::string lower = text;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -537,31 +446,60 @@ void Linter::lintConfigText(const std::string& path, std::string text, std::vect
   for (auto w : catalog_.configWords) mentions = mentions || lower.find(w) != std::string::npos;
   if (!mentions) {
     ++stats.filesSkipped;
-    return;
+    return std::nullopt;
   }
   ++stats.filesAnalysed;
   ++stats.filesParsed;
-  SourceFile file(path, std::move(text));
-  std::vector<Diagnostic> found;
-  std::vector<config::YNode> docs;
+  ConfigDoc doc;
+  doc.file = std::make_unique<SourceFile>(path, std::move(text));
   try {
-    docs = config::parseYaml(file);
+    doc.docs = config::parseYaml(*doc.file);
   } catch (const config::YamlError& e) {
     if (const RuleInfo* info = catalog_.find("SL001"); info && options_.selection.enabled(*info))
-      found.push_back(engineDiagnostic(*info, file, {e.offset, e.offset},
-                                       std::string("syntax error: ") + e.what() +
-                                           "; the file could not be parsed, so its settings were not checked"));
+      doc.found.push_back(engineDiagnostic(*info, *doc.file, {e.offset, e.offset},
+                                           std::string("syntax error: ") + e.what() +
+                                               "; the file could not be parsed, so its settings were not checked"));
   }
-  if (!docs.empty() && facts && catalog_.configFacts) *facts = catalog_.configFacts(file, docs);
-  if (!docs.empty()) {
-    ConfigContext cx(file, docs, found, project);
+  if (!doc.docs.empty() && facts && catalog_.configFacts) *facts = catalog_.configFacts(*doc.file, doc.docs);
+  return doc;
+}
+
+void Linter::checkConfig(ConfigDoc& doc, std::vector<Diagnostic>& out, const Facts* project) const {
+  if (!doc.docs.empty()) {
+    ConfigContext cx(*doc.file, doc.docs, doc.found, project);
     runConfigRules(cx);
   }
-  Suppressions sup(&file);
-  sup.addHashComments(file);
-  for (auto& d : found)
+  Suppressions sup(doc.file.get());
+  sup.addHashComments(*doc.file);
+  for (auto& d : doc.found)
     if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
   for (auto& d : sup.problems(catalog_, options_.selection, options_.reportUnusedNoqa)) out.push_back(std::move(d));
+}
+
+ModuleTable::Config Linter::tableConfig(bool retireRoots) const {
+  ModuleTable::Config config;
+  config.retireRoots = retireRoots;
+  // A module worth loading for its summaries mentions some pre-scan word (an optimizer,
+  // a wrap) or the configured extra names; words of rules without groups make all qualify.
+  auto words = std::make_shared<std::vector<std::string>>();
+  bool anyText = false;
+  for (const auto& r : catalog_.makeRules()) {
+    auto groups = r->prescanTokens();
+    if (groups.empty() && !r->checksConfigs()) anyText = true;
+    for (const auto& g : groups)
+      for (auto w : g) words->emplace_back(w);
+  }
+  if (catalog_.factWords)
+    for (auto& w : catalog_.factWords(options_.settingsFacts)) words->push_back(std::move(w));
+  if (!anyText)
+    config.worthLoading = [words](std::string_view text) {
+      for (const auto& w : *words)
+        if (text.find(w) != std::string_view::npos) return true;
+      return false;
+    };
+  config.outlineWant = catalog_.projectFactsWant;
+  config.outline = catalog_.projectOutline;
+  return config;
 }
 
 std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string text) const {
@@ -580,11 +518,13 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
   if (isConfigPath(path)) {
     LintStats ignored;
     Facts noProject;  // a single file: no project code to consult
-    lintConfigText(path, std::move(text), out, ignored, nullptr, &noProject);
+    if (auto doc = readConfig(path, std::move(text), ignored, nullptr)) checkConfig(*doc, out, &noProject);
     finalizeDiagnostics(out);
     return out;
   }
-  Task task(catalog_, options_, nullptr, options_.settingsFacts.empty() ? nullptr : &options_.settingsFacts);
+  ModuleTable table(tableConfig(false));
+  Task task(catalog_, options_, nullptr, table, options_.settingsFacts.empty() ? nullptr : &options_.settingsFacts,
+            nullptr);
   out = task.run(path, std::move(text));
   finalizeDiagnostics(out);
   return out;
@@ -610,7 +550,8 @@ std::vector<Diagnostic> Linter::syntaxFindings(const std::string& path, std::str
   return out;
 }
 
-std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths, LintStats* statsOut) const {
+std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths, LintStats* statsOut,
+                                          ModuleTable* persistent) const {
   using Clock = std::chrono::steady_clock;
   LintStats stats;
   stats.filesSeen = paths.size();
@@ -661,25 +602,17 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     else if (isLaunchPath(p)) launchPaths.push_back(p);
     else pyPaths.push_back(p);
   }
-  // Project facts for configuration rules (only when there are configs to check).
-  Facts projectFacts;
-  std::map<std::string, std::string> preread;  // path -> text read for the project facts, reused by the scan
-  if (!configPaths.empty() && catalog_.projectFacts) {
-    std::vector<std::unique_ptr<SourceFile>> sources;
-    std::vector<const SourceFile*> views;
-    for (const auto& p : pyPaths) {
-      ReadResult r = readSource(p, options_);
-      if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
-      sources.push_back(std::make_unique<SourceFile>(p, std::move(r.text)));
-      views.push_back(sources.back().get());
-    }
-    projectFacts = catalog_.projectFacts(views);
-    for (auto& src : sources) preread.emplace(src->path, std::move(src->text));
-  }
+  // Configuration files are read and parsed first (their facts configure the scripts);
+  // their checks run after the Python analysis, with the project facts.
+  std::vector<ConfigDoc> configDocs;
   std::map<std::string, Facts> configFacts;  // absolute path -> facts
   for (const auto& p : configPaths) {
+    ReadResult r = readSource(p, options_);
+    ++stats.filesRead;
+    if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
+    stats.bytesRead += r.text.size();
     Facts f;
-    lintConfig(p, all, stats, &f, &projectFacts);
+    if (auto doc = readConfig(p, std::move(r.text), stats, &f)) configDocs.push_back(std::move(*doc));
     if (!f.empty()) configFacts[absolutePathKey(p)] = std::move(f);
   }
   std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all);
@@ -703,8 +636,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   constexpr size_t kMaxExtraFiles = 4000;
   for (size_t i = 0; i < scanned.size(); ++i) {
     ReadResult r;
-    if (auto it = preread.find(scanned[i].path); it != preread.end()) r.text = std::move(it->second);
-    else r = readSource(scanned[i].path, options_);
+    r = readSource(scanned[i].path, options_);
     ++stats.filesRead;
     std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options_.maxFileBytes);
     if (problem) {
@@ -786,9 +718,20 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   }
   auto t1 = Clock::now();
 
-  // ---- analysis: one task per relevant linted file, in parallel.
+  // ---- analysis: one task per relevant linted file, in parallel, over one module table.
+  std::unique_ptr<ModuleTable> ownTable;
+  ModuleTable* table = persistent;
+  if (table) table->refresh(options_);
+  else {
+    ModuleTable::Config config = tableConfig(true);
+    if (configDocs.empty()) config.outlineWant = nullptr;  // no config rule needs project facts
+    table = (ownTable = std::make_unique<ModuleTable>(std::move(config))).get();
+  }
+  size_t parsesBefore = table->parses();
+  std::string rootsKey;
+  for (const auto& r : index.roots()) rootsKey += r + "\n";
   std::vector<std::vector<Diagnostic>> results(tasks.size());
-  std::vector<size_t> parsedCounts(tasks.size(), 0);
+  std::vector<size_t> shared(tasks.size(), 0);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::string failure;
@@ -798,10 +741,15 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
       size_t t = next.fetch_add(1);
       if (t >= tasks.size() || failed) return;
       try {
-        Task task(catalog_, options_, &index, taskFacts[t]);
+        // Summaries are shared by the tasks with the same facts and import roots.
+        std::string context = rootsKey;
+        if (taskFacts[t])
+          for (const auto& [k, v] : *taskFacts[t]) context += k + "=" + v + "\n";
+        Task task(catalog_, options_, &index, *table, taskFacts[t], &table->summaries(context));
         Scanned& s = scanned[tasks[t]];
         results[t] = task.run(s.path, std::move(s.text));
-        parsedCounts[t] = task.parsed();
+        shared[t] = task.sharedHits();
+        table->finishRoot(task.root());
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(failureMu);
         failed = true;
@@ -820,9 +768,32 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   }
   if (failed) throw std::runtime_error(failure);
   for (size_t t = 0; t < tasks.size(); ++t) {
-    stats.filesParsed += parsedCounts[t];
+    stats.modulesShared += shared[t];
     for (auto& d : results[t]) all.push_back(std::move(d));
   }
+  // ---- configuration checks, with the facts of the project's Python code (its classes,
+  // the models it loads), from each file's one parse (outlines kept by the table).
+  if (!configDocs.empty()) {
+    Facts projectFacts;
+    if (catalog_.projectFacts) {
+      std::vector<ProjectFile> files;
+      for (const auto& p : pyPaths) {
+        if (const syntax::Outline* o = table->outlineOf(p)) {  // parsed for the analysis
+          files.push_back(ProjectFile{p, o});
+          continue;
+        }
+        ModuleTable::Entry* e = table->readOnly(p, options_);
+        if (!e->readable || e->parsed || !catalog_.projectFactsWant || !catalog_.projectFactsWant(e->file->text))
+          continue;
+        table->ensureParsed(e, &index, options_);
+        table->finishRoot(e);  // only its outline was wanted
+        files.push_back(ProjectFile{p, table->outlineOf(p)});
+      }
+      projectFacts = catalog_.projectFacts(files);
+    }
+    for (auto& doc : configDocs) checkConfig(doc, all, &projectFacts);
+  }
+  stats.filesParsed += table->parses() - parsesBefore;
   stats.filesAnalysed = tasks.size();
   finalizeDiagnostics(all);
   auto t2 = Clock::now();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/Diagnostic.h"
+#include "driver/ModuleTable.h"
 #include "driver/Rule.h"
 #include "driver/Suppressions.h"
 #include "syntax/TreeSitter.h"
@@ -56,6 +57,8 @@ struct LintStats {
   size_t filesSkipped = 0;   // linted files the pre-scan ruled out (not parsed)
   size_t filesAnalysed = 0;  // linted files analysed (parsed, semantic model, rules)
   size_t filesParsed = 0;    // parses, including project modules loaded for their summaries
+  size_t modulesShared = 0;  // summaries a task took from another task's work
+  size_t cacheHits = 0;      // linted files whose findings came from the persistent cache
   uint64_t bytesRead = 0;
   double prescanSeconds = 0;
   double analysisSeconds = 0;
@@ -66,7 +69,12 @@ class Linter {
   Linter(const RuleCatalog& catalog, LintOptions options);
   // Lints files as one project: imports between them (and modules they import
   // from the project's roots) are followed. Deterministic for any number of jobs.
-  std::vector<Diagnostic> lintFiles(const std::vector<std::string>& paths, LintStats* stats = nullptr) const;
+  // `table`: a ModuleTable kept between runs (the language server); refreshed first. Without
+  // one, the run has its own.
+  std::vector<Diagnostic> lintFiles(const std::vector<std::string>& paths, LintStats* stats = nullptr,
+                                    ModuleTable* table = nullptr) const;
+  // The ModuleTable configuration for this linter's rules and settings.
+  ModuleTable::Config tableConfig(bool retireRoots) const;
   // One file as a project of its own.
   std::vector<Diagnostic> lintPath(const std::string& path) const { return lintFiles({path}); }
   // Lints text already in memory as a single file, no project (tests, the language server).
@@ -81,11 +89,18 @@ class Linter {
   const LintOptions& options() const { return options_; }
 
  private:
-  // Lints a configuration file; its facts (if it configures the scripts) go to `facts`.
-  void lintConfig(const std::string& path, std::vector<Diagnostic>& out, LintStats& stats, Facts* facts,
-                  const Facts* project) const;
-  void lintConfigText(const std::string& path, std::string text, std::vector<Diagnostic>& out, LintStats& stats,
-                      Facts* facts, const Facts* project) const;
+  // A configuration file read and parsed, its checks pending (they need the project facts).
+  struct ConfigDoc {
+    std::unique_ptr<SourceFile> file;
+    std::vector<config::YNode> docs;
+    std::vector<Diagnostic> found;  // SL001
+  };
+  // Reads and parses a configuration file when it mentions a word the config rules need;
+  // its facts (if it configures the scripts) go to `facts`.
+  std::optional<ConfigDoc> readConfig(const std::string& path, std::string text, LintStats& stats,
+                                      Facts* facts) const;
+  // Runs the configuration rules on it and applies its suppression comments.
+  void checkConfig(ConfigDoc& doc, std::vector<Diagnostic>& out, const Facts* project) const;
   // Runs every selected configuration rule on `cx`.
   void runConfigRules(ConfigContext& cx) const;
   // Checks the settings written on a launch script's commands like a config's.

@@ -11,24 +11,26 @@
 #include "core/Diagnostic.h"
 #include "semantic/CallModel.h"
 #include "semantic/Interpreter.h"
+#include "syntax/Outline.h"
 #include "syntax/TreeSitter.h"
 
 namespace shardlint {
 
 class RuleContext {
  public:
-  // `files` maps the file ids used in semantic Sites to sources (index 0: the linted file).
-  RuleContext(std::vector<const SourceFile*> files, TSNode root, semantic::FileAnalysis& analysis,
-              std::vector<Diagnostic>& out, std::vector<const semantic::FileAnalysis*> analyses = {})
-      : files_(std::move(files)), root_(root), analysis_(analysis), out_(out), analyses_(std::move(analyses)) {}
+  // `modules` maps the file ids used in semantic Sites to sources and modules.
+  RuleContext(const semantic::ModuleLookup& modules, semantic::FileAnalysis& analysis, std::vector<Diagnostic>& out)
+      : modules_(modules), analysis_(analysis), out_(out) {}
   // The innermost function (in any loaded module) whose body contains the site.
   const semantic::FunctionDef* enclosingFunction(const semantic::Site& site) const {
-    if (site.file < analyses_.size() && analyses_[site.file]) return analyses_[site.file]->enclosingFunction(site.range);
-    return site.file == 0 ? analysis_.enclosingFunction(site.range) : nullptr;
+    if (site.file == analysis_.module().fileId()) return analysis_.enclosingFunction(site.range);
+    const semantic::Module* m = modules_.moduleById(site.file);
+    return m ? m->enclosingFunction(site.range) : nullptr;
   }
-  const SourceFile& file() const { return *files_.at(0); }
-  const SourceFile& file(uint32_t id) const { return *files_.at(id); }
-  TSNode root() const { return root_; }
+  // The linted file.
+  const SourceFile& file() const { return analysis_.file(); }
+  const SourceFile& file(uint32_t id) const;
+  TSNode root() const { return analysis_.module().root(); }
   semantic::FileAnalysis& analysis() { return analysis_; }
   Location locate(const semantic::Site& site) const { return makeLocation(file(site.file), site.range); }
   Note note(const semantic::Site& site, std::string message) const { return Note{locate(site), std::move(message)}; }
@@ -37,11 +39,9 @@ class RuleContext {
   std::vector<Diagnostic>& sink() { return out_; }
 
  private:
-  std::vector<const SourceFile*> files_;
-  TSNode root_;
+  const semantic::ModuleLookup& modules_;
   semantic::FileAnalysis& analysis_;
   std::vector<Diagnostic>& out_;
-  std::vector<const semantic::FileAnalysis*> analyses_;
 };
 
 // Facts a configuration contributes to the analysis of the scripts it applies to
@@ -105,6 +105,12 @@ struct LaunchLink {
   config::YNode settings;
 };
 
+// A Python file as the project facts see it: its path and its outline.
+struct ProjectFile {
+  std::string path;
+  const syntax::Outline* outline = nullptr;
+};
+
 struct RuleCatalog {
   std::vector<RuleInfo> infos;  // sorted by code
   std::vector<std::unique_ptr<Rule>> (*makeRules)() = nullptr;
@@ -118,9 +124,12 @@ struct RuleCatalog {
   std::vector<std::string> (*factWords)(const Facts& facts) = nullptr;
   // Words that make a configuration file worth parsing (the config pre-scan).
   std::vector<std::string_view> configWords;
-  // Facts about the whole project, read from the Python files' bytes (for rules over
-  // configuration files that must agree with the code).
-  Facts (*projectFacts)(const std::vector<const SourceFile*>& pythonFiles) = nullptr;
+  // Facts about the whole project (for rules over configuration files that must agree
+  // with the code), from the outlines of the Python files whose bytes `projectFactsWant`
+  // accepts, each outlined with `projectOutline` from the run's one parse of the file.
+  bool (*projectFactsWant)(std::string_view text) = nullptr;
+  syntax::OutlineRequest projectOutline;
+  Facts (*projectFacts)(const std::vector<ProjectFile>& files) = nullptr;
   const RuleInfo* find(std::string_view codeOrName) const;
 };
 

@@ -13,7 +13,6 @@ using syntax::Kind;
 using syntax::PyKinds;
 
 namespace {
-constexpr size_t kMaxObjects = 30000;   // per store: bounds pathological summary fan-out
 
 Kind kindOf(TSNode n) { return PyKinds::instance().kind(n); }
 
@@ -75,270 +74,29 @@ std::optional<Origin> CallSite::argOrigin(size_t i, std::string_view name) const
   return std::nullopt;
 }
 
-// ---------------------------------------------------------------- ClassDef
-
-const FunctionDef* ClassDef::findMethod(std::string_view name) const {
-  auto it = methods.find(name);
-  if (it != methods.end()) return it->second;
-  for (const ClassDef* b : localBases)
-    if (b != this)
-      if (const FunctionDef* f = b->findMethod(name)) return f;
-  return nullptr;
-}
-
-std::vector<std::string> ClassDef::allBases() const {
-  std::vector<std::string> out = bases;
-  for (const ClassDef* b : localBases) {
-    if (b == this) continue;
-    for (auto& q : b->allBases()) out.push_back(q);
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------- Summary
-
-std::string Summary::describe() const {
-  std::ostringstream os;
-  auto names = [&](const ValueSet& vs) {
-    std::string s;
-    for (ObjId id : vs) {
-      if (!s.empty()) s += " | ";
-      s += store.describe(id);
-      const Obj& o = store.obj(id);
-      if (!o.tags.empty()) {
-        s += " {";
-        bool first = true;
-        for (const auto& [k, v] : o.tags) {
-          s += (first ? "" : ", ") + k + (v.empty() ? "" : "=" + v);
-          first = false;
-        }
-        s += "}";
-      }
-    }
-    return s.empty() ? std::string("?") : s;
-  };
-  for (const Event& e : store.events) {
-    if (e.kind != EventKind::Domain) continue;
-    os << e.name << " " << (e.target == kNoObj ? "?" : store.describe(e.target));
-    for (const auto& [k, v] : e.attrs) os << " " << k << "=" << v;
-    os << "\n";
-  }
-  for (const auto& [key, vs] : attrWrites) os << "sets " << key << " = " << names(vs) << "\n";
-  if (!returns.empty()) os << "returns " << names(returns) << "\n";
-  return os.str();
-}
-
 // ---------------------------------------------------------------- FileAnalysis
 
-FileAnalysis::FileAnalysis(const SourceFile& file, TSNode root, CallModel& model, std::string moduleName,
-                           uint32_t fileId, bool isPackage)
-    : file_(file), root_(root), model_(model), moduleName_(std::move(moduleName)), fileId_(fileId),
-      isPackage_(isPackage) {}
-
-bool FileAnalysis::opaque(std::string_view qualname) const { return model_.frameworkApi(qualname); }
-
-const FunctionDef* FileAnalysis::topFunction(std::string_view name) const {
-  auto it = topFunctions_.find(name);
-  return it == topFunctions_.end() ? nullptr : it->second;
-}
-
-const ClassDef* FileAnalysis::topClass(std::string_view name) const {
-  auto it = topClasses_.find(name);
-  return it == topClasses_.end() ? nullptr : it->second;
-}
-
-std::vector<std::string> FileAnalysis::starImports() const {
-  std::vector<std::string> out;
-  for (const auto& [k, v] : imports_)
-    if (!k.empty() && k[0] == '*') out.push_back(v);
-  return out;
-}
-
-std::optional<std::string> FileAnalysis::importOf(std::string_view name) const {
-  auto it = imports_.find(name);
-  if (it == imports_.end()) return std::nullopt;
-  return it->second;
-}
-
-const FunctionDef* FileAnalysis::enclosingFunction(ByteRange range) const {
-  const FunctionDef* best = nullptr;
-  for (const auto& f : functions_) {
-    uint32_t b = ts_node_start_byte(f->node), e = ts_node_end_byte(f->node);
-    if (b <= range.begin && range.end <= e && (!best || b >= ts_node_start_byte(best->node))) best = f.get();
-  }
-  return best;
-}
-
-FileAnalysis::~FileAnalysis() = default;
-
-void FileAnalysis::collectImport(TSNode stmt, std::map<std::string, std::string, std::less<>>& into) const {
-  std::string_view src = file_.text;
-  Kind k = kindOf(stmt);
-  if (k == Kind::import_statement) {
-    for (TSNode c : syntax::namedChildren(stmt)) {
-      if (kindOf(c) == Kind::aliased_import) {
-        into[std::string(syntax::textOf(syntax::field(c, "alias"), src))] =
-            std::string(syntax::textOf(syntax::field(c, "name"), src));
-      } else if (kindOf(c) == Kind::dotted_name) {
-        std::string full(syntax::textOf(c, src));
-        std::string first = full.substr(0, full.find('.'));
-        into[first] = first;
-      }
-    }
-  } else if (k == Kind::import_from_statement) {
-    TSNode mod = syntax::field(stmt, "module_name");
-    std::string base(syntax::textOf(mod, src));
-    base.erase(std::remove_if(base.begin(), base.end(), [](char ch) { return ch == ' ' || ch == '\n'; }),
-               base.end());
-    // `from ..x import y` in module a.b.c resolves to a.x.y (a package's __init__ is its own base).
-    size_t dots = 0;
-    while (dots < base.size() && base[dots] == '.') ++dots;
-    if (dots > 0) {
-      std::vector<std::string> parts;
-      for (size_t start = 0; start <= moduleName_.size();) {
-        size_t dot = moduleName_.find('.', start);
-        parts.push_back(moduleName_.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
-        if (dot == std::string::npos) break;
-        start = dot + 1;
-      }
-      size_t drop = dots - (isPackage_ ? 1 : 0);
-      if (drop <= parts.size()) {
-        parts.resize(parts.size() - drop);
-        std::string pkg;
-        for (const auto& p : parts) pkg += (pkg.empty() ? "" : ".") + p;
-        std::string rest = base.substr(dots);
-        base = pkg.empty() ? rest : rest.empty() ? pkg : pkg + "." + rest;
-      }
-      // beyond the top level: keep the dotted spelling; it resolves to nothing in the project
-    }
-    for (TSNode c : syntax::namedChildren(stmt))
-      if (kindOf(c) == Kind::wildcard_import) into["*" + base] = base;  // `from base import *`
-    for (TSNode c : fieldChildren(stmt, "name")) {
-      if (kindOf(c) == Kind::aliased_import) {
-        std::string name(syntax::textOf(syntax::field(c, "name"), src));
-        into[std::string(syntax::textOf(syntax::field(c, "alias"), src))] =
-            base + (base.empty() || base.back() == '.' ? "" : ".") + name;
-      } else {
-        std::string name(syntax::textOf(c, src));
-        into[name.substr(name.rfind('.') + 1)] = base + (base.empty() || base.back() == '.' ? "" : ".") + name;
-      }
-    }
-  }
-}
-
-void FileAnalysis::collectDefinitions(TSNode body, const ClassDef* cls, const std::string& prefix, bool topLevel) {
-  std::string_view src = file_.text;
-  for (TSNode st : syntax::namedChildren(body)) {
-    Kind k = kindOf(st);
-    TSNode def = st;
-    bool isStatic = false;
-    if (k == Kind::decorated_definition) {
-      for (TSNode d : syntax::namedChildren(st))
-        if (kindOf(d) == Kind::decorator && syntax::textOf(d, src).find("staticmethod") != std::string_view::npos)
-          isStatic = true;
-      def = syntax::field(st, "definition");
-      k = kindOf(def);
-    }
-    if (k == Kind::function_definition) {
-      auto f = std::make_unique<FunctionDef>();
-      f->owner = this;
-      f->node = def;
-      f->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
-      f->qualname = prefix + "." + f->name;
-      f->cls = cls;
-      f->isStatic = isStatic;
-      f->nested = !cls && !topLevel;
-      for (TSNode p : syntax::namedChildren(syntax::field(def, "parameters"))) {
-        Kind pk = kindOf(p);
-        if (pk == Kind::identifier) f->params.emplace_back(syntax::textOf(p, src));
-        else if (pk == Kind::default_parameter || pk == Kind::typed_default_parameter)
-          f->params.emplace_back(syntax::textOf(syntax::field(p, "name"), src));
-        else if (pk == Kind::typed_parameter) {
-          TSNode id = ts_node_named_child(p, 0);
-          if (kindOf(id) == Kind::identifier) f->params.emplace_back(syntax::textOf(id, src));
-        }
-      }
-      const FunctionDef* raw = f.get();
-      functions_.push_back(std::move(f));
-      if (cls) const_cast<ClassDef*>(cls)->methods[raw->name] = raw;
-      else if (topLevel) topFunctions_[raw->name] = raw;
-      collectDefinitions(syntax::field(def, "body"), nullptr, raw->qualname, false);
-    } else if (k == Kind::class_definition) {
-      auto c = std::make_unique<ClassDef>();
-      c->owner = this;
-      c->node = def;
-      c->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
-      c->qualname = prefix + "." + c->name;
-      ClassDef* raw = c.get();
-      classes_.push_back(std::move(c));
-      if (topLevel) topClasses_[raw->name] = raw;
-      TSNode supers = syntax::field(def, "superclasses");
-      if (!ts_node_is_null(supers)) {
-        for (TSNode b : syntax::namedChildren(supers)) {
-          if (kindOf(b) == Kind::keyword_argument) continue;
-          std::string txt(syntax::textOf(b, src));
-          std::string head = txt.substr(0, txt.find('.'));
-          if (auto it = imports_.find(head); it != imports_.end())
-            txt = it->second + txt.substr(head.size());
-          if (auto it = topClasses_.find(txt); it != topClasses_.end()) {
-            raw->localBases.push_back(it->second);
-            raw->bases.push_back(it->second->qualname);
-          } else {
-            raw->bases.push_back(txt);
-          }
-        }
-      }
-      collectDefinitions(syntax::field(def, "body"), raw, raw->qualname, false);
-    } else if (k == Kind::import_statement || k == Kind::import_from_statement) {
-      if (topLevel) collectImport(st, imports_);
-    } else if (topLevel && (k == Kind::if_statement || k == Kind::try_statement || k == Kind::with_statement ||
-                            k == Kind::block || k == Kind::else_clause || k == Kind::except_clause ||
-                            k == Kind::elif_clause || k == Kind::finally_clause)) {
-      // Imports and definitions under `if TYPE_CHECKING:` / `try:` still bind module names.
-      for (TSNode c : syntax::namedChildren(st))
-        if (kindOf(c) == Kind::block || kindOf(c) == Kind::else_clause || kindOf(c) == Kind::except_clause ||
-            kindOf(c) == Kind::elif_clause || kindOf(c) == Kind::finally_clause)
-          collectDefinitions(c, nullptr, prefix, true);
-    } else if (!topLevel && (k == Kind::if_statement || k == Kind::for_statement || k == Kind::while_statement ||
-                             k == Kind::try_statement || k == Kind::with_statement || k == Kind::block ||
-                             k == Kind::else_clause || k == Kind::except_clause || k == Kind::elif_clause ||
-                             k == Kind::finally_clause)) {
-      for (TSNode c : syntax::namedChildren(st))
-        if (kindOf(c) == Kind::block || kindOf(c) == Kind::else_clause || kindOf(c) == Kind::except_clause ||
-            kindOf(c) == Kind::elif_clause || kindOf(c) == Kind::finally_clause)
-          collectDefinitions(c, nullptr, prefix, false);
-    }
-  }
-}
-
-void FileAnalysis::prepare() {
-  if (prepared_) return;
-  prepared_ = true;
-  collectDefinitions(root_, nullptr, moduleName_, true);
-}
-
 void FileAnalysis::run() {
-  prepare();
   Frame frame;
   frame.isModule = true;
-  Interp in(*this, moduleStore_, frame);
-  in.execBlock(root_);
-  for (const auto& f : functions_) summary(f.get());
+  Interp in(module_, session_, moduleStore_, frame);
+  in.execBlock(module_.root());
+  for (const auto& f : module_.functions()) session_.summary(f.get());
   int construct = moduleStore_.constructs++;
   int index = 0;
   // Classes a framework drives: their hooks run in the framework's order on one instance.
   std::set<const FunctionDef*> driven;
-  for (const auto& c : classes_) {
+  for (const auto& c : module_.classes()) {
     std::vector<const FunctionDef*> hooks;
-    for (const auto& name : model_.frameworkOrder(c->allBases()))
-      if (const FunctionDef* f = c->findMethod(name); f && !called_.count(f)) hooks.push_back(f);
+    for (const auto& name : session_.model().frameworkOrder(c->allBases()))
+      if (const FunctionDef* f = c->findMethod(name); f && !session_.called(f)) hooks.push_back(f);
     if (hooks.empty()) continue;
     // The instance is constructed before the framework calls any hook.
     if (const FunctionDef* init = c->findMethod("__init__"))
       hooks.insert(hooks.begin(), init);
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
-    Origin origin{fileId_, syntax::rangeOf(syntax::field(c->node, "name")), {}};
+    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
     ObjId self = in.newObject(ObjKind::Arg, "self", origin);
     moduleStore_.obj(self).argIndex = 0;
     moduleStore_.obj(self).cls = c.get();
@@ -354,14 +112,14 @@ void FileAnalysis::run() {
     }
     frame.arm = -1;
   }
-  for (const auto& f : functions_) {
-    if (f->nested || called_.count(f.get()) || driven.count(f.get())) continue;
-    const Summary* s = summary(f.get());
+  for (const auto& f : module_.functions()) {
+    if (f->nested || session_.called(f.get()) || driven.count(f.get())) continue;
+    const Summary* s = session_.summary(f.get());
     if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     std::vector<ValueSet> args;
-    Origin origin{fileId_, syntax::rangeOf(syntax::field(f->node, "name")), {}};
+    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(f->node, "name")), {}};
     for (size_t i = 0; i < f->params.size(); ++i) {
       ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
       moduleStore_.obj(id).argIndex = static_cast<int>(i);
@@ -372,68 +130,12 @@ void FileAnalysis::run() {
   }
 }
 
-const Summary* FileAnalysis::summary(const FunctionDef* def) {
-  if (auto it = summaries_.find(def); it != summaries_.end()) return it->second.get();
-  if (inProgress_.count(def)) return nullptr;
-  // Summaries are computed on demand, a callee's inside its caller's: a chain of
-  // thousands of helpers calling each other would nest that deep on the C++ stack.
-  // Past kMaxSummaryDepth the callee is treated like a recursive call (unknown effects,
-  // caller marked truncated); it gets its own summary when reached from a shallower
-  // point (at the latest when it is analysed as a function nothing called).
-  thread_local int depth = 0;
-  if (depth >= kMaxSummaryDepth) return nullptr;
-  struct Nest {
-    int& d;
-    explicit Nest(int& x) : d(++x) {}
-    ~Nest() { --d; }
-  } nest(depth);
-  inProgress_.insert(def);
-  auto s = std::make_unique<Summary>();
-  s->def = def;
-  Frame frame;
-  Interp in(*this, s->store, frame, s.get());
-  Origin origin{fileId_, syntax::rangeOf(syntax::field(def->node, "name")), {}};
-  for (size_t i = 0; i < def->params.size(); ++i) {
-    ObjId id = in.newObject(ObjKind::Arg, def->params[i], origin);
-    s->store.obj(id).argIndex = static_cast<int>(i);
-    frame.env[def->params[i]] = {id};
-    s->params.push_back(id);
-  }
-  in.execBlock(syntax::field(def->node, "body"));
-  s->returns = frame.returns;
-  for (const auto& [key, vs] : frame.env) {
-    if (key.empty() || key[0] != '#') continue;
-    ObjId id = std::atoi(key.c_str() + 1);
-    ObjId root = s->store.rootOf(id);
-    ObjKind rk = s->store.obj(root).kind;
-    if (rk == ObjKind::Arg || rk == ObjKind::Global) s->attrWrites.emplace_back(key, vs);
-  }
-  std::sort(s->attrWrites.begin(), s->attrWrites.end());
-  s->truncated = s->truncated || s->store.objects.size() >= kMaxObjects;
-  for (const auto& o : s->store.objects) s->hasDomainFacts = s->hasDomainFacts || !o.tags.empty();
-  for (const auto& e : s->store.events) s->hasDomainFacts = s->hasDomainFacts || e.kind == EventKind::Domain;
-  inProgress_.erase(def);
-  return (summaries_[def] = std::move(s)).get();
-}
-
-const FunctionDef* FileAnalysis::findFunction(std::string_view qualname) const {
-  for (const auto& f : functions_)
-    if (f->qualname == qualname) return f.get();
-  return nullptr;
-}
-
-const ClassDef* FileAnalysis::findClass(std::string_view qualname) const {
-  for (const auto& c : classes_)
-    if (c->qualname == qualname) return c.get();
-  return nullptr;
-}
-
 std::vector<FileAnalysis::Root> FileAnalysis::roots() const { return {{"<module>", &moduleStore_}}; }
 
 // ---------------------------------------------------------------- Interp basics
 
-Interp::Interp(FileAnalysis& fa, Store& store, Frame& frame, Summary* summary)
-    : fa_(fa), st_(store), frame_(frame), summary_(summary) {}
+Interp::Interp(const Module& module, Session& session, Store& store, Frame& frame, Summary* summary)
+    : mod_(module), ses_(session), st_(store), frame_(frame), summary_(summary) {}
 
 PointId Interp::newPoint() {
   st_.points.push_back(Point{static_cast<int>(st_.points.size()), frame_.arm});
@@ -486,9 +188,9 @@ std::optional<std::string> Interp::literal(const ValueSet& vs) const {
   return o.name;
 }
 
-Origin Interp::originOf(TSNode n) const { return Origin{fa_.fileId_, syntax::rangeOf(n), via_}; }
+Origin Interp::originOf(TSNode n) const { return Origin{mod_.fileId(), syntax::rangeOf(n), via_}; }
 
-std::string Interp::text(TSNode n) const { return std::string(syntax::textOf(n, fa_.file_.text)); }
+std::string Interp::text(TSNode n) const { return std::string(syntax::textOf(n, mod_.file().text)); }
 
 std::string Interp::envKeyFor(ObjId obj, std::string_view attr) const {
   return "#" + std::to_string(obj) + "." + std::string(attr);
@@ -518,28 +220,28 @@ ObjId Interp::defObject(ObjKind kind, const void* def) {
 ValueSet Interp::lookupName(std::string_view name) {
   std::string key(name);
   if (auto it = frame_.env.find(key); it != frame_.env.end()) return it->second;
-  if (auto it = fa_.imports_.find(name); it != fa_.imports_.end()) return {ref(it->second)};
-  if (auto it = fa_.topFunctions_.find(name); it != fa_.topFunctions_.end()) {
-    auto d = st_.memo.defs.find(it->second);
+  if (auto it = mod_.imports().find(name); it != mod_.imports().end()) return {ref(it->second)};
+  if (const FunctionDef* tf = mod_.topFunction(name)) {
+    auto d = st_.memo.defs.find(tf);
     if (d != st_.memo.defs.end()) return {d->second};
-    ObjId id = newObject(ObjKind::Function, it->second->qualname, Origin{});
-    st_.obj(id).function = it->second;
-    return {st_.memo.defs[it->second] = id};
+    ObjId id = newObject(ObjKind::Function, tf->qualname, Origin{});
+    st_.obj(id).function = tf;
+    return {st_.memo.defs[tf] = id};
   }
-  if (auto it = fa_.topClasses_.find(name); it != fa_.topClasses_.end()) {
-    auto d = st_.memo.defs.find(it->second);
+  if (const ClassDef* tc = mod_.topClass(name)) {
+    auto d = st_.memo.defs.find(tc);
     if (d != st_.memo.defs.end()) return {d->second};
-    ObjId id = newObject(ObjKind::Class, it->second->qualname, Origin{});
-    st_.obj(id).cls = it->second;
-    return {st_.memo.defs[it->second] = id};
+    ObjId id = newObject(ObjKind::Class, tc->qualname, Origin{});
+    st_.obj(id).cls = tc;
+    return {st_.memo.defs[tc] = id};
   }
   if (frame_.globalsFrame) {
     if (auto it = frame_.globalsFrame->env.find(key); it != frame_.globalsFrame->env.end()) return it->second;
   }
-  if (fa_.provider_ && !isBuiltinName(name)) {
-    for (const auto& star : fa_.starImports()) {  // `from helpers import *`
-      if (fa_.opaque(star + "." + key)) continue;
-      ModuleProvider::Found found = fa_.provider_->resolve(star + "." + key);
+  if (ses_.provider() && !isBuiltinName(name)) {
+    for (const auto& star : mod_.starImports()) {  // `from helpers import *`
+      if (ses_.opaque(star + "." + key)) continue;
+      ModuleProvider::Found found = ses_.provider()->resolve(star + "." + key, mod_);
       if (found.function) return {defObject(ObjKind::Function, found.function)};
       if (found.cls) return {defObject(ObjKind::Class, found.cls)};
     }
@@ -671,7 +373,7 @@ void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
 }
 
 void Interp::execStatement(TSNode st) {
-  ++fa_.budget_->work;
+  ++ses_.budget().work;
   if (evalDepth_ >= kMaxEvalDepth) return;
   struct DepthGuard {
     int& d;
@@ -766,7 +468,7 @@ void Interp::execStatement(TSNode st) {
 
 void Interp::execImport(TSNode n) {
   std::map<std::string, std::string, std::less<>> bound;
-  fa_.collectImport(n, bound);
+  mod_.collectImport(n, bound);
   for (const auto& [name, qual] : bound) frame_.env[name] = {ref(qual)};
 }
 
@@ -775,7 +477,7 @@ void Interp::execDefinition(TSNode n) {
   uint32_t start = ts_node_start_byte(def);
   std::string name = text(syntax::field(def, "name"));
   if (kindOf(def) == Kind::function_definition) {
-    for (const auto& f : fa_.functions_) {
+    for (const auto& f : mod_.functions()) {
       if (ts_node_start_byte(f->node) != start) continue;
       ObjId id;
       if (auto d = st_.memo.defs.find(f.get()); d != st_.memo.defs.end()) id = d->second;
@@ -788,7 +490,7 @@ void Interp::execDefinition(TSNode n) {
       return;
     }
   } else if (kindOf(def) == Kind::class_definition) {
-    for (const auto& c : fa_.classes_) {
+    for (const auto& c : mod_.classes()) {
       if (ts_node_start_byte(c->node) != start) continue;
       ObjId id;
       if (auto d = st_.memo.defs.find(c.get()); d != st_.memo.defs.end()) id = d->second;
@@ -1433,16 +1135,16 @@ ValueSet Interp::evalCall(TSNode call) {
         addValues(result, callFunction(*m, bindArgs(*m, site, r), site.origin));
         continue;
       }
-      if (summary_ && fa_.model_.receiverSensitive(method)) {
+      if (summary_ && ses_.model().receiverSensitive(method)) {
         ObjKind rk = st_.obj(st_.rootOf(r)).kind;
         if (rk == ObjKind::Arg || rk == ObjKind::Global) summary_->contextDependent = true;
       }
       if (summary_ && ro.kind != ObjKind::Instance) {
         // A method of a class defined in the file called on a parameter: what runs depends on the caller.
-        for (const auto& c : fa_.classes_)
+        for (const auto& c : mod_.classes())
           if (c->methods.count(method)) summary_->contextDependent = true;
       }
-      if (fa_.model_.onCall(ms)) {
+      if (ses_.model().onCall(ms)) {
         addValues(result, ms.result);
       } else {
         // A method result is made where the method is called.
@@ -1475,8 +1177,8 @@ bool Interp::superCall(TSNode object, const std::string& method, CallSite& site,
   if (kindOf(object) != Kind::call) return false;
   TSNode fn = syntax::field(object, "function");
   if (kindOf(fn) != Kind::identifier || text(fn) != "super") return false;
-  const FunctionDef* def = fa_.enclosingFunction(syntax::rangeOf(object));
-  if (!def || !def->cls || def->isStatic || def->params.empty() || def->owner != &fa_) return false;
+  const FunctionDef* def = mod_.enclosingFunction(syntax::rangeOf(object));
+  if (!def || !def->cls || def->isStatic || def->params.empty() || def->owner != &mod_) return false;
   ValueSet self = lookupName(def->params[0]);
   if (self.empty()) return false;
   for (const ClassDef* base : def->cls->localBases) {
@@ -1537,9 +1239,9 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
         return {t};
       }
       if (q == "super" || q == "len" || q == "print" || q == "range") return {};
-      if (fa_.provider_ && !fa_.opaque(q)) {
+      if (ses_.provider() && !ses_.opaque(q)) {
         // A function or class defined in another module of the project.
-        ModuleProvider::Found found = fa_.provider_->resolve(q);
+        ModuleProvider::Found found = ses_.provider()->resolve(q, mod_);
         if (found.function) return callValue(defObject(ObjKind::Function, found.function), siteIn, node);
         if (found.cls) return callValue(defObject(ObjKind::Class, found.cls), siteIn, node);
       }
@@ -1560,7 +1262,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       }
       record(q);
       site.qualname = q;
-      if (fa_.model_.onCall(site)) return site.result;
+      if (ses_.model().onCall(site)) return site.result;
       // Not understood: a new object, built from the positional arguments (rules may
       // treat `torch.compile(model)` as standing for `model`).
       ObjId made = newObject(ObjKind::Instance, q, site.origin);
@@ -1578,7 +1280,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       site.qualname = co.name;
       site.cls = co.cls;
       site.result = {inst};
-      fa_.model_.onCall(site);
+      ses_.model().onCall(site);
       if (const FunctionDef* init = co.cls->findMethod("__init__")) callFunction(*init, bindArgs(*init, site, inst), site.origin);
       return {inst};
     }
@@ -1622,7 +1324,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       st_.events.push_back(std::move(e));
       site.receiver = callee;
       site.method = "__call__";
-      if (fa_.model_.onCall(site)) return site.result;
+      if (ses_.model().onCall(site)) return site.result;
       (void)node;
       return {derive(callee, "()")};
     }
@@ -1635,21 +1337,33 @@ ValueSet Interp::analyzeInPlace(const FunctionDef& def, const std::vector<ValueS
 
 ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
                               bool inPlace) {
-  FileAnalysis& owner = def.owner ? *def.owner : fa_;
-  const Summary* s = owner.summary(&def);
+  const Module& owner = def.owner ? *def.owner : mod_;
+  bool cutByDepth = ses_.atDepthLimit();
+  const Summary* s = ses_.summary(&def);
   ValueSet result;
-  if (!s) {  // recursion: its effects are unknown here
-    if (summary_) summary_->truncated = true;
+  if (!s) {  // recursion, or past the depth limit: its effects are unknown here
+    if (summary_) {
+      summary_->truncated = true;
+      summary_->pure = false;  // what was cut depends on where the chain was entered
+    }
+    if (cutByDepth && !inPlace)
+      ses_.noteCut(Cut{callsite.site(), def.qualname,
+                       "calls nest more than " + std::to_string(kMaxSummaryDepth) + " functions deep"});
     return result;
   }
-  if (!inPlace) owner.called_.insert(&def);
-  if (!inPlace && fa_.budget_->work > Budget::kWorkBudget) {
+  if (summary_) {
+    summary_->pure = summary_->pure && s->pure;
+    if (!inPlace) summary_->calls.insert(&def);
+    summary_->calls.insert(s->calls.begin(), s->calls.end());
+  }
+  if (!inPlace) ses_.markCalled(&def);
+  if (!inPlace && ses_.budget().work > Budget::kWorkBudget) {
     if (summary_) summary_->truncated = true;
     return result;
   }
   constexpr size_t kMaxInlineDepth = 8;
   if (!inPlace && (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth ||
-                   fa_.budget_->work > Budget::kInlineBudget)) {
+                   ses_.budget().work > Budget::kInlineBudget)) {
     if (summary_ && s->contextDependent) summary_->contextDependent = true;
     instantiate(*s, args, callsite, result);
     return result;
@@ -1662,7 +1376,7 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   for (const auto& [k, v] : frame_.env)
     if (!k.empty() && k[0] == '#') callee.env.emplace(k, v);
   for (size_t i = 0; i < def.params.size() && i < args.size(); ++i) callee.env[def.params[i]] = args[i];
-  Interp in(owner, st_, callee);
+  Interp in(owner, ses_, st_, callee);
   in.via_ = callsite.via;
   if (!inPlace) in.via_.push_back(callsite.site());
   in.inlining_ = inlining_;
@@ -1677,12 +1391,12 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
                          ValueSet& result, bool recordVia) {
   const Store& ss = s.store;
   size_t size = ss.objects.size() + ss.events.size();
-  if (st_.objects.size() + ss.objects.size() > kMaxObjects || size > Budget::kMaxInstantiated ||
-      fa_.budget_->copied + size > Budget::kCopyBudget) {
+  if (st_.objects.size() + ss.objects.size() > kMaxStoreObjects || size > Budget::kMaxInstantiated ||
+      ses_.budget().copied + size > Budget::kCopyBudget) {
     if (summary_) summary_->truncated = true;
     return;
   }
-  fa_.budget_->copied += size;
+  ses_.budget().copied += size;
   auto via = [&](const Origin& o) {
     if (!recordVia) return o;
     Origin out;

@@ -79,12 +79,16 @@ void addImports(TSNode stmt, std::string_view src, Kind k, Outline& out) {
 }  // namespace
 
 Outline outlinePython(std::string_view src, Parser& parser, const OutlineRequest& request) {
-  Outline out;
   Tree tree = parser.parse(src);
-  if (!tree) return out;
+  if (!tree) return Outline{};
+  return outlineTree(src, tree.root(), request);
+}
+
+Outline outlineTree(std::string_view src, TSNode root, const OutlineRequest& request) {
+  Outline out;
   const auto& kinds = PyKinds::instance();
   std::string text;
-  walk(tree.root(), [&](TSNode n) {
+  walk(root, [&](TSNode n) {
     Kind k = kinds.kind(n);
     bool descend = true;
     switch (k) {

@@ -53,5 +53,7 @@ struct OutlineRequest {
 };
 
 Outline outlinePython(std::string_view src, Parser& parser, const OutlineRequest& request);
+// The same from a tree already parsed from `src`.
+Outline outlineTree(std::string_view src, TSNode root, const OutlineRequest& request);
 
 }  // namespace shardlint::syntax

@@ -277,11 +277,21 @@ std::string shortPath(const std::string& p) {
 
 }  // namespace
 
-Facts projectModelFacts(const std::vector<const SourceFile*>& files) {
+bool projectModelFactsWant(std::string_view t) {
+  // Nothing of interest without one of these words: not outlined.
+  return contains(t, "class") || contains(t, "from_pretrained") || contains(t, "trust_remote_code") ||
+         contains(t, "transformers") || contains(t, "/");
+}
+
+syntax::OutlineRequest projectModelOutline() {
   syntax::OutlineRequest request;
   request.callNames = {"from_pretrained", "from_config"};
   request.keywords = {"trust_remote_code"};
   request.wantString = looksLikeHubId;
+  return request;
+}
+
+Facts projectModelFacts(const std::vector<ProjectFile>& files) {
   struct ClassInfo {
     std::vector<std::string> bases;  // last names
     std::string where;
@@ -289,18 +299,12 @@ Facts projectModelFacts(const std::vector<const SourceFile*>& files) {
   std::map<std::string, ClassInfo> classes;
   std::set<std::string> families;
   std::vector<std::string> evidence, unknown;
-  std::vector<syntax::Outline> outlines;
+  std::vector<const syntax::Outline*> outlines;
   std::vector<std::string> paths;
-  std::unique_ptr<syntax::Parser> parser;
-  for (const SourceFile* f : files) {
-    const std::string& t = f->text;
-    // Nothing of interest without one of these words: no parse.
-    if (!contains(t, "class") && !contains(t, "from_pretrained") && !contains(t, "trust_remote_code") &&
-        !contains(t, "transformers") && !contains(t, "/"))
-      continue;
-    if (!parser) parser = std::make_unique<syntax::Parser>();
-    outlines.push_back(syntax::outlinePython(t, *parser, request));
-    paths.push_back(shortPath(f->path));
+  for (const ProjectFile& f : files) {
+    if (!f.outline) continue;
+    outlines.push_back(f.outline);
+    paths.push_back(shortPath(f.path));
   }
   auto note = [](std::vector<std::string>& into, std::string s) {
     if (into.size() < 3 && std::find(into.begin(), into.end(), s) == into.end()) into.push_back(std::move(s));
@@ -311,7 +315,7 @@ Facts projectModelFacts(const std::vector<const SourceFile*>& files) {
     note(evidence, std::move(why));
   };
   for (size_t i = 0; i < outlines.size(); ++i)
-    for (const auto& c : outlines[i].classes) {
+    for (const auto& c : outlines[i]->classes) {
       ClassInfo info{{}, paths[i] + ":" + std::to_string(c.line)};
       for (const auto& b : c.bases) info.bases.push_back(lastName(b));
       classes[c.name] = std::move(info);
@@ -329,7 +333,7 @@ Facts projectModelFacts(const std::vector<const SourceFile*>& files) {
     return out;
   };
   for (size_t i = 0; i < outlines.size(); ++i) {
-    const auto& o = outlines[i];
+    const auto& o = *outlines[i];
     auto at = [&](uint32_t line) { return paths[i] + ":" + std::to_string(line); };
     for (const auto& imp : o.imports)
       if (imp.module == "transformers" || imp.module.rfind("transformers.", 0) == 0)

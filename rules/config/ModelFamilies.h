@@ -57,6 +57,9 @@ std::string unknownVersionOf(std::string_view cls);
 //   "model_evidence": what the user wrote that names them (for messages);
 //   "model_unknown":  when set, the project may load a model whose classes are not known
 //                     (`trust_remote_code`, a model id chosen at run time), and what it wrote.
-Facts projectModelFacts(const std::vector<const SourceFile*>& pythonFiles);
+Facts projectModelFacts(const std::vector<ProjectFile>& files);
+// Which files projectModelFacts reads (by their bytes), and what it wants of their outlines.
+bool projectModelFactsWant(std::string_view text);
+syntax::OutlineRequest projectModelOutline();
 
 }  // namespace shardlint::rules::config

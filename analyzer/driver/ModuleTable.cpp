@@ -1,0 +1,311 @@
+#include "driver/ModuleTable.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "driver/Linter.h"
+#include "driver/Project.h"
+
+namespace shardlint {
+
+namespace fs = std::filesystem;
+
+ReadResult readSource(const std::string& path, const LintOptions& options) {
+  uint64_t maxBytes = options.maxFileBytes;
+  ReadResult r;
+  if (!options.overlays.empty()) {  // an editor's unsaved buffer wins over the file
+    auto it = options.overlays.find(absolutePathKey(path));
+    if (it != options.overlays.end()) {
+      r.text = it->second;
+      r.fromOverlay = true;
+      return r;
+    }
+  }
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  if (ec) {
+    r.skipped = "file skipped: cannot read it (" + ec.message() + ")";
+    return r;
+  }
+  if (size > maxBytes) {
+    r.skipped = "file skipped: it is " + std::to_string(size) + " bytes, larger than the limit of " +
+                std::to_string(maxBytes) + " bytes";
+    return r;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    r.skipped = "file skipped: cannot open it for reading";
+    return r;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    r.skipped = "file skipped: read error";
+    return r;
+  }
+  r.text = ss.str();
+  return r;
+}
+
+std::optional<std::string> contentProblem(const std::string& text, uint64_t maxBytes) {
+  if (text.find('\0') != std::string::npos) return "file skipped: it contains NUL bytes (binary file)";
+  if (!isValidUtf8(text)) return "file skipped: it is not valid UTF-8";
+  if (text.size() > maxBytes) return "file skipped: larger than the size limit";
+  return std::nullopt;
+}
+
+uint64_t contentHash(std::string_view text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+namespace {
+std::optional<int64_t> mtimeOf(const std::string& path) {
+  std::error_code ec;
+  auto t = fs::last_write_time(path, ec);
+  if (ec) return std::nullopt;
+  return static_cast<int64_t>(t.time_since_epoch().count());
+}
+}  // namespace
+
+ModuleTable::ModuleTable(Config config) : config_(std::move(config)) {
+  // Id 0 is no file: Origins made without a place (Origin{}) carry it, and rules then
+  // point at the linted file, as they always did.
+  all_.push_back(std::make_unique<Entry>());
+  all_.back()->retired = true;
+}
+ModuleTable::~ModuleTable() = default;
+
+ModuleTable::Entry* ModuleTable::entryFor(const std::string& key, const std::string& path) {
+  // table lock held
+  auto it = byKey_.find(key);
+  if (it != byKey_.end()) return it->second;
+  auto e = std::make_unique<Entry>();
+  e->path = path;
+  e->id = static_cast<uint32_t>(all_.size());
+  Entry* raw = e.get();
+  all_.push_back(std::move(e));
+  byKey_[key] = raw;
+  return raw;
+}
+
+void ModuleTable::readLocked(Entry* e, const LintOptions& options, std::optional<std::string> text) {
+  if (e->read) return;
+  e->read = true;
+  ReadResult r;
+  if (text) r.text = std::move(*text);
+  else r = readSource(e->path, options);
+  if (!text && !r.fromOverlay) e->mtime = mtimeOf(e->path);
+  if (!text) e->fromOverlay = r.fromOverlay;
+  else e->fromOverlay = options.overlays.count(absolutePathKey(e->path)) > 0;
+  std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options.maxFileBytes);
+  e->hash = r.skipped ? 0 : contentHash(r.text);
+  if (problem) {
+    e->problem = *problem;
+    return;
+  }
+  e->readable = true;
+  e->worthLoading = !config_.worthLoading || config_.worthLoading(r.text);
+  e->file = std::make_unique<SourceFile>(e->path, std::move(r.text));
+}
+
+bool ModuleTable::parseLocked(Entry* e, const ProjectIndex* index, const LintOptions& options) {
+  if (e->parsed) return true;
+  if (!e->readable || !e->problem.empty()) return false;
+  thread_local syntax::Parser parser;
+  auto given = options.parsedTrees.empty() ? options.parsedTrees.end()
+                                           : options.parsedTrees.find(absolutePathKey(e->path));
+  if (given != options.parsedTrees.end() && given->second && e->fromOverlay) {
+    e->tree = syntax::Tree(ts_tree_copy(given->second));
+  } else {
+    e->tree = parser.parse(e->file->text);
+    ++parses_;
+  }
+  if (!e->tree) {
+    e->problem = "file skipped: the parser gave up on it";
+    return false;
+  }
+  ProjectIndex::Module m = index ? index->moduleOf(e->path) : ProjectIndex::Module{moduleNameFor(e->path), false};
+  e->module = std::make_unique<semantic::Module>(*e->file, e->tree.root(), m.name, e->id, m.isPackage);
+  if (config_.outlineWant && config_.outlineWant(e->file->text)) {
+    auto outline = std::make_unique<syntax::Outline>(syntax::outlineTree(e->file->text, e->tree.root(), config_.outline));
+    std::lock_guard<std::mutex> lock(mu_);
+    outlines_[absolutePathKey(e->path)] = std::move(outline);
+  }
+  e->parsed = true;
+  return true;
+}
+
+ModuleTable::Entry* ModuleTable::loadRoot(const std::string& path, const ProjectIndex* index,
+                                          const LintOptions& options, std::optional<std::string> text) {
+  Entry* e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = entryFor(absolutePathKey(path), path);
+  }
+  std::lock_guard<std::mutex> lock(e->mu);
+  readLocked(e, options, std::move(text));
+  parseLocked(e, index, options);
+  return e;
+}
+
+ModuleTable::Entry* ModuleTable::readOnly(const std::string& path, const LintOptions& options,
+                                          std::optional<std::string> text) {
+  Entry* e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = entryFor(absolutePathKey(path), path);
+  }
+  std::lock_guard<std::mutex> lock(e->mu);
+  readLocked(e, options, std::move(text));
+  return e;
+}
+
+bool ModuleTable::ensureParsed(Entry* e, const ProjectIndex* index, const LintOptions& options) {
+  std::lock_guard<std::mutex> lock(e->mu);
+  return parseLocked(e, index, options);
+}
+
+ModuleTable::Entry* ModuleTable::loadModule(const std::string& path, const ProjectIndex* index,
+                                            const LintOptions& options, const Entry* from) {
+  std::string key = absolutePathKey(path);
+  for (;;) {
+    Entry* e;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      e = entryFor(key, path);
+      if (from) const_cast<Entry*>(from)->deps.insert(e);
+    }
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      readLocked(e, options, std::nullopt);
+      if (!e->readable || !e->worthLoading) return nullptr;  // decided by its bytes alone
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (e->retired) continue;  // its own task just freed it: load a fresh copy
+      e->pinned = true;
+    }
+    std::lock_guard<std::mutex> lock(e->mu);
+    return parseLocked(e, index, options) ? e : nullptr;
+  }
+}
+
+void ModuleTable::retire(Entry* e) {
+  e->retired = true;
+  auto it = byKey_.find(absolutePathKey(e->path));
+  if (it != byKey_.end() && it->second == e) byKey_.erase(it);
+  for (auto& [key, cache] : caches_) cache->forget(e->module.get());
+}
+
+void ModuleTable::finishRoot(Entry* e) {
+  if (!e || !config_.retireRoots) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (e->pinned || e->retired) return;
+    retire(e);
+  }
+  std::lock_guard<std::mutex> lock(e->mu);
+  e->module.reset();
+  e->tree = syntax::Tree();
+}
+
+ModuleTable::Entry* ModuleTable::byId(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return id < all_.size() ? all_[id].get() : nullptr;
+}
+
+ModuleTable::Entry* ModuleTable::current(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = byKey_.find(absolutePathKey(path));
+  return it == byKey_.end() ? nullptr : it->second;
+}
+
+const syntax::Outline* ModuleTable::outlineOf(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = outlines_.find(absolutePathKey(path));
+  return it == outlines_.end() ? nullptr : it->second.get();
+}
+
+const SourceFile* ModuleTable::fileById(uint32_t id) const {
+  Entry* e = byId(id);
+  return e ? e->file.get() : nullptr;
+}
+
+const semantic::Module* ModuleTable::moduleById(uint32_t id) const {
+  Entry* e = byId(id);
+  return e ? e->module.get() : nullptr;
+}
+
+semantic::SummaryCache& ModuleTable::summaries(const std::string& context) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& c = caches_[context];
+  if (!c) c = std::make_unique<semantic::SummaryCache>();
+  return *c;
+}
+
+size_t ModuleTable::refresh(const LintOptions& options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<Entry*> stale;
+  for (const auto& [key, e] : byKey_) {
+    if (!e->read) continue;
+    auto ov = options.overlays.find(key);
+    bool changed;
+    if (ov != options.overlays.end()) changed = !e->fromOverlay || contentHash(ov->second) != e->hash;
+    else changed = e->fromOverlay || mtimeOf(e->path) != e->mtime;
+    if (changed) stale.insert(e);
+  }
+  // Everything that depends on a stale entry is stale too.
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [key, e] : byKey_) {
+      if (stale.count(e)) continue;
+      for (Entry* d : e->deps)
+        if (stale.count(d)) {
+          stale.insert(e);
+          grew = true;
+          break;
+        }
+    }
+  }
+  for (Entry* e : stale) {
+    retire(e);
+    std::lock_guard<std::mutex> el(e->mu);
+    e->module.reset();
+    e->tree = syntax::Tree();
+    e->file.reset();
+    outlines_.erase(absolutePathKey(e->path));
+    e->deps.clear();
+  }
+  return stale.size();
+}
+
+std::vector<std::pair<std::string, uint64_t>> ModuleTable::dependencyClosure(const Entry* root) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<std::string, uint64_t>> out;
+  std::set<const Entry*> seen{root};
+  std::vector<const Entry*> work{root};
+  while (!work.empty()) {
+    const Entry* e = work.back();
+    work.pop_back();
+    out.emplace_back(e->path, e->hash);
+    for (const Entry* d : e->deps)
+      if (seen.insert(d).second) work.push_back(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+size_t ModuleTable::liveEntries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return byKey_.size();
+}
+
+}  // namespace shardlint

@@ -1,0 +1,130 @@
+// The project's modules as one run (or a language server session) sees them: each
+// file is read and parsed at most once, indexed once (semantic::Module), and its
+// pure summaries are shared by every analysis task and thread (one SummaryCache per
+// call-model context). Entries are created on demand (a linted file, or a module a
+// call resolves into) and are immutable once loaded.
+//
+// Memory: in a one-shot run the tree of a linted file that no other task used as a
+// module is freed when its own task ends; modules used by others stay for the run.
+// A language server keeps everything and, before each run, drops the entries whose
+// text changed and every entry that depends on them (refresh()).
+#pragma once
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "semantic/ModuleIndex.h"
+#include "semantic/Summaries.h"
+#include "syntax/Outline.h"
+#include "syntax/TreeSitter.h"
+
+namespace shardlint {
+
+class ProjectIndex;
+struct LintOptions;
+
+// Reads a file for linting (an editor overlay wins); `skipped` says why it was not read (SL002 text).
+struct ReadResult {
+  std::string text;
+  std::optional<std::string> skipped;
+  bool fromOverlay = false;
+};
+ReadResult readSource(const std::string& path, const LintOptions& options);
+// Why text cannot be analysed (NUL bytes, not UTF-8, too large), if it cannot.
+std::optional<std::string> contentProblem(const std::string& text, uint64_t maxBytes);
+// A 64-bit content hash (FNV-1a), for change detection and cache keys.
+uint64_t contentHash(std::string_view text);
+
+class ModuleTable final : public semantic::ModuleLookup {
+ public:
+  struct Config {
+    // Free a linted file's tree after its task when no other task used it (one-shot runs).
+    bool retireRoots = true;
+    // Whether a file is worth loading as a module (mentions a word some rule needs).
+    std::function<bool(std::string_view)> worthLoading;
+    // Outline every parsed file whose bytes `outlineWant` accepts (project facts for config rules).
+    bool (*outlineWant)(std::string_view) = nullptr;
+    syntax::OutlineRequest outline;
+  };
+
+  struct Entry {
+    std::string path;  // as the linter spells it
+    uint32_t id = 0;   // the file id Origins use
+    // Set by load, then immutable until retired.
+    bool read = false, readable = false, parsed = false, retired = false;
+    std::string problem;  // why it is not readable / not parsed (SL002 text)
+    std::unique_ptr<SourceFile> file;
+    uint64_t hash = 0;
+    bool fromOverlay = false;
+    std::optional<int64_t> mtime;  // of the file on disk when read
+    bool worthLoading = false;
+    syntax::Tree tree;
+    std::unique_ptr<semantic::Module> module;
+    // Guarded by the table: used as a module by some task (never retired in a run),
+    // and the entries its code resolved into (what its facts depend on).
+    bool pinned = false;
+    std::set<Entry*> deps;
+    std::mutex mu;  // serialises reading and parsing
+  };
+
+  explicit ModuleTable(Config config);
+  ~ModuleTable() override;
+  ModuleTable(const ModuleTable&) = delete;
+  ModuleTable& operator=(const ModuleTable&) = delete;
+
+  // The entry of `path`, read (and parsed) at most once. `text`: the bytes when the caller
+  // already read them. A tree already parsed for exactly that text (the language
+  // server's incremental parse, found in options.parsedTrees). Never null: `parsed` says
+  // whether it could be read and parsed, `problem` why not.
+  Entry* loadRoot(const std::string& path, const ProjectIndex* index, const LintOptions& options,
+                  std::optional<std::string> text = std::nullopt);
+  // The module at `path` for a call resolved into it from `from`, or null when it is not
+  // worth loading (names no word a rule needs), unreadable or unparsable. Records the dependency.
+  Entry* loadModule(const std::string& path, const ProjectIndex* index, const LintOptions& options,
+                    const Entry* from);
+  // Reads `path` (no parse) for its text only: the pre-scan and project facts.
+  Entry* readOnly(const std::string& path, const LintOptions& options, std::optional<std::string> text = std::nullopt);
+  // Parses an entry already read (for its outline), counted like any parse.
+  bool ensureParsed(Entry* e, const ProjectIndex* index, const LintOptions& options);
+  // A linted file's task ended: free its tree unless another task uses it as a module.
+  void finishRoot(Entry* e);
+  Entry* byId(uint32_t id) const;
+  // The current entry of `path` (null when none was created or it was dropped).
+  Entry* current(const std::string& path) const;
+  // The outline of `path` made when it was parsed (config.outlineWant), kept after its tree is freed.
+  const syntax::Outline* outlineOf(const std::string& path) const;
+  const SourceFile* fileById(uint32_t id) const override;
+  const semantic::Module* moduleById(uint32_t id) const override;
+  // The summaries shared by tasks whose call model and import roots are described by `context`.
+  semantic::SummaryCache& summaries(const std::string& context);
+  // Language server: drops entries whose text changed (overlay or file on disk) and, with
+  // them, every entry that depends on them. Returns how many were dropped.
+  size_t refresh(const LintOptions& options);
+  // Paths (with content hashes) of `root` and everything its facts depend on, transitively.
+  std::vector<std::pair<std::string, uint64_t>> dependencyClosure(const Entry* root) const;
+  size_t parses() const { return parses_.load(); }
+  size_t liveEntries() const;
+
+ private:
+  Entry* entryFor(const std::string& key, const std::string& path);
+  void readLocked(Entry* e, const LintOptions& options, std::optional<std::string> text);
+  bool parseLocked(Entry* e, const ProjectIndex* index, const LintOptions& options);
+  void retire(Entry* e);  // table lock held by the caller
+
+  Config config_;
+  mutable std::mutex mu_;
+  std::deque<std::unique_ptr<Entry>> all_;  // by id
+  std::map<std::string, Entry*> byKey_;     // absolute path -> current entry
+  std::map<std::string, std::unique_ptr<semantic::SummaryCache>> caches_;
+  std::map<std::string, std::unique_ptr<syntax::Outline>> outlines_;  // absolute path -> outline
+  std::atomic<size_t> parses_{0};
+};
+
+}  // namespace shardlint

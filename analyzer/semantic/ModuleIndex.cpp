@@ -1,0 +1,238 @@
+#include "semantic/ModuleIndex.h"
+
+#include <algorithm>
+
+#include "syntax/TreeSitter.h"
+
+namespace shardlint::semantic {
+
+using syntax::Kind;
+using syntax::PyKinds;
+
+namespace {
+Kind kindOf(TSNode n) { return PyKinds::instance().kind(n); }
+
+// All children of `n` that sit in field `name` (if_statement has several "alternative"s).
+std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
+  std::vector<TSNode> out;
+  uint32_t c = ts_node_child_count(n);
+  for (uint32_t i = 0; i < c; ++i) {
+    const char* f = ts_node_field_name_for_child(n, i);
+    if (f && name == f) out.push_back(ts_node_child(n, i));
+  }
+  return out;
+}
+}  // namespace
+
+// ---------------------------------------------------------------- ClassDef
+
+const FunctionDef* ClassDef::findMethod(std::string_view name) const {
+  auto it = methods.find(name);
+  if (it != methods.end()) return it->second;
+  for (const ClassDef* b : localBases)
+    if (b != this)
+      if (const FunctionDef* f = b->findMethod(name)) return f;
+  return nullptr;
+}
+
+std::vector<std::string> ClassDef::allBases() const {
+  std::vector<std::string> out = bases;
+  for (const ClassDef* b : localBases) {
+    if (b == this) continue;
+    for (auto& q : b->allBases()) out.push_back(q);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- Module
+
+Module::Module(const SourceFile& file, TSNode root, std::string moduleName, uint32_t fileId, bool isPackage)
+    : file_(file), root_(root), moduleName_(std::move(moduleName)), fileId_(fileId), isPackage_(isPackage) {
+  collectDefinitions(root_, nullptr, moduleName_, true);
+}
+
+const FunctionDef* Module::topFunction(std::string_view name) const {
+  auto it = topFunctions_.find(name);
+  return it == topFunctions_.end() ? nullptr : it->second;
+}
+
+const ClassDef* Module::topClass(std::string_view name) const {
+  auto it = topClasses_.find(name);
+  return it == topClasses_.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> Module::starImports() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : imports_)
+    if (!k.empty() && k[0] == '*') out.push_back(v);
+  return out;
+}
+
+std::optional<std::string> Module::importOf(std::string_view name) const {
+  auto it = imports_.find(name);
+  if (it == imports_.end()) return std::nullopt;
+  return it->second;
+}
+
+const FunctionDef* Module::enclosingFunction(ByteRange range) const {
+  const FunctionDef* best = nullptr;
+  for (const auto& f : functions_) {
+    uint32_t b = ts_node_start_byte(f->node), e = ts_node_end_byte(f->node);
+    if (b <= range.begin && range.end <= e && (!best || b >= ts_node_start_byte(best->node))) best = f.get();
+  }
+  return best;
+}
+
+void Module::collectImport(TSNode stmt, ImportMap& into) const {
+  std::string_view src = file_.text;
+  Kind k = kindOf(stmt);
+  if (k == Kind::import_statement) {
+    for (TSNode c : syntax::namedChildren(stmt)) {
+      if (kindOf(c) == Kind::aliased_import) {
+        into[std::string(syntax::textOf(syntax::field(c, "alias"), src))] =
+            std::string(syntax::textOf(syntax::field(c, "name"), src));
+      } else if (kindOf(c) == Kind::dotted_name) {
+        std::string full(syntax::textOf(c, src));
+        std::string first = full.substr(0, full.find('.'));
+        into[first] = first;
+      }
+    }
+  } else if (k == Kind::import_from_statement) {
+    TSNode mod = syntax::field(stmt, "module_name");
+    std::string base(syntax::textOf(mod, src));
+    base.erase(std::remove_if(base.begin(), base.end(), [](char ch) { return ch == ' ' || ch == '\n'; }),
+               base.end());
+    // `from ..x import y` in module a.b.c resolves to a.x.y (a package's __init__ is its own base).
+    size_t dots = 0;
+    while (dots < base.size() && base[dots] == '.') ++dots;
+    if (dots > 0) {
+      std::vector<std::string> parts;
+      for (size_t start = 0; start <= moduleName_.size();) {
+        size_t dot = moduleName_.find('.', start);
+        parts.push_back(moduleName_.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+      }
+      size_t drop = dots - (isPackage_ ? 1 : 0);
+      if (drop <= parts.size()) {
+        parts.resize(parts.size() - drop);
+        std::string pkg;
+        for (const auto& p : parts) pkg += (pkg.empty() ? "" : ".") + p;
+        std::string rest = base.substr(dots);
+        base = pkg.empty() ? rest : rest.empty() ? pkg : pkg + "." + rest;
+      }
+      // beyond the top level: keep the dotted spelling; it resolves to nothing in the project
+    }
+    for (TSNode c : syntax::namedChildren(stmt))
+      if (kindOf(c) == Kind::wildcard_import) into["*" + base] = base;  // `from base import *`
+    for (TSNode c : fieldChildren(stmt, "name")) {
+      if (kindOf(c) == Kind::aliased_import) {
+        std::string name(syntax::textOf(syntax::field(c, "name"), src));
+        into[std::string(syntax::textOf(syntax::field(c, "alias"), src))] =
+            base + (base.empty() || base.back() == '.' ? "" : ".") + name;
+      } else {
+        std::string name(syntax::textOf(c, src));
+        into[name.substr(name.rfind('.') + 1)] = base + (base.empty() || base.back() == '.' ? "" : ".") + name;
+      }
+    }
+  }
+}
+
+void Module::collectDefinitions(TSNode body, const ClassDef* cls, const std::string& prefix, bool topLevel) {
+  std::string_view src = file_.text;
+  for (TSNode st : syntax::namedChildren(body)) {
+    Kind k = kindOf(st);
+    TSNode def = st;
+    bool isStatic = false;
+    if (k == Kind::decorated_definition) {
+      for (TSNode d : syntax::namedChildren(st))
+        if (kindOf(d) == Kind::decorator && syntax::textOf(d, src).find("staticmethod") != std::string_view::npos)
+          isStatic = true;
+      def = syntax::field(st, "definition");
+      k = kindOf(def);
+    }
+    if (k == Kind::function_definition) {
+      auto f = std::make_unique<FunctionDef>();
+      f->owner = this;
+      f->node = def;
+      f->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
+      f->qualname = prefix + "." + f->name;
+      f->cls = cls;
+      f->isStatic = isStatic;
+      f->nested = !cls && !topLevel;
+      for (TSNode p : syntax::namedChildren(syntax::field(def, "parameters"))) {
+        Kind pk = kindOf(p);
+        if (pk == Kind::identifier) f->params.emplace_back(syntax::textOf(p, src));
+        else if (pk == Kind::default_parameter || pk == Kind::typed_default_parameter)
+          f->params.emplace_back(syntax::textOf(syntax::field(p, "name"), src));
+        else if (pk == Kind::typed_parameter) {
+          TSNode id = ts_node_named_child(p, 0);
+          if (kindOf(id) == Kind::identifier) f->params.emplace_back(syntax::textOf(id, src));
+        }
+      }
+      const FunctionDef* raw = f.get();
+      functions_.push_back(std::move(f));
+      if (cls) const_cast<ClassDef*>(cls)->methods[raw->name] = raw;
+      else if (topLevel) topFunctions_[raw->name] = raw;
+      collectDefinitions(syntax::field(def, "body"), nullptr, raw->qualname, false);
+    } else if (k == Kind::class_definition) {
+      auto c = std::make_unique<ClassDef>();
+      c->owner = this;
+      c->node = def;
+      c->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
+      c->qualname = prefix + "." + c->name;
+      ClassDef* raw = c.get();
+      classes_.push_back(std::move(c));
+      if (topLevel) topClasses_[raw->name] = raw;
+      TSNode supers = syntax::field(def, "superclasses");
+      if (!ts_node_is_null(supers)) {
+        for (TSNode b : syntax::namedChildren(supers)) {
+          if (kindOf(b) == Kind::keyword_argument) continue;
+          std::string txt(syntax::textOf(b, src));
+          std::string head = txt.substr(0, txt.find('.'));
+          if (auto it = imports_.find(head); it != imports_.end())
+            txt = it->second + txt.substr(head.size());
+          if (auto it = topClasses_.find(txt); it != topClasses_.end()) {
+            raw->localBases.push_back(it->second);
+            raw->bases.push_back(it->second->qualname);
+          } else {
+            raw->bases.push_back(txt);
+          }
+        }
+      }
+      collectDefinitions(syntax::field(def, "body"), raw, raw->qualname, false);
+    } else if (k == Kind::import_statement || k == Kind::import_from_statement) {
+      if (topLevel) collectImport(st, imports_);
+    } else if (topLevel && (k == Kind::if_statement || k == Kind::try_statement || k == Kind::with_statement ||
+                            k == Kind::block || k == Kind::else_clause || k == Kind::except_clause ||
+                            k == Kind::elif_clause || k == Kind::finally_clause)) {
+      // Imports and definitions under `if TYPE_CHECKING:` / `try:` still bind module names.
+      for (TSNode c : syntax::namedChildren(st))
+        if (kindOf(c) == Kind::block || kindOf(c) == Kind::else_clause || kindOf(c) == Kind::except_clause ||
+            kindOf(c) == Kind::elif_clause || kindOf(c) == Kind::finally_clause)
+          collectDefinitions(c, nullptr, prefix, true);
+    } else if (!topLevel && (k == Kind::if_statement || k == Kind::for_statement || k == Kind::while_statement ||
+                             k == Kind::try_statement || k == Kind::with_statement || k == Kind::block ||
+                             k == Kind::else_clause || k == Kind::except_clause || k == Kind::elif_clause ||
+                             k == Kind::finally_clause)) {
+      for (TSNode c : syntax::namedChildren(st))
+        if (kindOf(c) == Kind::block || kindOf(c) == Kind::else_clause || kindOf(c) == Kind::except_clause ||
+            kindOf(c) == Kind::elif_clause || kindOf(c) == Kind::finally_clause)
+          collectDefinitions(c, nullptr, prefix, false);
+    }
+  }
+}
+
+const FunctionDef* Module::findFunction(std::string_view qualname) const {
+  for (const auto& f : functions_)
+    if (f->qualname == qualname) return f.get();
+  return nullptr;
+}
+
+const ClassDef* Module::findClass(std::string_view qualname) const {
+  for (const auto& c : classes_)
+    if (c->qualname == qualname) return c.get();
+  return nullptr;
+}
+
+}  // namespace shardlint::semantic

@@ -1,0 +1,146 @@
+#include "semantic/Summaries.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "semantic/Interpreter.h"
+#include "syntax/TreeSitter.h"
+
+namespace shardlint::semantic {
+
+// ---------------------------------------------------------------- Summary
+
+std::string Summary::describe() const {
+  std::ostringstream os;
+  auto names = [&](const ValueSet& vs) {
+    std::string s;
+    for (ObjId id : vs) {
+      if (!s.empty()) s += " | ";
+      s += store.describe(id);
+      const Obj& o = store.obj(id);
+      if (!o.tags.empty()) {
+        s += " {";
+        bool first = true;
+        for (const auto& [k, v] : o.tags) {
+          s += (first ? "" : ", ") + k + (v.empty() ? "" : "=" + v);
+          first = false;
+        }
+        s += "}";
+      }
+    }
+    return s.empty() ? std::string("?") : s;
+  };
+  for (const Event& e : store.events) {
+    if (e.kind != EventKind::Domain) continue;
+    os << e.name << " " << (e.target == kNoObj ? "?" : store.describe(e.target));
+    for (const auto& [k, v] : e.attrs) os << " " << k << "=" << v;
+    os << "\n";
+  }
+  for (const auto& [key, vs] : attrWrites) os << "sets " << key << " = " << names(vs) << "\n";
+  if (!returns.empty()) os << "returns " << names(returns) << "\n";
+  return os.str();
+}
+
+// ---------------------------------------------------------------- SummaryCache
+
+std::shared_ptr<const Summary> SummaryCache::find(const FunctionDef* def) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.find(def);
+  return it == map_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const Summary> SummaryCache::insert(std::shared_ptr<const Summary> s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, fresh] = map_.emplace(s->def, s);
+  (void)fresh;
+  return it->second;
+}
+
+void SummaryCache::forget(const Module* module) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = map_.begin(); it != map_.end();) {
+    if (it->first->owner == module) it = map_.erase(it);
+    else ++it;
+  }
+}
+
+size_t SummaryCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_.size();
+}
+
+// ---------------------------------------------------------------- Session
+
+void Session::noteCut(Cut cut) {
+  if (!cutCallees_.insert(cut.callee).second) return;
+  cuts_.push_back(std::move(cut));
+}
+
+const Summary* Session::summary(const FunctionDef* def) {
+  if (auto it = local_.find(def); it != local_.end()) return it->second.get();
+  if (inProgress_.count(def)) return nullptr;
+  std::shared_ptr<const Summary> s = shared_ ? shared_->find(def) : nullptr;
+  if (s) {
+    ++sharedHits_;
+  } else {
+    // Summaries are computed on demand, a callee's inside its caller's: a chain of
+    // thousands of helpers calling each other would nest that deep on the C++ stack.
+    // Past kMaxSummaryDepth the callee is treated like a recursive call (unknown effects,
+    // caller marked truncated and impure); it gets its own summary when reached from a
+    // shallower point (at the latest when it is analysed as a function nothing called).
+    if (depth_ >= kMaxSummaryDepth) return nullptr;
+    std::shared_ptr<const Summary> made = compute(def);
+    s = shared_ && made->pure ? shared_->insert(std::move(made)) : std::move(made);
+  }
+  for (const FunctionDef* c : s->calls) called_.insert(c);
+  return (local_[def] = std::move(s)).get();
+}
+
+bool Session::atDepthLimit() const { return depth_ >= kMaxSummaryDepth; }
+
+std::unique_ptr<Summary> Session::compute(const FunctionDef* def) {
+  struct Enter {
+    Session& s;
+    const FunctionDef* def;
+    Budget own;
+    Budget* saved;
+    Enter(Session& x, const FunctionDef* d) : s(x), def(d), saved(x.budget_) {
+      ++s.depth_;
+      s.inProgress_.insert(def);
+      s.budget_ = &own;  // a fresh budget: the summary does not depend on the work done before it
+    }
+    ~Enter() {
+      s.budget_ = saved;
+      s.inProgress_.erase(def);
+      --s.depth_;
+    }
+  } enter(*this, def);
+  auto s = std::make_unique<Summary>();
+  s->def = def;
+  Frame frame;
+  Interp in(*def->owner, *this, s->store, frame, s.get());
+  Origin origin{def->owner->fileId(), syntax::rangeOf(syntax::field(def->node, "name")), {}};
+  for (size_t i = 0; i < def->params.size(); ++i) {
+    ObjId id = in.newObject(ObjKind::Arg, def->params[i], origin);
+    s->store.obj(id).argIndex = static_cast<int>(i);
+    frame.env[def->params[i]] = {id};
+    s->params.push_back(id);
+  }
+  in.execBlock(syntax::field(def->node, "body"));
+  s->returns = frame.returns;
+  for (const auto& [key, vs] : frame.env) {
+    if (key.empty() || key[0] != '#') continue;
+    ObjId id = std::atoi(key.c_str() + 1);
+    ObjId root = s->store.rootOf(id);
+    ObjKind rk = s->store.obj(root).kind;
+    if (rk == ObjKind::Arg || rk == ObjKind::Global) s->attrWrites.emplace_back(key, vs);
+  }
+  std::sort(s->attrWrites.begin(), s->attrWrites.end());
+  s->truncated = s->truncated || s->store.objects.size() >= kMaxStoreObjects;
+  for (const auto& o : s->store.objects) s->hasDomainFacts = s->hasDomainFacts || !o.tags.empty();
+  for (const auto& e : s->store.events) s->hasDomainFacts = s->hasDomainFacts || e.kind == EventKind::Domain;
+  return s;
+}
+
+}  // namespace shardlint::semantic

@@ -1,0 +1,152 @@
+// Function summaries: what a function does (its events, what it returns, the
+// attributes it sets), relative to its parameters, computed once and instantiated at
+// each call site. A summary that depends only on the function's own code and the
+// modules it reaches is *pure*: the same in every analysis task of a run, so a
+// SummaryCache shares it between tasks and threads. One that a recursive call or the
+// depth limit cut short depends on where it was first reached and stays in its task.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "semantic/CallModel.h"
+#include "semantic/Model.h"
+#include "semantic/ModuleIndex.h"
+
+namespace shardlint::semantic {
+
+struct Summary {
+  const FunctionDef* def = nullptr;
+  Store store;
+  std::vector<ObjId> params;  // the Arg object of each parameter
+  ValueSet returns;
+  std::vector<std::pair<std::string, ValueSet>> attrWrites;  // object key ("#3.opt") -> value at exit
+  bool truncated = false;  // a recursive call or a size or work limit cut it short
+  // The body's meaning depends on what its parameters or module globals are at the
+  // call site (a framework method called on them, a call of a parameter). Callers
+  // then interpret the body in their own context instead of instantiating this.
+  bool contextDependent = false;
+  // The body produced something a call model gave meaning to (a tagged object or a
+  // domain event). A summary without that, and not context-dependent, cannot matter to
+  // any rule, so a function never called is not analysed in place.
+  bool hasDomainFacts = false;
+  // The same wherever it is computed (see the file comment). Only pure summaries are shared.
+  bool pure = true;
+  // Functions it calls, directly or through its callees' summaries.
+  std::set<const FunctionDef*> calls;
+  // Readable facts, one per line, relative to the parameters ("arg0" ...).
+  std::string describe() const;
+};
+
+// Nesting of summary computations (a callee's summary is computed inside its caller's).
+// Past it the callee is treated like a recursive call, and the cut is reported.
+constexpr int kMaxSummaryDepth = 48;
+
+// Objects per store: bounds pathological summary fan-out.
+constexpr size_t kMaxStoreObjects = 30000;
+
+// Work limits. The task's own interpretation (a linted file's module body and the
+// functions it inlines) has one Budget; each summary computation has a fresh one, so a
+// summary does not depend on the work done before it. Past kInlineBudget statements
+// calls use summaries only; past kWorkBudget they are not followed; past kCopyBudget
+// summaries are no longer instantiated. Keeps pathological inputs bounded and results
+// deterministic.
+struct Budget {
+  size_t work = 0;
+  size_t copied = 0;
+  static constexpr size_t kInlineBudget = 50000;
+  static constexpr size_t kWorkBudget = 150000;
+  static constexpr size_t kCopyBudget = 400000;
+  static constexpr size_t kMaxInstantiated = 8000;
+};
+
+// Finds definitions in other modules of the project (cross-file analysis).
+// Qualified names are absolute dotted names ("utils.optim.build_optimizer"), as
+// written in `from`. The answer must depend only on (qualname, from).
+class ModuleProvider {
+ public:
+  virtual ~ModuleProvider() = default;
+  struct Found {
+    const FunctionDef* function = nullptr;
+    const ClassDef* cls = nullptr;
+  };
+  virtual Found resolve(std::string_view qualname, const Module& from) = 0;
+};
+
+// Pure summaries shared by the tasks of a run that have the same call-model facts.
+// Thread-safe; a summary never changes once inserted.
+class SummaryCache {
+ public:
+  std::shared_ptr<const Summary> find(const FunctionDef* def) const;
+  // Keeps the first summary inserted for `def` and returns it.
+  std::shared_ptr<const Summary> insert(std::shared_ptr<const Summary> s);
+  // Drops the summaries of `module`'s functions (the module is about to be freed).
+  void forget(const Module* module);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<const FunctionDef*, std::shared_ptr<const Summary>> map_;
+};
+
+// Where an analysis limit cut the interpretation short (reported as SL002 notes).
+struct Cut {
+  Site site;           // the call that was not followed
+  std::string callee;  // its qualified name
+  std::string why;
+};
+
+// The state of one analysis task: the call model (with the task's facts), the module
+// provider, the budgets, and the summaries computed here that are not shared.
+class Session {
+ public:
+  explicit Session(CallModel& model, ModuleProvider* provider = nullptr, SummaryCache* shared = nullptr)
+      : model_(model), provider_(provider), shared_(shared) {}
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // The summary of `def` (computed on first use), or null for a recursive call or one
+  // past kMaxSummaryDepth. Marks the functions it calls as called.
+  const Summary* summary(const FunctionDef* def);
+  CallModel& model() { return model_; }
+  ModuleProvider* provider() { return provider_; }
+  Budget& budget() { return *budget_; }
+  // A framework API the call model gives meaning to: its implementation is never interpreted.
+  bool opaque(std::string_view qualname) const { return model_.frameworkApi(qualname); }
+  bool called(const FunctionDef* def) const { return called_.count(def) > 0; }
+  void markCalled(const FunctionDef* def) { called_.insert(def); }
+  // Calls cut by the depth limit, first one per callee.
+  const std::vector<Cut>& cuts() const { return cuts_; }
+  void noteCut(Cut cut);
+  // True while computing a summary kMaxSummaryDepth deep (summary() then returns null).
+  bool atDepthLimit() const;
+  size_t sharedHits() const { return sharedHits_; }
+  // Objects and events held by the summaries this task used (memory accounting).
+  size_t summarySize() const {
+    size_t n = 0;
+    for (const auto& [d, s] : local_) n += s->store.objects.size() + s->store.events.size();
+    return n;
+  }
+  size_t summaryCount() const { return local_.size(); }
+
+ private:
+  std::unique_ptr<Summary> compute(const FunctionDef* def);
+  CallModel& model_;
+  ModuleProvider* provider_;
+  SummaryCache* shared_;
+  Budget taskBudget_;
+  Budget* budget_ = &taskBudget_;
+  int depth_ = 0;
+  std::map<const FunctionDef*, std::shared_ptr<const Summary>> local_;  // everything this task used
+  std::set<const FunctionDef*> inProgress_;
+  std::set<const FunctionDef*> called_;
+  std::vector<Cut> cuts_;
+  std::set<std::string> cutCallees_;
+  size_t sharedHits_ = 0;
+};
+
+}  // namespace shardlint::semantic
