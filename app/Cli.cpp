@@ -25,6 +25,7 @@
 #include "driver/Discovery.h"
 #include "driver/Settings.h"
 #include "driver/Linter.h"
+#include "driver/ResultCache.h"
 #include "output/Emitters.h"
 #include "lsp/Server.h"
 #include "orchestrator/Probe.h"
@@ -44,7 +45,8 @@ struct CheckArgs {
   bool showSettings = false;
   std::optional<std::string> baseline;
   std::string format = "text";
-  bool quiet = false, noColor = false, stats = false;
+  bool quiet = false, noColor = false, stats = false, noCache = false;
+  std::optional<std::string> cacheDir;
   unsigned jobs = 0;
 };
 
@@ -102,6 +104,14 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     found.files = std::move(kept);
   }
 
+  // The persistent cache of findings (analyzer/driver/ResultCache.h), like Ruff's.
+  if (!a.noCache) {
+    namespace fs = std::filesystem;
+    if (a.cacheDir) options.cacheDir = *a.cacheDir;
+    else if (const char* env = std::getenv("SHARDLINT_CACHE_DIR"); env && *env) options.cacheDir = env;
+    else options.cacheDir = ((cfg.path ? cfg.path->parent_path() : fs::current_path()) / ".shardlint_cache").string();
+    options.cacheKey = std::string("shardlint ") + SHARDLINT_VERSION + " " + executableFingerprint();
+  }
   Linter linter(catalog, std::move(options));
   LintStats stats;
   std::vector<Diagnostic> all = linter.lintFiles(found.files, &stats);
@@ -186,11 +196,21 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                  "shardlint stats:\n"
                  "  files seen      %zu\n  files read      %zu (pre-scan, including imported project modules)\n"
                  "  files skipped   %zu (the pre-scan ruled them out; not parsed)\n"
-                 "  files analysed  %zu\n  parses          %zu (analysed files and project modules they pull in)\n"
+                 "  files analysed  %zu\n  parses          %zu (of %zu files: analysed files, project modules they pull in, "
+                 "config files)\n"
+                 "  summaries       %zu taken from another file's analysis\n"
+                 "  cache           %s\n"
                  "  bytes read      %llu\n"
                  "  time            discovery %.3fs, pre-scan %.3fs, analysis %.3fs, output %.3fs, total %.3fs\n"
                  "  jobs            %u\n  peak RSS        %.1f MB\n",
                  stats.filesSeen, stats.filesRead, stats.filesSkipped, stats.filesAnalysed, stats.filesParsed,
+                 stats.filesParsedOnce,
+                 stats.modulesShared,
+                 (linter.options().cacheDir.empty() ? std::string("off (--no-cache)")
+                  : std::to_string(stats.cacheHits) + " of " + std::to_string(stats.filesAnalysed) +
+                        " analysed files' findings from " + linter.options().cacheDir +
+                        (stats.cacheProblem.empty() ? "" : "; not written: " + stats.cacheProblem))
+                     .c_str(),
                  static_cast<unsigned long long>(stats.bytesRead), secs(discovered - start), stats.prescanSeconds,
                  stats.analysisSeconds, secs(Clock::now() - analysed), secs(Clock::now() - start),
                  linter.options().jobs ? linter.options().jobs : std::max(1u, std::thread::hardware_concurrency()),
@@ -294,6 +314,10 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  check->add_flag("--no-cache", ca.noCache, "Neither read nor write the cache of findings (.shardlint_cache)");
+  check->add_option("--cache-dir", ca.cacheDir,
+                    "Cache folder (default: SHARDLINT_CACHE_DIR, else .shardlint_cache next to the configuration "
+                    "file, else in the current directory)");
   check->add_flag("--stats", ca.stats, "Print files seen/parsed, bytes, time per phase and peak RSS to stderr");
   // One value per occurrence (repeatable), so paths can follow: `--select SL101 train.py`.
   check->add_option("--select", select, "Rules to enable: codes, names or code prefixes (comma-separated)")

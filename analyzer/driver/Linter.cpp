@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "driver/Project.h"
+#include "driver/ResultCache.h"
 #include "semantic/Interpreter.h"
 #include "syntax/TreeSitter.h"
 
@@ -73,6 +74,14 @@ RuleSelection::RuleSelection(const RuleCatalog& catalog, std::vector<std::string
       if (!any) throw std::invalid_argument("unknown rule selector `" + sel + "` (see `shardlint rules`)");
     }
   }
+}
+
+std::string RuleSelection::describe() const {
+  std::string out = "select";
+  for (const auto& s : select_) out += " " + s;
+  out += "; ignore";
+  for (const auto& s : ignore_) out += " " + s;
+  return out;
 }
 
 bool RuleSelection::enabled(const RuleInfo& info) const {
@@ -646,7 +655,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     stats.bytesRead += r.text.size();
     scanned[i].ok = true;
     scanned[i].mask = maskOf(r.text);
-    if (!alwaysRelevant) {
+    {  // imports: for the relevance closure, and to know which files others import
       std::string ownModule = index.moduleOf(scanned[i].path).name;
       for (const auto& spelled : scanImports(r.text)) {
         auto name = index.absoluteName(scanned[i].path, spelled);
@@ -730,6 +739,42 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   size_t parsesBefore = table->parses();
   std::string rootsKey;
   for (const auto& r : index.roots()) rootsKey += r + "\n";
+  // The persistent cache: findings of files whose text and dependencies are unchanged.
+  std::unique_ptr<ResultCache> cache;
+  if (!options_.cacheDir.empty() && !persistent) {
+    std::string key = options_.cacheKey + "\n" + options_.selection.describe() + "\nmax " +
+                      std::to_string(options_.maxFileBytes) + (options_.reportUnusedNoqa ? " noqa" : "") + "\n";
+    for (const auto& [k, v] : options_.settingsFacts) key += k + "=" + v + "\n";
+    for (const auto& r : index.roots()) key += "root " + r + "\n";
+    std::vector<std::string> sorted = pyPaths;  // the linted set: files added or removed change resolution
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& p : sorted) key += p + "\n";
+    cache = std::make_unique<ResultCache>(options_.cacheDir, key);
+    cache->load();
+  }
+  std::mutex hashMu;
+  std::map<std::string, uint64_t> hashes;
+  auto hashOf = [&](const std::string& path) -> uint64_t {
+    {
+      std::lock_guard<std::mutex> lock(hashMu);
+      if (auto it = hashes.find(path); it != hashes.end()) return it->second;
+    }
+    ReadResult r = readSource(path, options_);
+    uint64_t h = r.skipped || contentProblem(r.text, options_.maxFileBytes) ? 0 : contentHash(r.text);
+    std::lock_guard<std::mutex> lock(hashMu);
+    return hashes[path] = h;
+  };
+  struct ToStore {
+    uint64_t hash = 0;
+    std::string facts;
+    std::vector<std::pair<std::string, uint64_t>> deps;
+    bool ready = false;
+  };
+  std::vector<ToStore> toStore(tasks.size());
+  std::atomic<size_t> cacheHits{0};
+  std::vector<bool> imported(scanned.size(), false);
+  for (const auto& s : scanned)
+    for (size_t j : s.imports) imported[j] = true;
   std::vector<std::vector<Diagnostic>> results(tasks.size());
   std::vector<size_t> shared(tasks.size(), 0);
   std::atomic<size_t> next{0};
@@ -742,14 +787,26 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
       if (t >= tasks.size() || failed) return;
       try {
         // Summaries are shared by the tasks with the same facts and import roots.
-        std::string context = rootsKey;
+        std::string facts;
         if (taskFacts[t])
-          for (const auto& [k, v] : *taskFacts[t]) context += k + "=" + v + "\n";
-        Task task(catalog_, options_, &index, *table, taskFacts[t], &table->summaries(context));
+          for (const auto& [k, v] : *taskFacts[t]) facts += k + "=" + v + "\n";
+        std::string context = rootsKey + facts;
         Scanned& s = scanned[tasks[t]];
+        uint64_t hash = 0;
+        if (cache) {
+          hash = contentHash(s.text);
+          if (auto hit = cache->lookup(s.path, hash, facts, hashOf)) {
+            results[t] = std::move(*hit);
+            ++cacheHits;
+            continue;
+          }
+        }
+        Task task(catalog_, options_, &index, *table, taskFacts[t], std::getenv("NOSHARE") ? nullptr : &table->summaries(context));
         results[t] = task.run(s.path, std::move(s.text));
         shared[t] = task.sharedHits();
-        table->finishRoot(task.root());
+        if (cache) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
+        // Free its tree unless another file imports it (it would be parsed again when used).
+        if (!imported[tasks[t]]) table->finishRoot(task.root());
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(failureMu);
         failed = true;
@@ -767,6 +824,13 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     for (auto& th : pool) th.join();
   }
   if (failed) throw std::runtime_error(failure);
+  if (cache) {
+    for (size_t t = 0; t < tasks.size(); ++t)
+      if (toStore[t].ready)
+        cache->store(scanned[tasks[t]].path, toStore[t].hash, toStore[t].facts, std::move(toStore[t].deps), results[t]);
+    stats.cacheProblem = cache->save();
+    stats.cacheHits = cacheHits;
+  }
   for (size_t t = 0; t < tasks.size(); ++t) {
     stats.modulesShared += shared[t];
     for (auto& d : results[t]) all.push_back(std::move(d));
@@ -794,6 +858,8 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     for (auto& doc : configDocs) checkConfig(doc, all, &projectFacts);
   }
   stats.filesParsed += table->parses() - parsesBefore;
+  // Re-parses: a freed tree needed again (a race between a file's own task and another's use of it).
+  stats.filesParsedOnce = stats.filesParsed - (persistent ? 0 : table->parses() - table->filesParsed());
   stats.filesAnalysed = tasks.size();
   finalizeDiagnostics(all);
   auto t2 = Clock::now();

@@ -21,6 +21,8 @@ class RuleSelection {
   RuleSelection(const RuleCatalog& catalog, std::vector<std::string> select, std::vector<std::string> ignore);
   RuleSelection() = default;
   bool enabled(const RuleInfo& info) const;
+  // The selectors, for cache keys.
+  std::string describe() const;
 
  private:
   static int specificity(const std::string& selector, const RuleInfo& info);
@@ -46,6 +48,10 @@ struct LintOptions {
   std::map<std::string, const TSTree*> parsedTrees;
   // SL003 also for unused `# noqa` comments (off by default: other tools share the syntax).
   bool reportUnusedNoqa = false;
+  // The persistent cache folder (driver/ResultCache.h); empty: no cache.
+  std::string cacheDir;
+  // What identifies this shardlint build in cache keys (version, executable fingerprint).
+  std::string cacheKey;
   // Settings the rules interpret, passed to every analysed file as facts
   // (`fsdp-version`, `optimizers`, `wraps`: setting name -> value, lists comma-joined).
   Facts settingsFacts;
@@ -57,8 +63,10 @@ struct LintStats {
   size_t filesSkipped = 0;   // linted files the pre-scan ruled out (not parsed)
   size_t filesAnalysed = 0;  // linted files analysed (parsed, semantic model, rules)
   size_t filesParsed = 0;    // parses, including project modules loaded for their summaries
+  size_t filesParsedOnce = 0;  // distinct Python files parsed (parses minus re-parses)
   size_t modulesShared = 0;  // summaries a task took from another task's work
   size_t cacheHits = 0;      // linted files whose findings came from the persistent cache
+  std::string cacheProblem;  // why the cache could not be written, if it could not
   uint64_t bytesRead = 0;
   double prescanSeconds = 0;
   double analysisSeconds = 0;

@@ -127,6 +127,8 @@ bool ModuleTable::parseLocked(Entry* e, const ProjectIndex* index, const LintOpt
   } else {
     e->tree = parser.parse(e->file->text);
     ++parses_;
+    std::lock_guard<std::mutex> lock(mu_);
+    parsedKeys_.insert(absolutePathKey(e->path));
   }
   if (!e->tree) {
     e->problem = "file skipped: the parser gave up on it";
@@ -301,6 +303,11 @@ std::vector<std::pair<std::string, uint64_t>> ModuleTable::dependencyClosure(con
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+size_t ModuleTable::filesParsed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return parsedKeys_.size();
 }
 
 size_t ModuleTable::liveEntries() const {

@@ -110,6 +110,8 @@ class ModuleTable final : public semantic::ModuleLookup {
   // Paths (with content hashes) of `root` and everything its facts depend on, transitively.
   std::vector<std::pair<std::string, uint64_t>> dependencyClosure(const Entry* root) const;
   size_t parses() const { return parses_.load(); }
+  // Distinct files parsed (equal to parses() unless a freed tree had to be parsed again).
+  size_t filesParsed() const;
   size_t liveEntries() const;
 
  private:
@@ -125,6 +127,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   std::map<std::string, std::unique_ptr<semantic::SummaryCache>> caches_;
   std::map<std::string, std::unique_ptr<syntax::Outline>> outlines_;  // absolute path -> outline
   std::atomic<size_t> parses_{0};
+  std::set<std::string> parsedKeys_;
 };
 
 }  // namespace shardlint

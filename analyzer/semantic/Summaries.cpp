@@ -140,6 +140,13 @@ std::unique_ptr<Summary> Session::compute(const FunctionDef* def) {
   s->truncated = s->truncated || s->store.objects.size() >= kMaxStoreObjects;
   for (const auto& o : s->store.objects) s->hasDomainFacts = s->hasDomainFacts || !o.tags.empty();
   for (const auto& e : s->store.events) s->hasDomainFacts = s->hasDomainFacts || e.kind == EventKind::Domain;
+  // Summaries live as long as the run (shared) or the task: no spare capacity.
+  s->store.objects.shrink_to_fit();
+  s->store.events.shrink_to_fit();
+  s->store.points.shrink_to_fit();
+  s->store.arms.shrink_to_fit();
+  s->store.regions.shrink_to_fit();
+  s->store.memo = Store::Memo{};  // the interning tables serve only the interpretation that built it
   return s;
 }
 

@@ -47,7 +47,7 @@ struct Summary {
 constexpr int kMaxSummaryDepth = 48;
 
 // Objects per store: bounds pathological summary fan-out.
-constexpr size_t kMaxStoreObjects = 30000;
+constexpr size_t kMaxStoreObjects = 10000;
 
 // Work limits. The task's own interpretation (a linted file's module body and the
 // functions it inlines) has one Budget; each summary computation has a fresh one, so a

@@ -1,0 +1,151 @@
+#include "driver/ResultCache.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <system_error>
+
+#include "driver/ModuleTable.h"
+
+namespace shardlint {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+constexpr int kFormat = 1;       // bump when the file layout changes
+constexpr size_t kMaxItems = 50000;
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+json lineCol(const LineCol& lc) { return {lc.line, lc.byteColumn, lc.codepointColumn, lc.utf16Column}; }
+LineCol lineColFrom(const json& j) {
+  return LineCol{j.at(0).get<uint32_t>(), j.at(1).get<uint32_t>(), j.at(2).get<uint32_t>(), j.at(3).get<uint32_t>()};
+}
+json location(const Location& l) {
+  return {{"path", l.path}, {"range", {l.range.begin, l.range.end}}, {"start", lineCol(l.start)}, {"end", lineCol(l.end)}};
+}
+Location locationFrom(const json& j) {
+  Location l;
+  l.path = j.at("path").get<std::string>();
+  l.range = ByteRange{j.at("range").at(0).get<uint32_t>(), j.at("range").at(1).get<uint32_t>()};
+  l.start = lineColFrom(j.at("start"));
+  l.end = lineColFrom(j.at("end"));
+  return l;
+}
+}  // namespace
+
+std::string executableFingerprint() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "unknown";
+  auto size = fs::file_size(exe, ec);
+  if (ec) return "unknown";
+  auto mtime = fs::last_write_time(exe, ec);
+  if (ec) return "unknown";
+  return std::to_string(size) + "-" + std::to_string(mtime.time_since_epoch().count());
+}
+
+ResultCache::ResultCache(fs::path dir, const std::string& key) : dir_(std::move(dir)) {
+  file_ = dir_ / ("results-" + hex(contentHash(key)) + ".json");
+}
+
+void ResultCache::load() {
+  items_.clear();
+  std::ifstream in(file_, std::ios::binary);
+  if (!in) return;
+  try {
+    json doc = json::parse(in);
+    if (doc.value("format", 0) != kFormat) return;
+    for (const auto& [path, j] : doc.at("files").items()) {
+      Item item;
+      item.hash = std::stoull(j.at("hash").get<std::string>(), nullptr, 16);
+      item.facts = j.at("facts").get<std::string>();
+      for (const auto& d : j.at("deps")) item.deps.emplace_back(d.at(0).get<std::string>(), std::stoull(d.at(1).get<std::string>(), nullptr, 16));
+      for (const auto& f : j.at("findings")) {
+        Diagnostic d;
+        d.code = f.at("code").get<std::string>();
+        d.name = f.at("name").get<std::string>();
+        d.severity = static_cast<Severity>(f.at("severity").get<int>());
+        d.location = locationFrom(f.at("location"));
+        d.message = f.at("message").get<std::string>();
+        for (const auto& n : f.at("notes")) d.notes.push_back(Note{locationFrom(n.at("location")), n.at("message").get<std::string>()});
+        item.findings.push_back(std::move(d));
+      }
+      items_[path] = std::move(item);
+    }
+  } catch (const std::exception&) {
+    items_.clear();  // a damaged cache is no cache
+  }
+}
+
+std::optional<std::vector<Diagnostic>> ResultCache::lookup(
+    const std::string& path, uint64_t hash, const std::string& facts,
+    const std::function<uint64_t(const std::string&)>& hashOf) const {
+  auto it = items_.find(path);
+  if (it == items_.end() || it->second.hash != hash || it->second.facts != facts) return std::nullopt;
+  for (const auto& [dep, h] : it->second.deps)
+    if (dep != path && hashOf(dep) != h) return std::nullopt;
+  return it->second.findings;
+}
+
+void ResultCache::store(const std::string& path, uint64_t hash, const std::string& facts,
+                        std::vector<std::pair<std::string, uint64_t>> deps, const std::vector<Diagnostic>& findings) {
+  Item item{hash, facts, std::move(deps), findings};
+  items_[path] = std::move(item);
+  dirty_ = true;
+}
+
+std::string ResultCache::save() const {
+  if (!dirty_) return "";
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) return "cannot create " + dir_.string() + " (" + ec.message() + ")";
+  // Like Ruff's cache folder: ignored by git, and marked as a cache for backup tools.
+  if (!fs::exists(dir_ / ".gitignore", ec)) std::ofstream(dir_ / ".gitignore") << "# Created by shardlint\n*\n";
+  if (!fs::exists(dir_ / "CACHEDIR.TAG", ec))
+    std::ofstream(dir_ / "CACHEDIR.TAG") << "Signature: 8a477f597d28d172789f06886806bc55\n"
+                                            "# This file is a cache directory tag created by shardlint.\n";
+  json files = json::object();
+  size_t n = 0;
+  for (const auto& [path, item] : items_) {
+    if (++n > kMaxItems) break;
+    json deps = json::array();
+    for (const auto& [p, h] : item.deps) deps.push_back({p, hex(h)});
+    json findings = json::array();
+    for (const auto& d : item.findings) {
+      json notes = json::array();
+      for (const auto& note : d.notes) notes.push_back({{"location", location(note.location)}, {"message", note.message}});
+      findings.push_back({{"code", d.code}, {"name", d.name}, {"severity", static_cast<int>(d.severity)},
+                          {"location", location(d.location)}, {"message", d.message}, {"notes", notes}});
+    }
+    files[path] = {{"hash", hex(item.hash)}, {"facts", item.facts}, {"deps", deps}, {"findings", findings}};
+  }
+  json doc = {{"format", kFormat}, {"files", files}};
+  // Atomic: a reader sees the old file or the new one, never half of one.
+  std::random_device rd;
+  fs::path tmp = file_;
+  tmp += ".tmp" + std::to_string(rd());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << doc.dump();
+    out.flush();
+    if (!out) {
+      fs::remove(tmp, ec);
+      return "cannot write " + tmp.string();
+    }
+  }
+  fs::rename(tmp, file_, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return "cannot replace " + file_.string();
+  }
+  return "";
+}
+
+}  // namespace shardlint

@@ -1,0 +1,56 @@
+// The persistent cache (`.shardlint_cache/`, like Ruff's): the findings of each linted
+// Python file, keyed by its content hash, the facts its task ran with, and the content
+// hashes of every project module its analysis read (directly or through a shared
+// summary). A second run on an unchanged tree takes every file's findings from here and
+// parses nothing; after a one-file change only the files whose analysis read that file
+// run again. One cache file per (shardlint build, settings, set of linted files): any
+// change to those starts a fresh one. Never trusted blindly: an unreadable or malformed
+// cache is ignored, and writes are atomic (a temporary file renamed over the old one).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/Diagnostic.h"
+
+namespace shardlint {
+
+class ResultCache {
+ public:
+  // `key`: everything that is not per file (shardlint build, settings, the linted file set).
+  ResultCache(std::filesystem::path dir, const std::string& key);
+
+  // Reads the cache file for the key; a missing or damaged one gives an empty cache.
+  void load();
+  // The findings of `path` when its text hash, facts and every dependency's current hash
+  // (`hashOf`: 0 for a file that cannot be read) match what was stored.
+  std::optional<std::vector<Diagnostic>> lookup(const std::string& path, uint64_t hash, const std::string& facts,
+                                                const std::function<uint64_t(const std::string&)>& hashOf) const;
+  void store(const std::string& path, uint64_t hash, const std::string& facts,
+             std::vector<std::pair<std::string, uint64_t>> deps, const std::vector<Diagnostic>& findings);
+  // Writes the cache (creating the folder with a .gitignore and a CACHEDIR.TAG); returns
+  // an explanation when it could not, empty on success.
+  std::string save() const;
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  struct Item {
+    uint64_t hash = 0;
+    std::string facts;
+    std::vector<std::pair<std::string, uint64_t>> deps;
+    std::vector<Diagnostic> findings;
+  };
+  std::filesystem::path dir_, file_;
+  std::map<std::string, Item> items_;
+  bool dirty_ = false;
+};
+
+// A fingerprint of the running executable (its size and modification time), so that a
+// rebuilt shardlint never trusts findings cached by another build of the same version.
+std::string executableFingerprint();
+
+}  // namespace shardlint
