@@ -874,3 +874,70 @@ TEST_CASE("cli: --baseline writes, then reports only new findings", "[cli][basel
   dir.write("broken.json", "not json");
   CHECK(run(dir, "check . --baseline broken.json").code == 2);
 }
+
+// The persistent cache: a second run takes every file's findings from it and parses nothing;
+// a change to a helper module re-analyses exactly the files whose analysis read it.
+TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
+  TempDir dir;
+  dir.write("helpers.py",
+            "import torch\n"
+            "def build_optimizer(model):\n"
+            "    return torch.optim.AdamW(model.parameters())\n");
+  dir.write("train.py",
+            "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "from helpers import build_optimizer\nfrom nets import Net\n"
+            "model = Net()\nopt = build_optimizer(model)\nmodel = FSDP(model)\nopt.step()\n");
+  dir.write("other.py", kBuggy);
+  auto statLine = [](const Result& r, const std::string& key) {
+    for (const auto& l : lines(r.err))
+      if (l.find(key) != std::string::npos) return l;
+    return std::string();
+  };
+  Result cold = run(dir, "check . --stats");
+  CHECK(cold.code == 1);
+  CHECK(statLine(cold, "cache ").find("0 of 2 analysed") != std::string::npos);
+  CHECK(fs::exists(dir.work() / ".shardlint_cache" / ".gitignore"));
+  CHECK(fs::exists(dir.work() / ".shardlint_cache" / "CACHEDIR.TAG"));
+
+  SECTION("an unchanged tree: every finding from the cache, no parse") {
+    Result warm = run(dir, "check . --stats");
+    CHECK(warm.code == 1);
+    CHECK(warm.out == cold.out);
+    CHECK(statLine(warm, "cache ").find("2 of 2 analysed") != std::string::npos);
+    CHECK(statLine(warm, "parses ").find("parses          0") != std::string::npos);
+  }
+  SECTION("a helper fixed: its dependent is analysed again, the other file is not") {
+    dir.write("helpers.py", "import torch\ndef build_optimizer(model):\n    return None\n");
+    Result after = run(dir, "check . --stats --format json");
+    CHECK(statLine(after, "cache ").find("1 of 2 analysed") != std::string::npos);
+    Result fresh = run(dir, "check . --no-cache --format json");
+    CHECK(after.out == fresh.out);
+    CHECK(reportedPaths(parseJson(after)).count("train.py") == 0);
+  }
+  SECTION("a damaged cache file is ignored and replaced") {
+    for (const auto& e : fs::directory_iterator(dir.work() / ".shardlint_cache"))
+      if (e.path().extension() == ".json") std::ofstream(e.path()) << "{\"format\": 1, \"files\": {\"x\": [";
+    Result again = run(dir, "check . --stats");
+    CHECK(again.code == 1);
+    CHECK(again.out == cold.out);
+    CHECK(statLine(again, "cache ").find("0 of 2 analysed") != std::string::npos);
+    CHECK(statLine(run(dir, "check . --stats"), "cache ").find("2 of 2 analysed") != std::string::npos);
+  }
+  SECTION("--no-cache reads and writes nothing; --cache-dir and SHARDLINT_CACHE_DIR move it") {
+    Result none = run(dir, "check . --no-cache --stats");
+    CHECK(none.out == cold.out);
+    CHECK(statLine(none, "cache ").find("off") != std::string::npos);
+    Result moved = run(dir, "check . --cache-dir ../elsewhere");
+    CHECK(moved.out == cold.out);
+    CHECK(fs::exists(dir.base() / "elsewhere" / ".gitignore"));
+    run(dir, "check .", "SHARDLINT_CACHE_DIR=../fromenv");
+    CHECK(fs::exists(dir.base() / "fromenv" / ".gitignore"));
+  }
+  SECTION("a cache folder that cannot be written: the findings still come, the stats say why") {
+    dir.write("blocker", "a file where the cache folder would go\n");
+    Result blocked = run(dir, "check . --cache-dir blocker/sub --stats");
+    CHECK(blocked.code == 1);
+    CHECK(blocked.out == cold.out);
+    CHECK(statLine(blocked, "cache ").find("not written") != std::string::npos);
+  }
+}

@@ -7,6 +7,7 @@
 
 #include "Registry.h"
 #include "core/SourceFile.h"
+#include "driver/Linter.h"
 #include "semantic/Interpreter.h"
 #include "syntax/TreeSitter.h"
 
@@ -403,4 +404,31 @@ TEST_CASE("a 5,000-deep chain of helper calls is bounded, not a stack overflow",
   });
   worker.join();
   CHECK(done);
+}
+
+// Where the depth limit cuts a chain, the findings say so: an SL002 note (severity info) on
+// the call that was not followed, naming the callee; the run goes on.
+TEST_CASE("a call chain cut by the depth limit gets an SL002 note on the cut call", "[unit][robustness]") {
+  std::string chain = "import torch\nfrom torch.distributed.fsdp import fully_shard\n";
+  const int n = 60;
+  for (int i = 0; i < n; ++i)
+    chain += "def f" + std::to_string(i) + "(m):\n    return f" + std::to_string(i + 1) + "(m)\n";
+  chain += "def f" + std::to_string(n) + "(m):\n    fully_shard(m)\n    return m\n";
+  chain += "model = torch.nn.Linear(2, 2)\nopt = torch.optim.AdamW(model.parameters())\nf0(model)\nopt.step()\n";
+  shardlint::LintOptions options;
+  shardlint::Linter linter(rules::catalog(), options);
+  auto found = linter.lintText("chain.py", chain);
+  const shardlint::Diagnostic* cut = nullptr;
+  for (const auto& d : found)
+    if (d.code == "SL002") cut = &d;
+  REQUIRE(cut);
+  CHECK(cut->severity == shardlint::Severity::Info);
+  CHECK(cut->message.find("analysis cut short") != std::string::npos);
+  CHECK(cut->message.find("more than 48 functions deep") != std::string::npos);
+  // On the call in f47, whose summary is the 48th nested one (0-based line 2 + 2*47 + 1).
+  CHECK(cut->location.start.line == 2u + 2u * 47u + 1u);
+  CHECK(cut->message.find("`chain.f48`") != std::string::npos);
+  // A shallow chain has no such note.
+  auto shallow = linter.lintText("short.py", "def f(m):\n    return g(m)\ndef g(m):\n    return m\nf(1)\n");
+  for (const auto& d : shallow) CHECK(d.code != "SL002");
 }
