@@ -324,7 +324,7 @@ def parse_shardlint_json(repo: str, out: bytes, checkout: Path) -> tuple[list[Fi
 
 def run_shardlint(shardlint: Path, repo: str, checkout: Path, timeout: float | None) -> RunResult:
     """Runs `shardlint check . --format json` in the checkout. Never raises for a failed run."""
-    cmd = [str(shardlint), "check", ".", "--format", "json"]
+    cmd = [str(shardlint), "check", ".", "--format", "json", "--no-cache"]  # analyse every file, write nothing
     start = time.monotonic()
     try:
         proc = subprocess.Popen(

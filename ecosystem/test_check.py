@@ -37,10 +37,10 @@ commit = "{COMMIT_B}"
 """
 
 # A stand-in for shardlint (POSIX sh, so it starts fast). It checks that it was called as
-# `check . --format json`, then replays the checkout's FAKE.* files: FAKE.sleep (seconds to sleep first),
+# `check . --format json --no-cache`, then replays the checkout's FAKE.* files: FAKE.sleep (seconds to sleep first),
 # FAKE.out (stdout), FAKE.err (stderr), FAKE.rc (exit code). `fake_spec` writes them.
 FAKE_SHARDLINT = """#!/bin/sh
-if [ "$*" != "check . --format json" ]; then echo "fake shardlint: unexpected arguments: $*" >&2; exit 2; fi
+if [ "$*" != "check . --format json --no-cache" ]; then echo "fake shardlint: unexpected arguments: $*" >&2; exit 2; fi
 if [ -f FAKE.sleep ]; then sleep "$(cat FAKE.sleep)"; fi
 cat FAKE.out
 cat FAKE.err >&2

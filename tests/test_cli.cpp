@@ -879,6 +879,8 @@ TEST_CASE("cli: --baseline writes, then reports only new findings", "[cli][basel
 // a change to a helper module re-analyses exactly the files whose analysis read it.
 TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
   TempDir dir;
+  // The default location, whatever the test environment sets.
+  const std::string kDefaultCache = "-u SHARDLINT_CACHE_DIR";
   dir.write("helpers.py",
             "import torch\n"
             "def build_optimizer(model):\n"
@@ -893,14 +895,14 @@ TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
       if (l.find(key) != std::string::npos) return l;
     return std::string();
   };
-  Result cold = run(dir, "check . --stats");
+  Result cold = run(dir, "check . --stats", kDefaultCache);
   CHECK(cold.code == 1);
   CHECK(statLine(cold, "cache ").find("0 of 2 analysed") != std::string::npos);
   CHECK(fs::exists(dir.work() / ".shardlint_cache" / ".gitignore"));
   CHECK(fs::exists(dir.work() / ".shardlint_cache" / "CACHEDIR.TAG"));
 
   SECTION("an unchanged tree: every finding from the cache, no parse") {
-    Result warm = run(dir, "check . --stats");
+    Result warm = run(dir, "check . --stats", kDefaultCache);
     CHECK(warm.code == 1);
     CHECK(warm.out == cold.out);
     CHECK(statLine(warm, "cache ").find("2 of 2 analysed") != std::string::npos);
@@ -908,7 +910,7 @@ TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
   }
   SECTION("a helper fixed: its dependent is analysed again, the other file is not") {
     dir.write("helpers.py", "import torch\ndef build_optimizer(model):\n    return None\n");
-    Result after = run(dir, "check . --stats --format json");
+    Result after = run(dir, "check . --stats --format json", kDefaultCache);
     CHECK(statLine(after, "cache ").find("1 of 2 analysed") != std::string::npos);
     Result fresh = run(dir, "check . --no-cache --format json");
     CHECK(after.out == fresh.out);
@@ -917,11 +919,11 @@ TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
   SECTION("a damaged cache file is ignored and replaced") {
     for (const auto& e : fs::directory_iterator(dir.work() / ".shardlint_cache"))
       if (e.path().extension() == ".json") std::ofstream(e.path()) << "{\"format\": 1, \"files\": {\"x\": [";
-    Result again = run(dir, "check . --stats");
+    Result again = run(dir, "check . --stats", kDefaultCache);
     CHECK(again.code == 1);
     CHECK(again.out == cold.out);
     CHECK(statLine(again, "cache ").find("0 of 2 analysed") != std::string::npos);
-    CHECK(statLine(run(dir, "check . --stats"), "cache ").find("2 of 2 analysed") != std::string::npos);
+    CHECK(statLine(run(dir, "check . --stats", kDefaultCache), "cache ").find("2 of 2 analysed") != std::string::npos);
   }
   SECTION("--no-cache reads and writes nothing; --cache-dir and SHARDLINT_CACHE_DIR move it") {
     Result none = run(dir, "check . --no-cache --stats");
