@@ -380,6 +380,9 @@ class Server {
     }
     base_ = std::move(options);
     config_ = std::move(cfg);
+    // The project index stays warm between edits: each lint re-reads only what changed (and
+    // what depends on it). New settings (rules, extra names) start a fresh one.
+    table_ = std::make_unique<ModuleTable>(Linter(catalog_, base_).tableConfig(/*retireRoots=*/false));
     if (relint) othersDirty_ = true;
   }
 
@@ -590,7 +593,8 @@ class Server {
     json out = json::array();
     if (d.kind == DocKind::Other || excluded(d.path)) return out;
     auto t0 = std::chrono::steady_clock::now();
-    std::vector<Diagnostic> all = linter.lintFiles({d.path});
+    if (!table_) table_ = std::make_unique<ModuleTable>(Linter(catalog_, base_).tableConfig(false));
+    std::vector<Diagnostic> all = linter.lintFiles({d.path}, nullptr, table_.get());
     applyFindingSettings(catalog_, config_, all,
                          [&](const std::string& p) { return settingsPath(absolutePathKey(p)); });
     for (auto& diag : all) {
@@ -792,6 +796,7 @@ class Server {
 
   std::string root_;
   LintOptions base_;
+  std::unique_ptr<ModuleTable> table_;  // the warm project index (parsed modules, shared summaries)
   FileConfig config_;
 
   std::map<std::string, Document> docs_;  // by URI
