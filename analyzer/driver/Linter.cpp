@@ -180,6 +180,8 @@ class Task final : public semantic::ModuleProvider {
   }
 
   ModuleTable::Entry* root() const { return root_; }
+  // No other linted file imports this one: its summaries stay in this task.
+  void setNotImported() { importedByOthers_ = false; }
   size_t sharedHits() const { return session_->sharedHits(); }
 
   std::vector<Diagnostic> run(const std::string& path, std::optional<std::string> text) {
@@ -201,6 +203,7 @@ class Task final : public semantic::ModuleProvider {
     std::vector<std::unique_ptr<Rule>> rules;
     for (auto& r : catalog_.makeRules())
       if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
+    if (!importedByOthers_) session_->keepLocal(root_->module.get());
     semantic::FileAnalysis analysis(*root_->module, *session_);
     if (!rules.empty()) analysis.run();
     RuleContext cx(table_, analysis, found);
@@ -315,6 +318,7 @@ class Task final : public semantic::ModuleProvider {
   std::unique_ptr<semantic::CallModel> model_;
   std::unique_ptr<semantic::Session> session_;
   ModuleTable::Entry* root_ = nullptr;
+  bool importedByOthers_ = true;
 };
 
 void finalizeDiagnostics(std::vector<Diagnostic>& all) {
@@ -801,7 +805,8 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
             continue;
           }
         }
-        Task task(catalog_, options_, &index, *table, taskFacts[t], std::getenv("NOSHARE") ? nullptr : &table->summaries(context));
+        Task task(catalog_, options_, &index, *table, taskFacts[t], &table->summaries(context));
+        if (!imported[tasks[t]]) task.setNotImported();
         results[t] = task.run(s.path, std::move(s.text));
         shared[t] = task.sharedHits();
         if (cache) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};

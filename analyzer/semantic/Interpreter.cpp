@@ -1,6 +1,7 @@
 #include "semantic/Interpreter.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <set>
 #include <sstream>
@@ -81,7 +82,28 @@ void FileAnalysis::run() {
   frame.isModule = true;
   Interp in(module_, session_, moduleStore_, frame);
   in.execBlock(module_.root());
-  for (const auto& f : module_.functions()) session_.summary(f.get());
+  // Every function's summary, which also tells which functions something calls. A function
+  // whose name the file mentions only where it defines it (a test method) cannot be called
+  // from here, so its summary is dropped as soon as its flags are known: big test files keep
+  // one such summary at a time, not hundreds.
+  std::map<const FunctionDef*, bool> worthInPlace;
+  auto mentionedOnce = [&](const FunctionDef& f) {
+    std::string_view text = module_.file().text;
+    size_t count = 0;
+    for (size_t at = text.find(f.name); at != std::string_view::npos && count < 2; at = text.find(f.name, at + 1)) {
+      auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+      bool starts = at == 0 || !word(text[at - 1]);
+      bool ends = at + f.name.size() >= text.size() || !word(text[at + f.name.size()]);
+      count += starts && ends;
+    }
+    return count == 1;
+  };
+  for (const auto& f : module_.functions()) {
+    const Summary* s = session_.summary(f.get());
+    if (!s || f->nested || !session_.mayRelease(f.get()) || !mentionedOnce(*f)) continue;
+    worthInPlace[f.get()] = s->contextDependent || s->hasDomainFacts || s->truncated;
+    session_.release(f.get());
+  }
   int construct = moduleStore_.constructs++;
   int index = 0;
   // Classes a framework drives: their hooks run in the framework's order on one instance.
@@ -114,8 +136,12 @@ void FileAnalysis::run() {
   }
   for (const auto& f : module_.functions()) {
     if (f->nested || session_.called(f.get()) || driven.count(f.get())) continue;
-    const Summary* s = session_.summary(f.get());
-    if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
+    if (auto w = worthInPlace.find(f.get()); w != worthInPlace.end()) {
+      if (!w->second) continue;
+    } else {
+      const Summary* s = session_.summary(f.get());
+      if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
+    }
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     std::vector<ValueSet> args;
@@ -1331,6 +1357,10 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
   }
 }
 
+namespace {
+const Summary kInPlace{};  // stands for the summary of a function analysed in place
+}  // namespace
+
 ValueSet Interp::analyzeInPlace(const FunctionDef& def, const std::vector<ValueSet>& args) {
   return callFunction(def, args, Origin{}, true);
 }
@@ -1339,7 +1369,8 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
                               bool inPlace) {
   const Module& owner = def.owner ? *def.owner : mod_;
   bool cutByDepth = ses_.atDepthLimit();
-  const Summary* s = ses_.summary(&def);
+  // Analysed in place, the body runs here: its summary is not needed (recursion is cut by `inlining_`).
+  const Summary* s = inPlace && !summary_ ? &kInPlace : ses_.summary(&def);
   ValueSet result;
   if (!s) {  // recursion, or past the depth limit: its effects are unknown here
     if (summary_) {

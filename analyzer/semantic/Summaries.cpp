@@ -42,6 +42,106 @@ std::string Summary::describe() const {
   return os.str();
 }
 
+// ---------------------------------------------------------------- compaction
+
+namespace {
+// Drops the objects of a finished summary that nothing a caller can see refers to (an
+// attribute read and dropped, the result of a call nobody used): callers copy every
+// object of a summary at each call site, so these only cost memory and time. Kept: the
+// parameters, globals, tagged objects, whatever events, returns, attribute writes and
+// regions mention, and transitively their parents, owners, elements and inputs, and the
+// objects a kept object owns (rules find children through ownership).
+void compact(Summary& s) {
+  Store& st = s.store;
+  const size_t n = st.objects.size();
+  std::vector<char> keep(n, 0);
+  std::vector<ObjId> work;
+  auto mark = [&](ObjId id) {
+    if (id >= 0 && static_cast<size_t>(id) < n && !keep[static_cast<size_t>(id)]) {
+      keep[static_cast<size_t>(id)] = 1;
+      work.push_back(id);
+    }
+  };
+  auto markSet = [&](const ValueSet& vs) {
+    for (ObjId id : vs) mark(id);
+  };
+  for (ObjId p : s.params) mark(p);
+  markSet(s.returns);
+  for (const auto& [key, vs] : s.attrWrites) {
+    mark(std::atoi(key.c_str() + 1));
+    markSet(vs);
+  }
+  for (const Event& e : st.events) {
+    mark(e.target);
+    for (const auto& a : e.args) markSet(a);
+    for (const auto& kv : e.kwargs) markSet(kv.second);
+  }
+  for (const Region& r : st.regions) markSet(r.subject);
+  for (size_t i = 0; i < n; ++i) {
+    const Obj& o = st.objects[i];
+    if (!o.tags.empty() || o.kind == ObjKind::Arg || o.kind == ObjKind::Global) mark(static_cast<ObjId>(i));
+  }
+  for (bool grew = true; grew;) {
+    while (!work.empty()) {
+      const Obj& o = st.objects[static_cast<size_t>(work.back())];
+      work.pop_back();
+      mark(o.parent);
+      mark(o.owner);
+      for (const auto& e : o.elements) markSet(e);
+      for (const auto& in : o.inputs) markSet(in);
+    }
+    grew = false;
+    for (size_t i = 0; i < n; ++i) {
+      const Obj& o = st.objects[i];
+      if (!keep[i] && o.owner != kNoObj && keep[static_cast<size_t>(o.owner)]) {
+        mark(static_cast<ObjId>(i));
+        grew = true;
+      }
+    }
+  }
+  size_t kept = 0;
+  for (char k : keep) kept += k != 0;
+  if (kept == n) return;
+  std::vector<ObjId> to(n, kNoObj);
+  std::vector<Obj> objects;
+  objects.reserve(kept);
+  for (size_t i = 0; i < n; ++i)
+    if (keep[i]) {
+      to[i] = static_cast<ObjId>(objects.size());
+      objects.push_back(std::move(st.objects[i]));
+    }
+  auto id = [&](ObjId x) { return x < 0 || static_cast<size_t>(x) >= n ? x : to[static_cast<size_t>(x)]; };
+  auto set = [&](ValueSet& vs) {
+    ValueSet out;
+    for (ObjId x : vs)
+      if (ObjId y = id(x); y != kNoObj) out.push_back(y);
+    vs = std::move(out);  // the order of ids is kept, so the set stays sorted
+  };
+  for (Obj& o : objects) {
+    o.parent = id(o.parent);
+    o.owner = id(o.owner);
+    if (o.owner == kNoObj) o.ownerEdge.clear();
+    for (auto& e : o.elements) set(e);
+    for (auto& in : o.inputs) set(in);
+  }
+  st.objects = std::move(objects);
+  for (Event& e : st.events) {
+    e.target = id(e.target);
+    for (auto& a : e.args) set(a);
+    for (auto& kv : e.kwargs) set(kv.second);
+  }
+  for (Region& r : st.regions) set(r.subject);
+  for (ObjId& p : s.params) p = id(p);
+  set(s.returns);
+  for (auto& [key, vs] : s.attrWrites) {
+    size_t dot = key.find('.');
+    key = "#" + std::to_string(id(std::atoi(key.c_str() + 1))) + (dot == std::string::npos ? "" : key.substr(dot));
+    set(vs);
+  }
+  std::sort(s.attrWrites.begin(), s.attrWrites.end());
+}
+}  // namespace
+
 // ---------------------------------------------------------------- SummaryCache
 
 std::shared_ptr<const Summary> SummaryCache::find(const FunctionDef* def) const {
@@ -91,7 +191,8 @@ const Summary* Session::summary(const FunctionDef* def) {
     // shallower point (at the latest when it is analysed as a function nothing called).
     if (depth_ >= kMaxSummaryDepth) return nullptr;
     std::shared_ptr<const Summary> made = compute(def);
-    s = shared_ && made->pure ? shared_->insert(std::move(made)) : std::move(made);
+    bool share = shared_ && made->pure && !(keepLocal_ && def->owner == keepLocal_);
+    s = share ? shared_->insert(std::move(made)) : std::move(made);
   }
   for (const FunctionDef* c : s->calls) called_.insert(c);
   return (local_[def] = std::move(s)).get();
@@ -140,6 +241,7 @@ std::unique_ptr<Summary> Session::compute(const FunctionDef* def) {
   s->truncated = s->truncated || s->store.objects.size() >= kMaxStoreObjects;
   for (const auto& o : s->store.objects) s->hasDomainFacts = s->hasDomainFacts || !o.tags.empty();
   for (const auto& e : s->store.events) s->hasDomainFacts = s->hasDomainFacts || e.kind == EventKind::Domain;
+  compact(*s);
   // Summaries live as long as the run (shared) or the task: no spare capacity.
   s->store.objects.shrink_to_fit();
   s->store.events.shrink_to_fit();

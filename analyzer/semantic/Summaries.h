@@ -125,6 +125,13 @@ class Session {
   // True while computing a summary kMaxSummaryDepth deep (summary() then returns null).
   bool atDepthLimit() const;
   size_t sharedHits() const { return sharedHits_; }
+  // Summaries of `module`'s functions stay in this task (a linted file nothing imports:
+  // no other task can use them, and they can then be released).
+  void keepLocal(const Module* module) { keepLocal_ = module; }
+  // Whether release() frees the summary of `def` (it is not shared with other tasks).
+  bool mayRelease(const FunctionDef* def) const { return def->owner == keepLocal_ && keepLocal_; }
+  // Forgets the summary of `def` in this task (computed again if it is needed again).
+  void release(const FunctionDef* def) { local_.erase(def); }
   // Objects and events held by the summaries this task used (memory accounting).
   size_t summarySize() const {
     size_t n = 0;
@@ -147,6 +154,7 @@ class Session {
   std::vector<Cut> cuts_;
   std::set<std::string> cutCallees_;
   size_t sharedHits_ = 0;
+  const Module* keepLocal_ = nullptr;
 };
 
 }  // namespace shardlint::semantic
