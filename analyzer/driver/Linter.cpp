@@ -180,7 +180,7 @@ class Task final : public semantic::ModuleProvider {
   }
 
   ModuleTable::Entry* root() const { return root_; }
-  // No other linted file imports this one: its summaries stay in this task.
+  // No linted file still to be analysed imports this one: its summaries stay in this task.
   void setNotImported() { importedByOthers_ = false; }
   size_t sharedHits() const { return session_->sharedHits(); }
 
@@ -776,9 +776,25 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   };
   std::vector<ToStore> toStore(tasks.size());
   std::atomic<size_t> cacheHits{0};
-  std::vector<bool> imported(scanned.size(), false);
-  for (const auto& s : scanned)
-    for (size_t j : s.imports) imported[j] = true;
+  // Trees of linted files: freed when the file's own task and every task of a file that
+  // imports it (per the pre-scan) have ended, unless some task used it as a module (then
+  // shared summaries may point into it, and it stays for the run).
+  std::mutex retireMu;
+  std::vector<int> pendingImporters(scanned.size(), 0);
+  std::vector<char> ownDone(scanned.size(), 0);
+  for (size_t i : tasks)
+    for (size_t j : scanned[i].imports) ++pendingImporters[j];
+  auto maybeRetire = [&](size_t j) {  // retireMu held
+    if (!ownDone[j] || pendingImporters[j] > 0) return;
+    if (ModuleTable::Entry* e = table->current(scanned[j].path)) table->finishRoot(e);
+  };
+  auto taskEnded = [&](size_t i) {
+    std::lock_guard<std::mutex> lock(retireMu);
+    ownDone[i] = 1;
+    maybeRetire(i);
+    for (size_t j : scanned[i].imports)
+      if (--pendingImporters[j] == 0) maybeRetire(j);
+  };
   std::vector<std::vector<Diagnostic>> results(tasks.size());
   std::vector<size_t> shared(tasks.size(), 0);
   std::atomic<size_t> next{0};
@@ -802,17 +818,23 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
           if (auto hit = cache->lookup(s.path, hash, facts, hashOf)) {
             results[t] = std::move(*hit);
             ++cacheHits;
+            taskEnded(tasks[t]);
             continue;
           }
         }
         Task task(catalog_, options_, &index, *table, taskFacts[t], &table->summaries(context));
-        if (!imported[tasks[t]]) task.setNotImported();
+        bool awaited;
+        {
+          std::lock_guard<std::mutex> lock(retireMu);
+          awaited = pendingImporters[tasks[t]] > 0;
+        }
+        if (!awaited) task.setNotImported();
         results[t] = task.run(s.path, std::move(s.text));
         shared[t] = task.sharedHits();
         if (cache) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
-        // Free its tree unless another file imports it (it would be parsed again when used).
-        if (!imported[tasks[t]]) table->finishRoot(task.root());
+        taskEnded(tasks[t]);
       } catch (const std::exception& e) {
+        taskEnded(tasks[t]);
         std::lock_guard<std::mutex> lock(failureMu);
         failed = true;
         failure = scanned[tasks[t]].path + ": " + e.what();
