@@ -474,6 +474,37 @@ TEST_CASE("lsp: editing a helper module re-checks the open files that import it"
   CHECK(s.shutdownAndExit() == 0);
 }
 
+// The index stays warm between lints; a helper changed on disk (not open in the editor) is
+// noticed by its modification time, and what depends on it is analysed again.
+TEST_CASE("lsp: the warm index notices a helper changed on disk", "[lsp]") {
+  TempDir dir;
+  const std::string train =
+      "import torch\n"
+      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      "from helpers import build_optimizer\n"
+      "model = torch.nn.Linear(8, 8)\n"
+      "optimizer = build_optimizer(model)\n"
+      "model = FSDP(model)\n"
+      "optimizer.step()\n";
+  fs::path helpers = dir.write("helpers.py",
+                               "import torch\ndef build_optimizer(model):\n"
+                               "    return torch.optim.AdamW(model.parameters())\n");
+  std::string trainUri = uriOf(dir.write("train.py", train));
+  LspProcess s;
+  s.initialize({}, dir.path());
+  s.open(trainUri, train);
+  CHECK(s.published(trainUri, 1)["diagnostics"].size() == 1);
+  // Edits to the script alone: the helper's analysis is reused, the finding stays.
+  s.change(trainUri, 2, {LspProcess::edit(rangeOf(6, 16, 6, 16), " ")});
+  CHECK(s.published(trainUri, 2)["diagnostics"].size() == 1);
+  // The helper is fixed on disk; the next lint sees it.
+  dir.write("helpers.py", "import torch\ndef build_optimizer(model):\n    return None\n");
+  fs::last_write_time(helpers, fs::last_write_time(helpers) + std::chrono::seconds(2));
+  s.change(trainUri, 3, {LspProcess::edit(rangeOf(6, 16, 6, 17), "")});
+  CHECK(s.published(trainUri, 3)["diagnostics"].empty());
+  CHECK(s.shutdownAndExit() == 0);
+}
+
 TEST_CASE("lsp: protocol errors get error responses and the server keeps running", "[lsp]") {
   LspProcess s;
   // A request before initialize.
