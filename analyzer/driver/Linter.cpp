@@ -216,10 +216,6 @@ class Task final : public semantic::ModuleProvider {
       for (Rule* r : table[static_cast<size_t>(k)]) r->onNode(cx, n);
     });
     for (auto& r : rules) r->finish(cx);
-    if (std::getenv("SHARDLINT_DEBUG_MEM"))
-      std::fprintf(stderr, "%s: root %zu objs %zu events; %zu summaries, %zu objs+events\n", path.c_str(),
-                   analysis.moduleStore().objects.size(), analysis.moduleStore().events.size(),
-                   session_->summaryCount(), session_->summarySize());
     // Where a limit cut the analysis short, the findings say so (SL002, as a note).
     if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info))
       for (const auto& cut : session_->cuts()) {

@@ -132,13 +132,6 @@ class Session {
   bool mayRelease(const FunctionDef* def) const { return def->owner == keepLocal_ && keepLocal_; }
   // Forgets the summary of `def` in this task (computed again if it is needed again).
   void release(const FunctionDef* def) { local_.erase(def); }
-  // Objects and events held by the summaries this task used (memory accounting).
-  size_t summarySize() const {
-    size_t n = 0;
-    for (const auto& [d, s] : local_) n += s->store.objects.size() + s->store.events.size();
-    return n;
-  }
-  size_t summaryCount() const { return local_.size(); }
 
  private:
   std::unique_ptr<Summary> compute(const FunctionDef* def);
