@@ -73,13 +73,37 @@ std::string ProjectIndex::display(const fs::path& absolute) const {
   return (rel.empty() ? absolute : rel).generic_string();
 }
 
+bool ProjectIndex::hasInit(const fs::path& dir) const {
+  std::string key = dir.string();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = initCache_.find(key); it != initCache_.end()) return it->second;
+  }
+  bool yes = isFile(dir / "__init__.py");
+  std::lock_guard<std::mutex> lock(mu_);
+  return initCache_[key] = yes;
+}
+
+bool ProjectIndex::mayHold(const fs::path& root, const std::string& first) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = listings_.find(root.string());
+  if (it == listings_.end()) {
+    std::set<std::string> names;
+    std::error_code ec;
+    for (fs::directory_iterator d(root, ec), end; !ec && d != end; d.increment(ec))
+      names.insert(d->path().filename().string());
+    it = listings_.emplace(root.string(), std::move(names)).first;
+  }
+  return it->second.count(first) || it->second.count(first + ".py");
+}
+
 ProjectIndex::Module ProjectIndex::moduleOf(const std::string& path) const {
   fs::path abs = absoluteOf(path);
   Module m;
   m.isPackage = abs.filename() == "__init__.py";
   std::vector<std::string> parts;
   if (!m.isPackage) parts.push_back(abs.stem().string());
-  for (fs::path dir = abs.parent_path(); isFile(dir / "__init__.py"); dir = dir.parent_path()) {
+  for (fs::path dir = abs.parent_path(); hasInit(dir); dir = dir.parent_path()) {
     parts.push_back(dir.filename().string());
     if (dir.parent_path() == dir) break;
   }
@@ -105,7 +129,9 @@ std::optional<std::string> ProjectIndex::findModule(const std::string& dotted) c
       if (dot == std::string::npos) break;
       start = dot + 1;
     }
+    std::string first = dotted.substr(0, dotted.find('.'));
     for (const auto& root : roots_) {
+      if (!mayHold(root, first)) continue;  // one directory listing per root, not two stats per name
       fs::path file = root / rel;
       file += ".py";
       if (isFile(file)) {

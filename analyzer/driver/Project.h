@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,11 @@ class ProjectIndex {
   std::map<std::string, std::string> given_;  // absolute path -> the user's spelling
   mutable std::mutex mu_;
   mutable std::map<std::string, std::optional<std::string>> cache_;
+  mutable std::map<std::string, bool> initCache_;                  // directory -> has __init__.py
+  mutable std::map<std::string, std::set<std::string>> listings_;  // root -> its entries
+  bool hasInit(const std::filesystem::path& dir) const;
+  // Whether `root` has an entry `first` or `first.py` (from one listing of the root).
+  bool mayHold(const std::filesystem::path& root, const std::string& first) const;
 };
 
 // Imported module names in a Python source, found without parsing:

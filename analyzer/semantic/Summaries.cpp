@@ -135,7 +135,11 @@ void compact(Summary& s) {
   set(s.returns);
   for (auto& [key, vs] : s.attrWrites) {
     size_t dot = key.find('.');
-    key = "#" + std::to_string(id(std::atoi(key.c_str() + 1))) + (dot == std::string::npos ? "" : key.substr(dot));
+    std::string rest = dot == std::string::npos ? std::string() : key.substr(dot);
+    std::string renamed(1, '#');  // (not "#" + ...: GCC 12 warns falsely about that)
+    renamed += std::to_string(id(std::atoi(key.c_str() + 1)));
+    renamed += rest;
+    key = std::move(renamed);
     set(vs);
   }
   std::sort(s.attrWrites.begin(), s.attrWrites.end());
@@ -146,28 +150,29 @@ void compact(Summary& s) {
 
 std::shared_ptr<const Summary> SummaryCache::find(const FunctionDef* def) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = map_.find(def);
-  return it == map_.end() ? nullptr : it->second;
+  auto m = map_.find(def->owner);
+  if (m == map_.end()) return nullptr;
+  auto it = m->second.find(def);
+  return it == m->second.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<const Summary> SummaryCache::insert(std::shared_ptr<const Summary> s) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, fresh] = map_.emplace(s->def, s);
+  auto [it, fresh] = map_[s->def->owner].emplace(s->def, s);
   (void)fresh;
   return it->second;
 }
 
 void SummaryCache::forget(const Module* module) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = map_.begin(); it != map_.end();) {
-    if (it->first->owner == module) it = map_.erase(it);
-    else ++it;
-  }
+  map_.erase(module);
 }
 
 size_t SummaryCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return map_.size();
+  size_t n = 0;
+  for (const auto& [m, defs] : map_) n += defs.size();
+  return n;
 }
 
 // ---------------------------------------------------------------- Session

@@ -90,7 +90,8 @@ class SummaryCache {
 
  private:
   mutable std::mutex mu_;
-  std::unordered_map<const FunctionDef*, std::shared_ptr<const Summary>> map_;
+  // By module, so that forgetting a module does not scan every summary.
+  std::unordered_map<const Module*, std::unordered_map<const FunctionDef*, std::shared_ptr<const Summary>>> map_;
 };
 
 // Where an analysis limit cut the interpretation short (reported as SL002 notes).
