@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """Helpers for scripts/bench/run.sh (standard library only).
 
-    harness.py discover DIR      print the .py files shardlint's discovery finds under DIR, sorted
-    harness.py count-all DIR     print the number of .py files under DIR with no folder skipped (pyflakes' view)
-    harness.py report RAW OUT    turn the raw measurements in RAW (scripts/bench/build/raw) into OUT (results.md)
+    harness.py discover DIR...        print the .py files shardlint's discovery finds under the DIRs, sorted
+    harness.py count-all DIR...       print the number of .py files under the DIRs with no folder skipped (pyflakes' view)
+    harness.py pick-file DIR...       print the file the "one-file change" cache row modifies (see pick_file)
+    harness.py eco-info REPOS NAME... print "name, commit record, pinned commit" (tab-separated) per checkout;
+                                      REPOS is ecosystem/repos.toml, the checkout dirs are read from $BENCH_ECO_CACHE
+    harness.py report RAW OUT         turn the raw measurements in RAW (scripts/bench/build/raw) into OUT (results.md)
 """
+import glob
+import json
 import os
 import re
 import sys
@@ -24,22 +29,58 @@ def skip_directory(path, name):
     return os.path.exists(os.path.join(path, "pyvenv.cfg"))
 
 
-def discover(root):
+def discover(*roots):
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):  # does not follow directory symlinks, like shardlint
-        dirnames[:] = [d for d in dirnames if not skip_directory(os.path.join(dirpath, d), d)]
-        for f in filenames:
-            p = os.path.join(dirpath, f)
-            if f.endswith(".py") and os.path.isfile(p):
-                out.append(os.path.normpath(p))
-    return sorted(out)
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):  # does not follow directory symlinks, like shardlint
+            dirnames[:] = [d for d in dirnames if not skip_directory(os.path.join(dirpath, d), d)]
+            for f in filenames:
+                p = os.path.join(dirpath, f)
+                if f.endswith(".py") and os.path.isfile(p):
+                    out.append(os.path.normpath(p))
+    return sorted(set(out))
 
 
-def count_all(root):
+def count_all(*roots):
     n = 0
-    for dirpath, _, filenames in os.walk(root):
-        n += sum(1 for f in filenames if f.endswith(".py"))
+    for root in roots:
+        for dirpath, _, filenames in os.walk(root):
+            n += sum(1 for f in filenames if f.endswith(".py"))
     return n
+
+
+def pick_file(*roots):
+    """The file the "one-file change" cache row appends a comment line to: the first file (sorted path
+    order) that mentions FSDP / fully_shard, else the first that mentions an optimizer, else the first."""
+    files = [p for p in discover(*roots) if not os.path.islink(p)]  # appending must not write through a link
+    texts = {}
+    for p in files:
+        try:
+            with open(p, encoding="utf-8") as f:
+                texts[p] = f.read()
+        except (OSError, UnicodeDecodeError):
+            pass
+    for pattern in (r"fully_shard|FSDP|FullyShardedDataParallel", r"optim"):
+        for p in files:
+            if p in texts and re.search(pattern, texts[p]):
+                return p
+    return files[0] if files else ""
+
+
+def eco_info(repos_toml, names):
+    """Per checkout: its CACHE/NAME.commit record (written by ecosystem/check.py) and the pinned commit."""
+    pinned = {}
+    try:
+        import tomllib
+        with open(repos_toml, "rb") as f:
+            for r in tomllib.load(f).get("repo", []):
+                pinned[r.get("name")] = r.get("commit", "?")
+    except (ImportError, OSError, ValueError):
+        pass
+    cache = os.environ.get("BENCH_ECO_CACHE", "/work/eco-cache")
+    for n in names:
+        record = read(os.path.join(cache, n + ".commit")).strip() or "none"
+        print(f"{n}\t{record}\t{pinned.get(n, '?')}")
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -52,14 +93,30 @@ TOOL_LABELS = {
     "pyflakes": "pyflakes3 `DIR`",
     "pylint": "pylint `-E,W` (sample: first {n} files)",
     "parse-floor": "parse-only floor (tree-sitter, 1 thread)",
+    "shardlint-cold": "shardlint cache, cold: `--no-cache` (on the private copy)",
+    "shardlint-cold-fill": "shardlint cache, cold: a fresh empty `--cache-dir` (fills it)",
+    "shardlint-warm": "shardlint cache, warm: the same `--cache-dir` again, nothing changed",
+    "shardlint-one-file": "shardlint cache, one file changed: populated `--cache-dir`, a comment line appended to one file",
 }
+TOOL_ORDER = ["shardlint", "shardlint-j1", "ruff-wasm", "ruff-wasm-liftoff", "pyflakes", "pylint", "parse-floor",
+              "shardlint-cold", "shardlint-cold-fill", "shardlint-warm", "shardlint-one-file"]
+CACHE_TOOLS = ("shardlint-cold", "shardlint-cold-fill", "shardlint-warm", "shardlint-one-file")
+DENSE = ("torchtitan", "pytorch-lightning", "composer")
 CORPUS_LABELS = {
     "stdlib": "Python standard library",
     "torch": "PyTorch (Debian python3-torch)",
     "synth-1x": "synthetic training projects, 1x",
     "synth-4x": "synthetic training projects, 4x",
     "synth-16x": "synthetic training projects, 16x",
+    "dense": "dense corpus: torchtitan + pytorch-lightning + composer checkouts, one run",
+    "torchtitan": "torchtitan checkout",
+    "pytorch-lightning": "pytorch-lightning checkout",
+    "composer": "composer checkout",
+    "accelerate": "accelerate checkout",
 }
+ECO_CORPORA = ("dense", "torchtitan", "pytorch-lightning", "composer", "accelerate")
+GOAL_LSP_P95_MS = 50.0
+GOAL_ACCELERATE_S = 10.0
 CONTENDED_SHARE = 0.10
 GOAL_RSS_MB = 150  # MB = 10^6 bytes (the strict reading: 143.1 MiB)
 
@@ -115,7 +172,7 @@ def classify(raw, r):
     rc = int(r.rc)
     if rc in (126, 127):
         return f"could not be started (exit {rc})"
-    if r.tool in ("shardlint", "shardlint-j1"):
+    if r.tool.startswith("shardlint"):
         return None if rc in (0, 1) else f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
     if r.tool in ("ruff-wasm", "ruff-wasm-liftoff", "parse-floor"):
         return None if rc == 0 else f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
@@ -132,7 +189,7 @@ def output_note(raw, r):
     d = os.path.join(raw, r.corpus, r.tool)
     out = read(os.path.join(d, f"out.{r.run}"))
     err = read(os.path.join(d, f"err.{r.run}"))
-    if r.tool in ("shardlint", "shardlint-j1"):
+    if r.tool.startswith("shardlint"):
         n = sum(1 for line in out.splitlines() if re.match(r"^\S.*:\d+:\d+: (error|warning)", line))
         return plural(n, "finding")
     if r.tool in ("ruff-wasm", "ruff-wasm-liftoff", "parse-floor"):
@@ -180,8 +237,14 @@ def report(raw, out_path):
         env[k] = v
     corpora = []
     for line in read(os.path.join(raw, "corpora.tsv")).splitlines()[1:]:
-        c, _, p = line.partition("\t")
-        corpora.append((c, p))
+        c, *paths = line.split("\t")
+        corpora.append((c, paths))
+    skipped = [line.split("\t", 1) for line in read(os.path.join(raw, "skipped.tsv")).splitlines()[1:] if "\t" in line]
+    eco = {}  # checkout name -> (commit record, pinned commit)
+    for line in read(os.path.join(raw, "eco.tsv")).splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3:
+            eco[parts[0]] = (parts[1], parts[2])
     runs = []
     for line in read(os.path.join(raw, "measurements.tsv")).splitlines()[1:]:
         parts = line.split("\t")
@@ -215,6 +278,8 @@ def report(raw, out_path):
     nsample = env.get("pylint_sample", "50")
     has_jobs = env.get("has_jobs") == "1"
     has_stats = env.get("has_stats") == "1"
+    has_cache = env.get("has_cache") == "1"
+    main_cache_flags = env.get("main_cache_flags", "").strip()
     L = []
     L.append("# shardlint benchmark results\n")
     L.append(f"Generated by `scripts/bench/run.sh` on {env.get('date', '?')}; see `scripts/bench/README.md` for what "
@@ -236,15 +301,33 @@ def report(raw, out_path):
         L.append(f"| {label} | {env.get(k, '?').strip()} |")
     L.append(f"| shardlint `--jobs` | {'supported' if has_jobs else 'not in this build: the `--jobs 1` row ran without the flag (the same command as the default row)'} |")
     L.append(f"| shardlint `--stats` | {'supported (statistics below each table)' if has_stats else 'not in this build: no per-phase statistics'} |")
+    if has_cache:
+        how = ("no cache is read or written" if main_cache_flags.startswith("--no-cache") else
+               "a cache directory emptied before every run: nothing is reused, nothing is written into the corpus")
+        L.append(f"| shardlint cache | `--cache-dir` supported: the shardlint rows above the cache rows run with "
+                 f"`{main_cache_flags}` ({how}); cache rows for the checkouts |")
+    else:
+        L.append("| shardlint cache | not in this build (`check --help` does not mention `--cache-dir`): no cache rows |")
+    if eco:
+        L.append("| checkouts (`$BENCH_ECO_CACHE`) | " + "; ".join(
+            f"{n} at {(rec if rec != 'none' else pin)[:12]}" + ("" if rec != "none" else " (no commit record: assumed pinned)")
+            + (f" **(record differs from the pinned {pin[:12]})**" if rec not in ("none", pin) else "")
+            for n, (rec, pin) in sorted(eco.items())) + " |")
+    L.append("")
+    if skipped:
+        L.append("## Skipped corpora\n")
+        for c, why in skipped:
+            L.append(f"- **{c}**: {why}")
     L.append("")
 
-    for corpus, path in corpora:
+    for corpus, paths in corpora:
+        path = " ".join(paths)
         files_txt = read(os.path.join(raw, corpus, "files.txt")).splitlines()
         all_py = read(os.path.join(raw, corpus, "all_py_count.txt")).strip() or "?"
         floor = best.get((corpus, "parse-floor"))
         fb = output_files(raw, floor) if floor else None
         size = f", {fb[1] / 1e6:.1f} MB" if fb else ""
-        L.append(f"## {CORPUS_LABELS.get(corpus, corpus)}: `{path}`\n")
+        L.append(f"## {CORPUS_LABELS.get(corpus, corpus)}: " + " ".join(f"`{p}`" for p in paths) + "\n")
         L.append(f"{len(files_txt)} `.py` files found by shardlint's discovery rules{size}"
                  f" ({all_py} `.py` files with no folder skipped).\n")
         rounds = busy.get(corpus, [])
@@ -261,11 +344,13 @@ def report(raw, out_path):
         sl = best.get((corpus, "shardlint"))
         L.append("| tool | files | wall (s) | CPU user+sys (s) | peak RSS (MiB) | wall vs shardlint | CPU vs shardlint | RSS vs shardlint | output |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-        for tool in ["shardlint", "shardlint-j1", "ruff-wasm", "ruff-wasm-liftoff", "pyflakes", "pylint", "parse-floor"]:
+        for tool in TOOL_ORDER:
             r = best.get((corpus, tool))
             if r is None:
                 continue
             label = TOOL_LABELS[tool].format(n=nsample)
+            if tool in ("shardlint", "shardlint-j1") and main_cache_flags:
+                label = label.replace(" -q", f" -q {main_cache_flags}")
             if tool == "shardlint-j1" and not has_jobs:
                 label = "shardlint `check DIR -q` (no `--jobs` in this build: same as above)"
             if tool == "pylint":
@@ -278,6 +363,10 @@ def report(raw, out_path):
             else:
                 files = len(files_txt)
             note = output_note(raw, r)
+            if tool == "shardlint-one-file":
+                one = read(os.path.join(raw, corpus, "one_file.txt")).strip()
+                if one:
+                    note += f"; changed file: `{one}`"
             nfail = sum(1 for x in by_key[(corpus, tool)] if x.failure)
             if r.failure:
                 note = f"**FAILED: {r.failure}**"
@@ -295,6 +384,16 @@ def report(raw, out_path):
             L.append(f"| {label} | {files} | {fmt_s(r.wall)} | {fmt_s(r.cpu)} | {r.rss_mib:.1f} | "
                      f"{ratios[0]} | {ratios[1]} | {ratios[2]} | {note} |")
         L.append("")
+        if corpus in ECO_CORPORA:
+            notes = ["pylint is not run on the checkouts (a 50-file sample would say little and take minutes)"]
+            copies = read(os.path.join(raw, corpus, "copy_dirs.txt")).split()
+            if has_cache and copies:
+                notes.append("the cache rows run on a private copy of the checkouts (" + ", ".join(f"`{c}`" for c in copies)
+                             + "; same files, same mtimes), never on the checkouts in `$BENCH_ECO_CACHE`; each round "
+                               "runs them in this order, so its warm and one-file rows reuse the cache its cold row filled")
+            elif not has_cache:
+                notes.append("no cache rows: this shardlint has no `--cache-dir`")
+            L.append("Notes: " + "; ".join(notes) + ".\n")
         if has_stats:
             for name, title in [("stats.default.txt", "`--stats`, default jobs"), ("stats.j1.txt", "`--stats --jobs 1`")]:
                 text = read(os.path.join(raw, corpus, name)).strip()
@@ -312,6 +411,39 @@ def report(raw, out_path):
                  "with its optimizing compiler on background threads once linting starts, and the process "
                  "exit waits for that (hence CPU time above wall time); `--liftoff-only` keeps V8's baseline "
                  "compiler only, which is faster end to end at these corpus sizes.\n")
+
+    # ------------------------------------------------------------------ editor latency
+    lsp = []
+    for f in sorted(glob.glob(os.path.join(raw, "lsp", "*.json"))):
+        try:
+            with open(f, encoding="utf-8") as fh:
+                lsp.extend(json.load(fh).get("corpora", []))
+        except (OSError, ValueError) as e:
+            lsp.append({"name": os.path.basename(f)[:-5], "error": f"unreadable result: {e}"})
+    lsp_errors = [(os.path.basename(f)[:-4], read(f).strip()) for f in sorted(glob.glob(os.path.join(raw, "lsp", "*.failed")))]
+    if lsp or lsp_errors:
+        L.append("## Editor latency (`shardlint server`)\n")
+        L.append("`scripts/bench/lsp_latency.py --corpus CHECKOUT`: one server per checkout (its root as `rootUri`), a "
+                 "deterministic sample of its `.py` files (most of them mention an optimizer, FSDP / `fully_shard` or "
+                 "`prepare`), each opened, edited with one-character edits (a space typed into a comment, or at the "
+                 "end of the file, then deleted), then closed; latency = `didChange` written -> the "
+                 "`publishDiagnostics` of that version read. didOpen = `didOpen` -> its first diagnostics.\n")
+        L.append("| checkout | files | edits | didOpen p50 (ms) | didOpen max (ms) | edit p50 (ms) | edit p95 (ms) | edit max (ms) | slowest files (max edit ms) |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for c in lsp:
+            if c.get("error") and not c.get("edits"):
+                L.append(f"| {c.get('name', '?')} | | | | | | | | **FAILED: {c['error']}** |")
+                continue
+            sm = c.get("summary", {})
+            slow = ", ".join(f"`{f['path']}` {f['edit_max_ms']:.0f}" for f in c.get("slowest", [])[:3])
+            if c.get("error"):
+                slow += f"; **stopped early: {c['error']}**"
+            L.append(f"| {c['name']} | {sm.get('files', '?')} | {sm.get('edits', '?')} | {sm.get('open_p50_ms', float('nan')):.1f} | "
+                     f"{sm.get('open_max_ms', float('nan')):.1f} | {sm.get('edit_p50_ms', float('nan')):.1f} | "
+                     f"{sm.get('edit_p95_ms', float('nan')):.1f} | {sm.get('edit_max_ms', float('nan')):.1f} | {slow} |")
+        for name, why in lsp_errors:
+            L.append(f"| {name} | | | | | | | | **FAILED: {why.splitlines()[-1] if why else 'no result'}** |")
+        L.append("")
 
     # ------------------------------------------------------------------ goals
     L.append("## Goals\n")
@@ -388,6 +520,8 @@ def report(raw, out_path):
         lines.append("- **(d) 16x synthetic <= 17x the 1x corpus: not measured** (needs synth-1x and synth-16x).")
     L.extend(lines)
     L.append("")
+    L.extend(dense_goals(get, empties, lsp, lsp_errors, corpora))
+    L.append("")
 
     if failures:
         L.append("## Failed runs\n")
@@ -402,12 +536,83 @@ def report(raw, out_path):
         f.write("\n".join(L).rstrip() + "\n")
 
 
+def dense_goals(get, empties, lsp, lsp_errors, corpora):
+    """Issue 12's goals on the dense corpus, the accelerate checkout and the editor latency."""
+    measured = {c for c, _ in corpora}
+    if not (measured & set(ECO_CORPORA)) and not lsp:
+        return ["Dense-corpus goals (e)-(i): not measured (no checkout corpus in BENCH_CORPORA, or `$BENCH_ECO_CACHE` "
+                "has none of the checkouts)."]
+    out = ["Dense corpus (torchtitan + pytorch-lightning + composer in one run), the accelerate checkout and the editor:\n"]
+    sl, floor = get("dense", "shardlint"), get("dense", "parse-floor")
+    ruff, lift = get("dense", "ruff-wasm"), get("dense", "ruff-wasm-liftoff")
+    if sl and ruff:
+        q = sl.wall / ruff.wall
+        extra = ""
+        if lift:
+            extra = (f" Against the `node --liftoff-only` row ({lift.wall:.2f} s) the ratio is {sl.wall / lift.wall:.2f}x"
+                     f" ({'would be met' if sl.wall / lift.wall <= 0.5 else 'would be missed'} there).")
+        out.append(f"- **(e) shardlint wall time <= 0.5x Ruff wasm's (`node` defaults) on the dense corpus: "
+                   f"{'met' if q <= 0.5 else 'missed'}.** shardlint {sl.wall:.2f} s vs Ruff wasm {ruff.wall:.2f} s = "
+                   f"{q:.2f}x (goal <= 0.50x; met would need <= {0.5 * ruff.wall:.2f} s).{extra}")
+    else:
+        out.append("- **(e) shardlint wall <= 0.5x Ruff wasm on the dense corpus: not measured** (a run failed or the "
+                   "dense corpus was not measured).")
+    if sl and floor:
+        q = sl.wall / floor.wall
+        out.append(f"- **(f) shardlint wall time <= 2x the single-thread parse-only floor on the dense corpus: "
+                   f"{'met' if q <= 2 else 'missed'}.** shardlint {sl.wall:.2f} s vs parse floor {floor.wall:.2f} s = "
+                   f"{q:.2f}x (goal <= 2.00x; met would need <= {2 * floor.wall:.2f} s).")
+    else:
+        out.append("- **(f) shardlint wall <= 2x the parse floor on the dense corpus: not measured.**")
+    if sl:
+        mb = sl.rss_kb * 1024 / 1e6
+        out.append(f"- **(g) shardlint peak RSS <= {GOAL_RSS_MB} MB on the dense corpus: "
+                   f"{'met' if mb <= GOAL_RSS_MB else 'missed'}.** {sl.rss_mib:.1f} MiB = {mb:.1f} MB "
+                   f"(goal <= {GOAL_RSS_MB} MB = {GOAL_RSS_MB * 1e6 / 1048576:.1f} MiB).")
+    else:
+        out.append(f"- **(g) shardlint peak RSS <= {GOAL_RSS_MB} MB on the dense corpus: not measured.**")
+    acc = get("accelerate", "shardlint")
+    if acc:
+        extra = ""
+        warm = get("accelerate", "shardlint-warm")
+        if warm:
+            extra = f" With a warm cache: {warm.wall:.2f} s."
+        out.append(f"- **(h) shardlint wall time < {GOAL_ACCELERATE_S:.0f} s on the accelerate checkout: "
+                   f"{'met' if acc.wall < GOAL_ACCELERATE_S else 'missed'}.** {acc.wall:.2f} s (default row, no cache).{extra}")
+    else:
+        out.append(f"- **(h) shardlint wall < {GOAL_ACCELERATE_S:.0f} s on accelerate: not measured.**")
+    ok = [c for c in lsp if c.get("summary", {}).get("edits")]
+    if ok:
+        parts, all_met = [], True
+        for c in ok:
+            p95 = c["summary"]["edit_p95_ms"]
+            met = p95 < GOAL_LSP_P95_MS and not c.get("error")
+            all_met = all_met and met
+            parts.append(f"{c['name']} p95 {p95:.1f} ms ({'met' if met else 'missed'}"
+                         + (", stopped early" if c.get("error") else "") + ")")
+        bad = [c.get("name", "?") for c in lsp if not c.get("summary", {}).get("edits")] + [n for n, _ in lsp_errors]
+        if bad:
+            all_met = False
+            parts.append("no result for " + ", ".join(bad))
+        out.append(f"- **(i) editor latency p95 < {GOAL_LSP_P95_MS:.0f} ms (edit -> publishDiagnostics) on every checkout "
+                   f"measured: {'met' if all_met else 'missed'}.** " + "; ".join(parts) + ".")
+    else:
+        out.append(f"- **(i) editor latency p95 < {GOAL_LSP_P95_MS:.0f} ms: not measured.**")
+    return out
+
+
 def main(argv):
-    if len(argv) == 3 and argv[1] == "discover":
-        sys.stdout.write("".join(p + "\n" for p in discover(argv[2])))
+    if len(argv) >= 3 and argv[1] == "discover":
+        sys.stdout.write("".join(p + "\n" for p in discover(*argv[2:])))
         return 0
-    if len(argv) == 3 and argv[1] == "count-all":
-        print(count_all(argv[2]))
+    if len(argv) >= 3 and argv[1] == "count-all":
+        print(count_all(*argv[2:]))
+        return 0
+    if len(argv) >= 3 and argv[1] == "pick-file":
+        print(pick_file(*argv[2:]))
+        return 0
+    if len(argv) >= 4 and argv[1] == "eco-info":
+        eco_info(argv[2], argv[3:])
         return 0
     if len(argv) == 4 and argv[1] == "report":
         report(argv[2], argv[3])

@@ -8,6 +8,18 @@ from writing the didChange to reading the matching textDocument/publishDiagnosti
 
     scripts/bench/lsp_latency.py [--binary build/shardlint] [--lines 5000] [--edits 50]
 
+Corpus mode: real files of one or more checkouts (e.g. /work/eco-cache/torchtitan). For each
+DIR, one server is started with DIR as its workspace root (rootUri); a deterministic sample of
+DIR's .py files (fixed seed; about two thirds mention an optimizer, FSDP / fully_shard or
+prepare, so the analysis really runs, the rest are drawn from the other files) is opened one
+at a time, edited with one-character edits (a space typed after the `#` of a comment, or at the
+end of the file, then deleted again: the findings do not change) and closed. Prints p50, p95
+and max per checkout and the slowest files; --json writes the same for scripts/bench/run.sh.
+The files on disk are only read.
+
+    scripts/bench/lsp_latency.py --corpus DIR [--corpus DIR...] [--sample 30] [--edits-per-file 4]
+                                 [--seed 12] [--json FILE]
+
 The server runs with SHARDLINT_LSP_TRACE=1, which makes it print the time of each parse and
 lint to stderr; the table splits the latency into incremental parse, lint (the analysis
 engine) and the rest (protocol, JSON, pipes). Not part of the test suite (no timed tests).
@@ -16,7 +28,9 @@ import re
 import argparse
 import json
 import os
+import pathlib
 import queue
+import random
 import statistics
 import subprocess
 import sys
@@ -26,6 +40,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WAIT_S = 10.0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  (shardlint's discovery rules)
 
 
 def generate(lines):
@@ -83,15 +99,17 @@ class Client:
                                      stderr=subprocess.PIPE, env=env)
         self.inbox = queue.Queue()
         self.trace = []  # (kind, ms) from the server's stderr
+        self.trace_paths = []  # (kind, path, ms)
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._read_trace, daemon=True).start()
 
     def _read_trace(self):
-        pattern = re.compile(r"shardlint server: (incremental parse|full parse|lint) of .*?: ([0-9.]+) ms")
+        pattern = re.compile(r"shardlint server: (incremental parse|full parse|lint) of (.*?): ([0-9.]+) ms")
         for raw in self.proc.stderr:
             m = pattern.search(raw.decode("utf-8", "replace"))
             if m:
-                self.trace.append((m.group(1), float(m.group(2))))
+                self.trace.append((m.group(1), float(m.group(3))))
+                self.trace_paths.append((m.group(1), m.group(2), float(m.group(3))))
 
     def _read(self):
         out = self.proc.stdout
@@ -117,12 +135,13 @@ class Client:
         self.proc.stdin.flush()
         return time.perf_counter()
 
-    def wait(self, pred, what):
-        deadline = time.monotonic() + WAIT_S
+    def wait(self, pred, what, wait_s=None):
+        wait_s = WAIT_S if wait_s is None else wait_s
+        deadline = time.monotonic() + wait_s
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SystemExit(f"timed out after {WAIT_S:.0f}s waiting for {what}")
+                raise SystemExit(f"timed out after {wait_s:.0f}s waiting for {what}")
             try:
                 at, msg = self.inbox.get(timeout=left)
             except queue.Empty:
@@ -139,14 +158,202 @@ def percentile(values, p):
     return s[k]
 
 
+# ---------------------------------------------------------------------------------------------- corpus mode
+
+INTERESTING = re.compile(r"optim|fully_shard|FSDP|FullyShardedDataParallel|\bprepare\b")
+MAX_FILE_BYTES = 2 * 1024 * 1024  # shardlint skips larger files
+
+
+def sample_files(root, n, seed):
+    """[(path, text, interesting)]: a deterministic sample of the .py files shardlint's discovery finds
+    under root that shardlint would lint (at most 2 MiB, no NUL byte, UTF-8), sorted by path."""
+    candidates = []
+    for p in harness.discover(root):
+        try:
+            with open(p, "rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES or b"\0" in data:
+                continue
+            text = data.decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        candidates.append((p, text, bool(INTERESTING.search(text))))
+    rng = random.Random(seed)
+    hot = [c for c in candidates if c[2]]
+    cold = [c for c in candidates if not c[2]]
+    n_hot = min(len(hot), max(n - n // 3, n - len(cold)))
+    picked = rng.sample(hot, n_hot) + rng.sample(cold, min(len(cold), n - n_hot))
+    return sorted(picked, key=lambda c: c[0])
+
+
+def utf16_len(s):
+    return len(s.encode("utf-16-le")) // 2
+
+
+def edit_site(text):
+    """(line, character) where a space can be typed and deleted without changing the findings: after the
+    `#` of the comment line nearest the middle of the file, else at the end of the file (UTF-16 columns,
+    the server's default position encoding)."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    comments = [i for i, l in enumerate(lines) if l.lstrip(" \t").startswith("#")]
+    if comments:
+        i = min(comments, key=lambda k: abs(k - len(lines) // 2))
+        return i, utf16_len(lines[i][:lines[i].index("#") + 1])
+    return len(lines) - 1, utf16_len(lines[-1])
+
+
+def measure_corpus(binary, root, n, seed, edits_per_file, wait_s, log):
+    root = os.path.abspath(root)
+    name = os.path.basename(root.rstrip("/"))
+    result = {"name": name, "root": root, "sample": n, "seed": seed, "edits_per_file": edits_per_file, "files": []}
+    files = sample_files(root, n, seed)
+    if not files:
+        result["error"] = "no .py file to open"
+        return result
+    client = Client([binary, "server"])
+    try:
+        client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": {"processId": os.getpid(), "rootUri": pathlib.Path(root).as_uri(), "capabilities": {}}})
+        client.wait(lambda m: m.get("id") == 1, "the initialize response", wait_s)
+        client.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        version = 0
+        for path, text, hot in files:
+            rel = os.path.relpath(path, root)
+            uri = pathlib.Path(path).as_uri()
+
+            def published(v, uri=uri):
+                return lambda m: (m.get("method") == "textDocument/publishDiagnostics"
+                                  and m["params"].get("uri") == uri and m["params"].get("version") == v)
+
+            version += 1
+            t0 = client.send({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                              "params": {"textDocument": {"uri": uri, "languageId": "python", "version": version,
+                                                          "text": text}}})
+            at, msg = client.wait(published(version), f"the diagnostics of didOpen {rel}", wait_s)
+            entry = {"path": rel, "interesting": hot, "lines": text.count("\n") + 1, "bytes": len(text.encode()),
+                     "open_ms": (at - t0) * 1000, "findings": len(msg["params"]["diagnostics"]), "edits_ms": []}
+            line, ch = edit_site(text)
+            mark = len(client.trace_paths)
+            for k in range(edits_per_file):
+                version += 1
+                if k % 2 == 0:
+                    change = {"range": {"start": {"line": line, "character": ch}, "end": {"line": line, "character": ch}},
+                              "text": " "}
+                else:
+                    change = {"range": {"start": {"line": line, "character": ch},
+                                        "end": {"line": line, "character": ch + 1}}, "text": ""}
+                t0 = client.send({"jsonrpc": "2.0", "method": "textDocument/didChange",
+                                  "params": {"textDocument": {"uri": uri, "version": version},
+                                             "contentChanges": [change]}})
+                at, msg = client.wait(published(version), f"the diagnostics of edit {k + 1} of {rel}", wait_s)
+                entry["edits_ms"].append((at - t0) * 1000)
+                if len(msg["params"]["diagnostics"]) != entry["findings"]:
+                    entry["findings_changed"] = True
+            lints = [ms for kind, p, ms in client.trace_paths[mark:] if kind == "lint" and p in (path, os.path.realpath(path))]
+            if lints:
+                entry["lint_median_ms"] = statistics.median(lints)
+            client.send({"jsonrpc": "2.0", "method": "textDocument/didClose", "params": {"textDocument": {"uri": uri}}})
+            client.wait(lambda m, uri=uri: (m.get("method") == "textDocument/publishDiagnostics"
+                                            and m["params"].get("uri") == uri and "version" not in m["params"]),
+                        f"the cleared diagnostics of didClose {rel}", wait_s)
+            result["files"].append(entry)
+            log(f"  {name}: {rel}: open {entry['open_ms']:.1f} ms, edits "
+                + " ".join(f"{x:.1f}" for x in entry["edits_ms"]) + " ms")
+        client.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+        client.wait(lambda m: m.get("id") == 2, "the shutdown response", wait_s)
+        client.send({"jsonrpc": "2.0", "method": "exit"})
+        try:
+            result["exit_code"] = client.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            result["error"] = "the server did not exit after shutdown + exit"
+    except SystemExit as e:  # a timeout or a crash: keep what was measured
+        result["error"] = str(e)
+    except (BrokenPipeError, OSError) as e:
+        result["error"] = f"the server went away: {e}"
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+            client.proc.wait()
+    summarize(result)
+    return result
+
+
+def summarize(result):
+    edits = [x for f in result["files"] for x in f["edits_ms"]]
+    opens = [f["open_ms"] for f in result["files"]]
+    s = {"files": len(result["files"]), "files_interesting": sum(1 for f in result["files"] if f["interesting"]),
+         "edits": len(edits)}
+    if edits:
+        s.update(edit_p50_ms=statistics.median(edits), edit_p95_ms=percentile(edits, 95), edit_max_ms=max(edits))
+    if opens:
+        s.update(open_p50_ms=statistics.median(opens), open_max_ms=max(opens))
+    result["summary"] = s
+    slow = sorted(result["files"], key=lambda f: -max(f["edits_ms"], default=0))[:5]
+    result["slowest"] = [{"path": f["path"], "edit_max_ms": max(f["edits_ms"], default=float("nan")),
+                          "edit_median_ms": statistics.median(f["edits_ms"]) if f["edits_ms"] else float("nan"),
+                          "open_ms": f["open_ms"], "lines": f["lines"], "lint_median_ms": f.get("lint_median_ms")}
+                         for f in slow]
+
+
+def corpus_main(args):
+    def log(msg):
+        if args.verbose:
+            print(msg, file=sys.stderr, flush=True)
+
+    results = [measure_corpus(args.binary, d, args.sample, args.seed, args.edits_per_file, args.timeout, log)
+               for d in args.corpus]
+    print(f"shardlint server: edit -> publishDiagnostics on real files; sample of {args.sample} files per checkout "
+          f"(seed {args.seed}), {args.edits_per_file} one-character edits per file")
+    print()
+    print("| checkout | files (optim/FSDP/prepare) | edits | didOpen p50 ms | edit p50 ms | edit p95 ms | edit max ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        s = r["summary"]
+        if not s["edits"]:
+            print(f"| {r['name']} | {s['files']} | 0 | | | | |")
+            continue
+        print(f"| {r['name']} | {s['files']} ({s['files_interesting']}) | {s['edits']} | {s['open_p50_ms']:.1f} | "
+              f"{s['edit_p50_ms']:.1f} | {s['edit_p95_ms']:.1f} | {s['edit_max_ms']:.1f} |")
+    for r in results:
+        if r["slowest"]:
+            print()
+            print(f"{r['name']}: slowest files (max edit ms, median edit ms, didOpen ms, lines, server lint median ms):")
+            for f in r["slowest"]:
+                lint = f"{f['lint_median_ms']:.1f}" if f.get("lint_median_ms") is not None else "?"
+                print(f"  {f['path']}: {f['edit_max_ms']:.1f}, {f['edit_median_ms']:.1f}, {f['open_ms']:.1f}, "
+                      f"{f['lines']}, {lint}")
+        if r.get("error"):
+            print(f"{r['name']}: FAILED: {r['error']}")
+        changed = [f["path"] for f in r["files"] if f.get("findings_changed")]
+        if changed:
+            print(f"{r['name']}: note: the number of findings changed after an edit in {', '.join(changed)}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"corpora": results}, f, indent=1)
+    return 1 if any(r.get("error") for r in results) else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "shardlint"))
     ap.add_argument("--lines", type=int, default=5000)
     ap.add_argument("--edits", type=int, default=50)
+    ap.add_argument("--corpus", action="append", default=[], metavar="DIR",
+                    help="corpus mode: a checkout to sample files from (repeatable; one server per DIR)")
+    ap.add_argument("--sample", type=int, default=30, help="corpus mode: files per checkout (default 30)")
+    ap.add_argument("--seed", type=int, default=12, help="corpus mode: the sample's random seed (default 12)")
+    ap.add_argument("--edits-per-file", type=int, default=4, help="corpus mode: edits per file (default 4)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="corpus mode: seconds to wait for one answer")
+    ap.add_argument("--json", metavar="FILE", help="corpus mode: also write the results as JSON")
+    ap.add_argument("-v", "--verbose", action="store_true", help="corpus mode: print every file's latencies")
     args = ap.parse_args()
     if not os.access(args.binary, os.X_OK):
         raise SystemExit(f"{args.binary}: not found (build it with scripts/setup.sh, or pass --binary)")
+    if args.corpus:
+        for d in args.corpus:
+            if not os.path.isdir(d):
+                raise SystemExit(f"--corpus {d}: not a directory")
+        return corpus_main(args)
 
     with tempfile.TemporaryDirectory(prefix="shardlint-lsp-bench-") as tmp:
         path = os.path.join(tmp, "train.py")

@@ -4,6 +4,9 @@
 #   scripts/bench/run.sh                 # install what is missing, build, generate corpora, measure, write results.md
 #   BENCH_RUNS=1 scripts/bench/run.sh    # fewer repetitions (default 3; the best = minimum wall time is kept)
 #   BENCH_CORPORA="synth-1x synth-4x" scripts/bench/run.sh   # a subset of: stdlib torch synth-1x synth-4x synth-16x
+#                                        # dense torchtitan pytorch-lightning composer accelerate (checkouts)
+#   BENCH_ECO_CACHE=~/eco scripts/bench/run.sh   # where the checkouts are (ecosystem/check.py's cache; default /work/eco-cache)
+#   BENCH_LSP=0 scripts/bench/run.sh     # no editor-latency measurement on the checkouts
 #   BENCH_OUT=/tmp/results.md scripts/bench/run.sh            # write the report elsewhere
 #   SHARDLINT=/path/to/shardlint scripts/bench/run.sh         # measure another binary (skips the build)
 #
@@ -16,7 +19,12 @@ root="$(cd "$bench/../.." && pwd)"
 cd "$root"
 
 RUNS="${BENCH_RUNS:-3}"
-CORPORA="${BENCH_CORPORA:-stdlib torch synth-1x synth-4x synth-16x}"
+# Checkouts of real training repositories, as ecosystem/check.py leaves them (CACHE/NAME/)
+ECO="${BENCH_ECO_CACHE:-/work/eco-cache}"
+export BENCH_ECO_CACHE="$ECO"
+DEFAULT_CORPORA="stdlib torch synth-1x synth-4x synth-16x"
+[ -d "$ECO" ] && DEFAULT_CORPORA+=" dense accelerate"
+CORPORA="${BENCH_CORPORA:-$DEFAULT_CORPORA}"
 OUT="${BENCH_OUT:-$bench/results.md}"
 PYLINT_SAMPLE=50
 log() { printf '[bench] %s\n' "$*" >&2; }
@@ -24,7 +32,15 @@ die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
 # ------------------------------------------------------------------ Debian packages
-debs=(time gcc pyflakes3 pylint python3-torch python3)
+# pylint only for the corpora it runs on (not the checkouts), python3-torch only for the torch corpus
+debs=(time gcc pyflakes3 python3)
+for c in $CORPORA; do
+  case "$c" in
+    torch) debs+=(python3-torch pylint) ;;
+    stdlib|synth-*) debs+=(pylint) ;;
+  esac
+done
+mapfile -t debs < <(printf '%s\n' "${debs[@]}" | awk '!seen[$0]++')
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -63,8 +79,18 @@ fi
 
 # ------------------------------------------------------------------ parse-only floor
 mkdir -p "$bench/build"
-TS="$root/third_party/node_modules/tree-sitter/vendor/tree-sitter/lib"
-TSPY="$root/third_party/node_modules/tree-sitter-python/src"
+# BENCH_THIRD_PARTY: the node_modules folder with tree-sitter and tree-sitter-python (default: this checkout's
+# third_party/node_modules; a git worktree without one uses the main worktree's)
+TP="${BENCH_THIRD_PARTY:-$root/third_party/node_modules}"
+if [ -z "${BENCH_THIRD_PARTY:-}" ] && [ ! -d "$TP/tree-sitter" ]; then
+  main_wt="$(cd "$root" && cd "$(git rev-parse --git-common-dir 2>/dev/null || echo .)" && cd .. && pwd)"
+  if [ -d "$main_wt/third_party/node_modules/tree-sitter" ]; then
+    TP="$main_wt/third_party/node_modules"
+    log "no third_party/node_modules here: the parse floor uses $TP"
+  fi
+fi
+TS="$TP/tree-sitter/vendor/tree-sitter/lib"
+TSPY="$TP/tree-sitter-python/src"
 floor_src=("$bench/parse_floor.c" "$TS/src/lib.c" "$TSPY/parser.c" "$TSPY/scanner.c")
 FLOOR="$bench/build/parse_floor"
 for f in "${floor_src[@]}"; do [ -f "$f" ] || die "missing $f (run scripts/setup.sh)"; done
@@ -78,7 +104,19 @@ if [ "$rebuild" = 1 ]; then
   mv "$FLOOR.tmp" "$FLOOR"
 fi
 
+RAW="$bench/build/raw"
+rm -rf "$RAW"; mkdir -p "$RAW"
+
 # ------------------------------------------------------------------ corpora
+# The checkout corpora: each NAME is $ECO/NAME; `dense` is three of them in one run (their three directories
+# are passed on the command line of every tool).
+eco_members() {
+  case "$1" in
+    dense) echo torchtitan pytorch-lightning composer ;;
+    torchtitan|pytorch-lightning|composer|accelerate) echo "$1" ;;
+  esac
+}
+is_eco() { [ -n "$(eco_members "$1")" ]; }
 corpus_path() {
   case "$1" in
     stdlib) echo /usr/lib/python3.11 ;;
@@ -91,7 +129,21 @@ corpus_path() {
     *) die "unknown corpus $1" ;;
   esac
 }
+printf 'corpus\twhy\n' > "$RAW/skipped.tsv"
+MEASURED=()
 for c in $CORPORA; do
+  if is_eco "$c"; then
+    missing=()
+    for n in $(eco_members "$c"); do [ -d "$ECO/$n" ] || missing+=("$n"); done
+    if [ "${#missing[@]}" -gt 0 ]; then
+      why="no checkout of ${missing[*]} in $ECO (BENCH_ECO_CACHE). Produce it with ecosystem/check.py (see ecosystem/README.md): python3 ecosystem/check.py --cache $ECO --fetch$(printf ' --repo %s' "${missing[@]}") (network), or offline from a local git directory: python3 ecosystem/check.py --cache $ECO$(for m in "${missing[@]}"; do printf ' --from-git-dir %s=/path/to/%s.git' "$m" "$m"; done)"
+      log "corpus $c skipped: $why"
+      printf '%s\t%s\n' "$c" "$why" >> "$RAW/skipped.tsv"
+      continue
+    fi
+    MEASURED+=("$c")
+    continue
+  fi
   case "$c" in
     synth-*x)
       n="${c#synth-}"; n="${n%x}"
@@ -104,7 +156,30 @@ for c in $CORPORA; do
       fi ;;
   esac
   [ -d "$(corpus_path "$c")" ] || die "corpus $c: $(corpus_path "$c") is not a directory"
+  MEASURED+=("$c")
 done
+[ "${#MEASURED[@]}" -gt 0 ] || log "no corpus left to measure"
+# corpus_dirs CORPUS -> sets the array DIRS (what every tool is given) and, for the checkouts, COPY_DIRS
+ECO_COPY="$bench/corpus/eco"
+corpus_dirs() {
+  DIRS=(); COPY_DIRS=()
+  if is_eco "$1"; then
+    local n
+    for n in $(eco_members "$1"); do DIRS+=("$ECO/$n"); COPY_DIRS+=("$ECO_COPY/$n"); done
+  else
+    DIRS=("$(corpus_path "$1")")
+  fi
+}
+# Private copies of the checkouts, made afresh in every run: the cache rows change a file and write a cache,
+# the language server may write next to its workspace; the checkouts in $ECO are only ever read.
+declare -A COPIED=()
+copy_checkout() {
+  [ -n "${COPIED[$1]:-}" ] && return 0
+  mkdir -p "$ECO_COPY"
+  rm -rf "$ECO_COPY/$1"
+  cp -R -H --preserve=mode,timestamps "$ECO/$1" "$ECO_COPY/$1"   # -H: a symlinked checkout is copied, not linked
+  COPIED[$1]=1
+}
 
 # ------------------------------------------------------------------ what this shardlint build supports
 SL_HELP="$("$SL" check --help 2>&1 || true)"
@@ -113,6 +188,24 @@ grep -q -- '--jobs' <<<"$SL_HELP" && HAS_JOBS=1
 grep -q -- '--stats' <<<"$SL_HELP" && HAS_STATS=1
 [ "$HAS_JOBS" = 1 ] || log "this shardlint has no --jobs: the '--jobs 1' row runs without the flag"
 [ "$HAS_STATS" = 1 ] || log "this shardlint has no --stats: no per-phase statistics"
+# A persistent cache (`check --cache-dir DIR`, `--no-cache`): cache rows on the checkout corpora, and the other
+# shardlint rows must neither use a cache nor write one into the corpus (/usr/lib/python3.11, the checkouts).
+SL_TOP_HELP="$("$SL" --help 2>&1 || true)"
+HAS_CACHE=0; HAS_NO_CACHE=0
+grep -q -- '--cache-dir' <<<"$SL_HELP$SL_TOP_HELP" && HAS_CACHE=1
+grep -q -- '--no-cache' <<<"$SL_HELP$SL_TOP_HELP" && HAS_NO_CACHE=1
+FRESH_CACHE="$bench/build/cache/fresh"
+MAIN_CACHE=()
+if [ "$HAS_NO_CACHE" = 1 ]; then
+  MAIN_CACHE=(--no-cache)
+elif [ "$HAS_CACHE" = 1 ]; then
+  MAIN_CACHE=(--cache-dir "$FRESH_CACHE")   # emptied before each run
+fi
+if [ "$HAS_CACHE" = 1 ]; then
+  log "this shardlint has a cache: the default rows run with ${MAIN_CACHE[*]}; cold/warm/one-file cache rows for the checkouts"
+else
+  log "this shardlint has no cache (no --cache-dir in its help): no cold/warm/one-file cache rows"
+fi
 
 # ------------------------------------------------------------------ measurement
 # Other processes on a 2-core machine (a build, a test suite) distort every number: before each
@@ -137,28 +230,75 @@ wait_quiet() {  # wait_quiet LABEL -> appends "LABEL busy%" to $RAW/busy.tsv
   printf '%s\t%s\t%s\n' "$1" "$busy" "$waited" >> "$RAW/busy.tsv"
 }
 
-RAW="$bench/build/raw"
-rm -rf "$RAW"; mkdir -p "$RAW"
-TOOLS=(shardlint shardlint-j1 ruff-wasm ruff-wasm-liftoff pyflakes pylint parse-floor)
+# tools_for CORPUS -> sets the array TOOLS: pylint is not run on the checkouts (minutes for a 50-file sample
+# that says little about them); the cache rows only on the checkouts, and only with a cache
+tools_for() {
+  TOOLS=(shardlint shardlint-j1 ruff-wasm ruff-wasm-liftoff pyflakes)
+  is_eco "$1" || TOOLS+=(pylint)
+  TOOLS+=(parse-floor)
+  if is_eco "$1" && [ "$HAS_CACHE" = 1 ]; then
+    [ "$HAS_NO_CACHE" = 1 ] && TOOLS+=(shardlint-cold)
+    TOOLS+=(shardlint-cold-fill shardlint-warm shardlint-one-file)
+  fi
+}
 
-# tool_cmd TOOL DIR SAMPLEFILE -> sets the array CMD
+# tool_cmd TOOL SAMPLEFILE -> sets the array CMD; the tools get DIRS (the cache rows: COPY_DIRS)
 tool_cmd() {
-  local tool="$1" dir="$2" sample="$3"
+  local tool="$1" sample="$2"
   case "$tool" in
-    shardlint) CMD=("$SL" check "$dir" -q) ;;
+    shardlint) CMD=("$SL" check "${DIRS[@]}" -q "${MAIN_CACHE[@]}") ;;
     shardlint-j1)
-      if [ "$HAS_JOBS" = 1 ]; then CMD=("$SL" check "$dir" -q --jobs 1); else CMD=("$SL" check "$dir" -q); fi ;;
-    ruff-wasm) CMD=(node "$bench/ruff_wasm.mjs" "$dir") ;;
+      if [ "$HAS_JOBS" = 1 ]; then CMD=("$SL" check "${DIRS[@]}" -q "${MAIN_CACHE[@]}" --jobs 1)
+      else CMD=("$SL" check "${DIRS[@]}" -q "${MAIN_CACHE[@]}"); fi ;;
+    ruff-wasm) CMD=(node "$bench/ruff_wasm.mjs" "${DIRS[@]}") ;;
     # V8's baseline wasm compiler only: no optimizing (TurboFan) compilation of the 10 MB module,
     # which otherwise runs on background threads and holds up the process exit
-    ruff-wasm-liftoff) CMD=(node --liftoff-only "$bench/ruff_wasm.mjs" "$dir") ;;
-    pyflakes) CMD=(pyflakes3 "$dir") ;;
+    ruff-wasm-liftoff) CMD=(node --liftoff-only "$bench/ruff_wasm.mjs" "${DIRS[@]}") ;;
+    pyflakes) CMD=(pyflakes3 "${DIRS[@]}") ;;
     pylint)
       local files=()
       mapfile -t files < "$sample"
       CMD=(pylint --disable=all --enable=E,W --jobs=1 --score=n --persistent=n --reports=n "${files[@]}") ;;
-    parse-floor) CMD=("$FLOOR" "$dir") ;;
+    parse-floor) CMD=("$FLOOR" "${DIRS[@]}") ;;
+    shardlint-cold) CMD=("$SL" check "${COPY_DIRS[@]}" -q --no-cache) ;;
+    shardlint-cold-fill|shardlint-warm|shardlint-one-file) CMD=("$SL" check "${COPY_DIRS[@]}" -q --cache-dir "$CACHE_DIR") ;;
   esac
+}
+
+# ------------------------------------------------------------------ cache rows: state of the cache and the copy
+# CACHE_DIR holds what the last cache run of this corpus left: CACHE_STATE is empty, orig (the copy as it is),
+# changed (the one-file change, since undone) or unknown (that run failed). ONE_FILE is the file of the copy the
+# one-file row appends a comment line to; ONE_FILE_ORIG its pristine bytes and mtime.
+CACHE_DIR=""; CACHE_STATE=empty; ONE_FILE=""; ONE_FILE_ORIG=""
+restore_one_file() {
+  [ -n "$ONE_FILE" ] || return 0
+  cmp -s "$ONE_FILE_ORIG" "$ONE_FILE" || cp -p "$ONE_FILE_ORIG" "$ONE_FILE"
+}
+fill_cache() {  # an untimed run that leaves the cache matching the copy
+  "$SL" check "${COPY_DIRS[@]}" -q --cache-dir "$CACHE_DIR" > /dev/null 2>&1 || true
+  CACHE_STATE=orig
+}
+before_run() {  # before_run TOOL: put the cache and the copy in the state the row measures
+  case "$1" in
+    shardlint|shardlint-j1) [ "$HAS_CACHE" = 1 ] && [ "$HAS_NO_CACHE" = 0 ] && rm -rf "$FRESH_CACHE" ;;
+    shardlint-cold) restore_one_file ;;
+    shardlint-cold-fill) restore_one_file; rm -rf "$CACHE_DIR"; CACHE_STATE=empty ;;
+    shardlint-warm) restore_one_file; [ "$CACHE_STATE" = orig ] || fill_cache ;;
+    shardlint-one-file)
+      restore_one_file; [ "$CACHE_STATE" = orig ] || fill_cache
+      [ -n "$(tail -c 1 "$ONE_FILE")" ] && printf '\n' >> "$ONE_FILE"   # no final newline: do not join the last line
+      printf '# shardlint bench: a one-file change\n' >> "$ONE_FILE" ;;
+  esac
+  return 0
+}
+after_run() {  # after_run TOOL RC
+  local ok=0
+  [ "$2" = 0 ] || [ "$2" = 1 ] && ok=1
+  case "$1" in
+    shardlint-cold-fill|shardlint-warm) if [ "$ok" = 1 ]; then CACHE_STATE=orig; else CACHE_STATE=unknown; fi ;;
+    shardlint-one-file) CACHE_STATE=changed; restore_one_file ;;
+  esac
+  return 0
 }
 
 # CPU jiffies the whole machine spent busy (user nice system irq softirq steal) since boot
@@ -169,12 +309,14 @@ busy_jiffies() {
 }
 HZ="$(getconf CLK_TCK 2>/dev/null || echo 100)"
 
-# measure CORPUS TOOL RUN DIR SAMPLE: one run under GNU time; appends a line to measurements.tsv with
-# the CPU seconds that other processes used meanwhile (machine busy time minus the tool's own CPU time)
+# measure CORPUS TOOL RUN SAMPLE: one run under GNU time on DIRS (or COPY_DIRS); appends a line to
+# measurements.tsv with the CPU seconds that other processes used meanwhile (machine busy time minus the
+# tool's own CPU time)
 measure() {
-  local corpus="$1" tool="$2" run="$3" dir="$4" sample="$5"
+  local corpus="$1" tool="$2" run="$3" sample="$4"
   local d="$RAW/$corpus/$tool"; mkdir -p "$d"
-  tool_cmd "$tool" "$dir" "$sample"
+  tool_cmd "$tool" "$sample"
+  before_run "$tool"
   printf '%q ' "${CMD[@]:0:12}" > "$d/cmd.txt"; [ "${#CMD[@]}" -gt 12 ] && printf '... (%d args)' "${#CMD[@]}" >> "$d/cmd.txt"
   local rc=0 j0 j1
   j0="$(busy_jiffies)"
@@ -183,6 +325,7 @@ measure() {
   local t; t="$(tail -n 1 "$d/time.$run" 2>/dev/null || true)"
   local other; other="$(awk -v j="$((j1 - j0))" -v hz="$HZ" -v t="$t" 'BEGIN { split(t, f, " "); o = j / hz - f[2] - f[3]; if (o < 0) o = 0; printf "%.2f", o }')"
   grep -q 'Command terminated by signal' "$d/time.$run" 2>/dev/null && rc="signal:$(grep -o 'signal [0-9]*' "$d/time.$run" | cut -d' ' -f2)"
+  after_run "$tool" "$rc"
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$corpus" "$tool" "$run" "$rc" "$t" "$other" >> "$RAW/measurements.tsv"
   # contended: other processes used more than 10% of a core on average (and over 0.05 CPU-s); harness.py agrees
   LAST_CONTENDED="$(awk -v o="$other" -v t="$t" 'BEGIN { split(t, f, " "); print (o > 0.10 * f[1] && o > 0.05) ? 1 : 0 }')"
@@ -191,27 +334,48 @@ measure() {
 
 printf 'corpus\ttool\trun\trc\twall user sys maxrss_kb\tother_cpu_s\n' > "$RAW/measurements.tsv"
 printf 'round\tbusy_pct\twaited_s\n' > "$RAW/busy.tsv"
-printf 'corpus\tpath\n' > "$RAW/corpora.tsv"
-for c in $CORPORA; do
-  dir="$(corpus_path "$c")"
-  printf '%s\t%s\n' "$c" "$dir" >> "$RAW/corpora.tsv"
+printf 'corpus\tpath...\n' > "$RAW/corpora.tsv"
+ECO_MEASURED=()
+for c in "${MEASURED[@]}"; do
+  corpus_dirs "$c"
+  tools_for "$c"
+  { printf '%s' "$c"; printf '\t%s' "${DIRS[@]}"; printf '\n'; } >> "$RAW/corpora.tsv"
   mkdir -p "$RAW/$c"
   # the file list shardlint's discovery sees, sorted; the pylint sample is its first 50 files
-  "$PY" "$bench/harness.py" discover "$dir" > "$RAW/$c/files.txt"
+  "$PY" "$bench/harness.py" discover "${DIRS[@]}" > "$RAW/$c/files.txt"
   head -n "$PYLINT_SAMPLE" "$RAW/$c/files.txt" > "$RAW/$c/pylint_sample.txt"
-  "$PY" "$bench/harness.py" count-all "$dir" > "$RAW/$c/all_py_count.txt"
-  log "corpus $c: $dir ($(wc -l < "$RAW/$c/files.txt") files by shardlint's discovery)"
+  "$PY" "$bench/harness.py" count-all "${DIRS[@]}" > "$RAW/$c/all_py_count.txt"
+  log "corpus $c: ${DIRS[*]} ($(wc -l < "$RAW/$c/files.txt") files by shardlint's discovery)"
+  ONE_FILE=""; ONE_FILE_ORIG=""
+  if is_eco "$c"; then
+    for n in $(eco_members "$c"); do
+      [[ " ${ECO_MEASURED[*]} " == *" $n "* ]] || ECO_MEASURED+=("$n")
+      if [ "$HAS_CACHE" = 1 ] || [ "${BENCH_LSP:-1}" = 1 ]; then copy_checkout "$n"; fi
+    done
+    if [ "$HAS_CACHE" = 1 ]; then
+      printf '%s\n' "${COPY_DIRS[*]}" > "$RAW/$c/copy_dirs.txt"
+      CACHE_DIR="$bench/build/cache/$c"; rm -rf "$CACHE_DIR"; CACHE_STATE=empty
+      ONE_FILE="$("$PY" "$bench/harness.py" pick-file "${COPY_DIRS[@]}")"
+      [ -n "$ONE_FILE" ] || die "corpus $c: no .py file in ${COPY_DIRS[*]}"
+      ONE_FILE_ORIG="$RAW/$c/one_file.orig"
+      cp -p "$ONE_FILE" "$ONE_FILE_ORIG"
+      echo "${ONE_FILE#"$ECO_COPY/"}" > "$RAW/$c/one_file.txt"
+      log "corpus $c: cache rows on the private copy in $ECO_COPY; the one-file change appends to ${ONE_FILE#"$ECO_COPY/"}"
+    fi
+  fi
   # warm the page cache so no tool pays for the first read
-  find "$dir" -name '*.py' -type f -print0 | xargs -0 cat > /dev/null
+  find "${DIRS[@]}" -name '*.py' -type f -print0 | xargs -0 cat > /dev/null
   if [ "$HAS_STATS" = 1 ]; then
-    "$SL" check "$dir" -q --stats > /dev/null 2> "$RAW/$c/stats.default.txt" || true
-    if [ "$HAS_JOBS" = 1 ]; then "$SL" check "$dir" -q --jobs 1 --stats > /dev/null 2> "$RAW/$c/stats.j1.txt" || true; fi
+    before_run shardlint
+    "$SL" check "${DIRS[@]}" -q "${MAIN_CACHE[@]}" --stats > /dev/null 2> "$RAW/$c/stats.default.txt" || true
+    before_run shardlint
+    if [ "$HAS_JOBS" = 1 ]; then "$SL" check "${DIRS[@]}" -q "${MAIN_CACHE[@]}" --jobs 1 --stats > /dev/null 2> "$RAW/$c/stats.j1.txt" || true; fi
   fi
   declare -A clean=()
   for run in $(seq 1 "$RUNS"); do
     wait_quiet "$c/$run"
     for tool in "${TOOLS[@]}"; do
-      measure "$c" "$tool" "$run" "$dir" "$RAW/$c/pylint_sample.txt"
+      measure "$c" "$tool" "$run" "$RAW/$c/pylint_sample.txt"
       [ "$LAST_CONTENDED" = 1 ] || clean[$tool]=1
     done
   done
@@ -221,18 +385,36 @@ for c in $CORPORA; do
     while [ -z "${clean[$tool]:-}" ] && [ "$run" -lt $((RUNS + ${BENCH_RETRIES:-2})) ]; do
       run=$((run + 1))
       wait_quiet "$c/$run"
-      measure "$c" "$tool" "$run" "$dir" "$RAW/$c/pylint_sample.txt"
+      measure "$c" "$tool" "$run" "$RAW/$c/pylint_sample.txt"
       [ "$LAST_CONTENDED" = 1 ] || clean[$tool]=1
     done
   done
   unset clean
+  restore_one_file
 done
+
+# ------------------------------------------------------------------ editor latency on the checkouts
+# One `shardlint server` per checkout measured above (on its private copy), a 30-file sample each.
+if [ "${BENCH_LSP:-1}" = 1 ] && [ "${#ECO_MEASURED[@]}" -gt 0 ]; then
+  mkdir -p "$RAW/lsp"
+  for n in "${ECO_MEASURED[@]}"; do
+    wait_quiet "lsp/$n"
+    log "editor latency: shardlint server on $n (sample of ${BENCH_LSP_SAMPLE:-30} files)"
+    if ! "$PY" "$bench/lsp_latency.py" --binary "$SL" --corpus "$ECO_COPY/$n" --sample "${BENCH_LSP_SAMPLE:-30}" \
+         --json "$RAW/lsp/$n.json" > "$RAW/lsp/$n.txt" 2> "$RAW/lsp/$n.err"; then
+      log "editor latency on $n failed (see $RAW/lsp/$n.err and $n.txt)"
+      [ -s "$RAW/lsp/$n.json" ] || { tail -n 3 "$RAW/lsp/$n.err"; echo "lsp_latency.py exited without a result"; } > "$RAW/lsp/$n.failed"
+    fi
+    sed -n '/^| checkout/,/^$/p' "$RAW/lsp/$n.txt" | tail -n +3 | grep -v '^$' | sed 's/^/[bench]   /' >&2 || true
+  done
+fi
 
 # Ruff wasm's fixed cost (Node start-up + compiling the 10 MB wasm module), on an empty directory
 empty="$bench/build/empty"; mkdir -p "$empty"
+DIRS=("$empty"); COPY_DIRS=()
 for run in $(seq 1 "$RUNS"); do
-  measure _empty ruff-wasm "$run" "$empty" /dev/null
-  measure _empty ruff-wasm-liftoff "$run" "$empty" /dev/null
+  measure _empty ruff-wasm "$run" /dev/null
+  measure _empty ruff-wasm-liftoff "$run" /dev/null
 done
 
 # ------------------------------------------------------------------ environment + report
@@ -246,6 +428,8 @@ done
   printf 'shardlint\t%s (commit %s)\n' "$("$SL" --version 2>&1 | head -1)" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD -- analyzer rules CMakeLists.txt 2>/dev/null || echo ' + uncommitted changes in analyzer/, rules/ or CMakeLists.txt')"
   printf 'has_jobs\t%s\n' "$HAS_JOBS"
   printf 'has_stats\t%s\n' "$HAS_STATS"
+  printf 'has_cache\t%s\n' "$HAS_CACHE"
+  printf 'main_cache_flags\t%s\n' "${MAIN_CACHE[*]/#"$root/"/}"
   printf 'runs\t%s\n' "$RUNS"
   printf 'max_busy\t%s\n' "${BENCH_MAX_BUSY:-15}"
   printf 'retries\t%s\n' "${BENCH_RETRIES:-2}"
@@ -253,10 +437,11 @@ done
   printf 'ruff\t%s\n' "$(cd "$bench" && node -e 'console.log(require("@astral-sh/ruff-wasm-nodejs").Workspace.version())' 2>&1)"
   printf 'node\t%s\n' "$(node --version)"
   printf 'pyflakes\t%s\n' "$(pyflakes3 --version 2>&1 | head -1)"
-  printf 'pylint\t%s\n' "$(pylint --version 2>&1 | head -2 | tr '\n' ' ')"
-  printf 'torch\t%s\n' "$(dpkg-query -W -f='${Version}' python3-torch)"
+  printf 'pylint\t%s\n' "$(if command -v pylint > /dev/null; then pylint --version 2>&1 | head -2 | tr '\n' ' '; else echo 'not installed (no corpus measured needs it)'; fi)"
+  printf 'torch\t%s\n' "$(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo 'not installed (torch corpus not measured)')"
   printf 'python\t%s\n' "$(/usr/bin/python3 --version 2>&1)"
   printf 'gcc\t%s\n' "$(gcc --version | head -1)"
 } > "$RAW/env.tsv"
+[ "${#ECO_MEASURED[@]}" -gt 0 ] && "$PY" "$bench/harness.py" eco-info "$root/ecosystem/repos.toml" "${ECO_MEASURED[@]}" > "$RAW/eco.tsv"
 "$PY" "$bench/harness.py" report "$RAW" "$OUT"
 log "wrote $OUT"
