@@ -634,13 +634,14 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     bool ok = false;
     uint64_t mask = 0;
     std::vector<size_t> imports;
+    int depth = 0;  // import steps from the nearest linted file
   };
   std::vector<Scanned> scanned;
   std::map<std::string, size_t> byPath;
   for (const auto& p : pyPaths) {
     if (byPath.count(p)) continue;
     byPath[p] = scanned.size();
-    scanned.push_back({p, "", true, false, 0, {}});
+    scanned.push_back({p, "", true, false, 0, {}, 0});
   }
   constexpr size_t kMaxExtraFiles = 4000;
   for (size_t i = 0; i < scanned.size(); ++i) {
@@ -655,7 +656,9 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     stats.bytesRead += r.text.size();
     scanned[i].ok = true;
     scanned[i].mask = maskOf(r.text);
-    {  // imports: for the relevance closure, and to know which files others import
+    // Imports: for the relevance closure (two levels: only linted files' and their imports'
+    // imports are needed), and to know which files others import.
+    if (scanned[i].depth < 2) {
       std::string ownModule = index.moduleOf(scanned[i].path).name;
       for (const auto& spelled : scanImports(r.text)) {
         auto name = index.absoluteName(scanned[i].path, spelled);
@@ -673,7 +676,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
             byPath.erase(it);
             continue;
           }
-          scanned.push_back({*file, "", false, false, 0, {}});
+          scanned.push_back({*file, "", false, false, 0, {}, scanned[i].depth + 1});
         }
         if (it->second != i) scanned[i].imports.push_back(it->second);
       }
