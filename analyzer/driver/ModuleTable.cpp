@@ -214,9 +214,11 @@ void ModuleTable::finishRoot(Entry* e) {
     if (e->pinned || e->retired) return;
     retire(e);
   }
+  // Nothing refers to it any more: its own task ended and no task used it as a module.
   std::lock_guard<std::mutex> lock(e->mu);
   e->module.reset();
   e->tree = syntax::Tree();
+  e->file.reset();
 }
 
 ModuleTable::Entry* ModuleTable::byId(uint32_t id) const {
