@@ -194,6 +194,7 @@ class Task final : public semantic::ModuleProvider {
                                                                : root_->problem));
       return out;
     }
+    use(*root_->module);
     const SourceFile& file = *root_->file;
     TSNode treeRoot = root_->module->root();
     std::vector<Diagnostic> found;
@@ -253,6 +254,18 @@ class Task final : public semantic::ModuleProvider {
 
   Found resolve(std::string_view qualname, const semantic::Module& from) override {
     return resolve(std::string(qualname), from, 0);
+  }
+
+  void use(const semantic::Module& module) override {
+    if (module.fileId() == 0 || leased_.count(module.fileId())) return;
+    if (ModuleTable::Entry* e = table_.byId(module.fileId())) {
+      table_.lease(e);
+      leased_.emplace(module.fileId(), e);
+    }
+  }
+
+  ~Task() override {
+    for (const auto& [id, e] : leased_) table_.unlease(e);
   }
 
  private:
@@ -315,6 +328,7 @@ class Task final : public semantic::ModuleProvider {
   std::unique_ptr<semantic::Session> session_;
   ModuleTable::Entry* root_ = nullptr;
   bool importedByOthers_ = true;
+  std::map<uint32_t, ModuleTable::Entry*> leased_;  // modules whose trees this task reads
 };
 
 void finalizeDiagnostics(std::vector<Diagnostic>& all) {
@@ -742,6 +756,8 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   size_t parsesBefore = table->parses();
   std::string rootsKey;
   for (const auto& r : index.roots()) rootsKey += r + "\n";
+  // Source bytes of module trees kept between tasks (a tree is about 20x its text).
+  constexpr size_t kModuleTreeBudget = 1u << 20;
   // The persistent cache: findings of files whose text and dependencies are unchanged.
   std::unique_ptr<ResultCache> cache;
   if (!options_.cacheDir.empty() && !persistent) {
@@ -788,11 +804,20 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     if (ModuleTable::Entry* e = table->current(scanned[j].path)) table->finishRoot(e);
   };
   auto taskEnded = [&](size_t i) {
-    std::lock_guard<std::mutex> lock(retireMu);
-    ownDone[i] = 1;
-    maybeRetire(i);
-    for (size_t j : scanned[i].imports)
-      if (--pendingImporters[j] == 0) maybeRetire(j);
+    {
+      std::lock_guard<std::mutex> lock(retireMu);
+      ownDone[i] = 1;
+      maybeRetire(i);
+      for (size_t j : scanned[i].imports)
+        if (--pendingImporters[j] == 0) maybeRetire(j);
+    }
+    // Trees of modules no task holds now, beyond a budget, are freed (parsed again if needed).
+    if (!persistent)
+      table->trimTrees(kModuleTreeBudget, [&](const std::string& path) {
+        auto it = byPath.find(path);
+        std::lock_guard<std::mutex> lock(retireMu);
+        return it != byPath.end() && pendingImporters[it->second] > 0;
+      });
   };
   std::vector<std::vector<Diagnostic>> results(tasks.size());
   std::vector<size_t> shared(tasks.size(), 0);

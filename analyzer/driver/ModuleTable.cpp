@@ -1,7 +1,9 @@
 #include "driver/ModuleTable.h"
 
 #include <algorithm>
+#include <tuple>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -200,6 +202,52 @@ ModuleTable::Entry* ModuleTable::loadModule(const std::string& path, const Proje
   }
 }
 
+void ModuleTable::lease(Entry* e) {
+  std::lock_guard<std::mutex> lock(e->mu);
+  ++e->leases;
+  e->lastUse = ++clock_;
+  if (e->tree || !e->module || !e->file) return;
+  thread_local syntax::Parser parser;
+  e->tree = parser.parse(e->file->text);
+  ++parses_;  // counted: `--stats` shows parses above distinct files when this happens
+  if (e->tree) e->module->rebind(e->tree.root());
+}
+
+void ModuleTable::unlease(Entry* e) {
+  std::lock_guard<std::mutex> lock(e->mu);
+  --e->leases;
+}
+
+void ModuleTable::trimTrees(size_t sourceBytes, const std::function<bool(const std::string& path)>& stillWanted) {
+  std::vector<Entry*> current;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, e] : byKey_)
+      if (e->pinned) current.push_back(e);  // linted files' own trees are handled by finishRoot
+  }
+  // Entries are never deleted while the table lives; each is read under its own lock only
+  // (a thread parsing holds an entry's lock, then the table's: never the other way round).
+  std::vector<std::tuple<bool, uint64_t, Entry*>> candidates;
+  size_t live = 0;
+  for (Entry* e : current) {
+    std::lock_guard<std::mutex> el(e->mu);
+    if (!e->tree || !e->file) continue;
+    live += e->file->text.size();
+    if (e->leases == 0) candidates.emplace_back(false, e->lastUse, e);
+  }
+  if (live <= sourceBytes) return;
+  if (stillWanted)
+    for (auto& c : candidates) std::get<0>(c) = stillWanted(std::get<2>(c)->path);
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& [wanted, use, e] : candidates) {
+    if (live <= sourceBytes) break;
+    std::lock_guard<std::mutex> el(e->mu);
+    if (e->leases > 0 || !e->tree) continue;
+    live -= e->file->text.size();
+    e->tree = syntax::Tree();  // the Module, its definitions and their summaries stay
+  }
+}
+
 void ModuleTable::retire(Entry* e) {
   e->retired = true;
   auto it = byKey_.find(absolutePathKey(e->path));
@@ -256,7 +304,7 @@ semantic::SummaryCache& ModuleTable::summaries(const std::string& context) {
 }
 
 size_t ModuleTable::refresh(const LintOptions& options) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   std::set<Entry*> stale;
   for (const auto& [key, e] : byKey_) {
     if (!e->read) continue;
@@ -279,14 +327,18 @@ size_t ModuleTable::refresh(const LintOptions& options) {
         }
     }
   }
+  for (Entry* e : stale) retire(e);
+  lock.unlock();
   for (Entry* e : stale) {
-    retire(e);
     std::lock_guard<std::mutex> el(e->mu);
     e->module.reset();
     e->tree = syntax::Tree();
     e->file.reset();
-    outlines_.erase(absolutePathKey(e->path));
+  }
+  lock.lock();
+  for (Entry* e : stale) {
     e->deps.clear();
+    outlines_.erase(absolutePathKey(e->path));
   }
   return stale.size();
 }

@@ -71,6 +71,10 @@ class ModuleTable final : public semantic::ModuleLookup {
     // and the entries its code resolved into (what its facts depend on).
     bool pinned = false;
     std::set<Entry*> deps;
+    // Tasks whose interpretation may read the tree now (guarded by `mu`), and when it was last
+    // leased (for freeing the least recently used trees first).
+    int leases = 0;
+    uint64_t lastUse = 0;
     std::mutex mu;  // serialises reading and parsing
   };
 
@@ -93,6 +97,14 @@ class ModuleTable final : public semantic::ModuleLookup {
   Entry* readOnly(const std::string& path, const LintOptions& options, std::optional<std::string> text = std::nullopt);
   // Parses an entry already read (for its outline), counted like any parse.
   bool ensureParsed(Entry* e, const ProjectIndex* index, const LintOptions& options);
+  // A task is about to read the entry's tree: parsed again if it was freed (the same text
+  // gives the same tree; Module::rebind keeps every definition), and kept until unlease().
+  void lease(Entry* e);
+  void unlease(Entry* e);
+  // Frees the trees of modules no task holds, least recently used first, until the trees
+  // left stand for at most `sourceBytes` bytes of source (a tree takes about 20x its text).
+  // Those `stillWanted` says a task still to run imports go last.
+  void trimTrees(size_t sourceBytes, const std::function<bool(const std::string& path)>& stillWanted = {});
   // A linted file's task ended: free its tree unless another task uses it as a module.
   void finishRoot(Entry* e);
   Entry* byId(uint32_t id) const;
@@ -127,6 +139,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   std::map<std::string, std::unique_ptr<semantic::SummaryCache>> caches_;
   std::map<std::string, std::unique_ptr<syntax::Outline>> outlines_;  // absolute path -> outline
   std::atomic<size_t> parses_{0};
+  std::atomic<uint64_t> clock_{0};
   std::set<std::string> parsedKeys_;
 };
 

@@ -504,7 +504,7 @@ void Interp::execDefinition(TSNode n) {
   std::string name = text(syntax::field(def, "name"));
   if (kindOf(def) == Kind::function_definition) {
     for (const auto& f : mod_.functions()) {
-      if (ts_node_start_byte(f->node) != start) continue;
+      if (f->span.begin != start) continue;
       ObjId id;
       if (auto d = st_.memo.defs.find(f.get()); d != st_.memo.defs.end()) id = d->second;
       else {
@@ -517,7 +517,7 @@ void Interp::execDefinition(TSNode n) {
     }
   } else if (kindOf(def) == Kind::class_definition) {
     for (const auto& c : mod_.classes()) {
-      if (ts_node_start_byte(c->node) != start) continue;
+      if (c->span.begin != start) continue;
       ObjId id;
       if (auto d = st_.memo.defs.find(c.get()); d != st_.memo.defs.end()) id = d->second;
       else {
@@ -1401,6 +1401,7 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   }
   // Interpret the body in the caller's context: parameters bound to the actual
   // values, module globals visible, attribute stores shared.
+  if (ses_.provider()) ses_.provider()->use(owner);  // its tree is needed
   Frame callee;
   callee.arm = frame_.arm;
   callee.globalsFrame = frame_.isModule ? &frame_ : frame_.globalsFrame;

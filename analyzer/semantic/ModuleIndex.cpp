@@ -77,8 +77,8 @@ std::optional<std::string> Module::importOf(std::string_view name) const {
 const FunctionDef* Module::enclosingFunction(ByteRange range) const {
   const FunctionDef* best = nullptr;
   for (const auto& f : functions_) {
-    uint32_t b = ts_node_start_byte(f->node), e = ts_node_end_byte(f->node);
-    if (b <= range.begin && range.end <= e && (!best || b >= ts_node_start_byte(best->node))) best = f.get();
+    uint32_t b = f->span.begin, e = f->span.end;
+    if (b <= range.begin && range.end <= e && (!best || b >= best->span.begin)) best = f.get();
   }
   return best;
 }
@@ -155,6 +155,7 @@ void Module::collectDefinitions(TSNode body, const ClassDef* cls, const std::str
       auto f = std::make_unique<FunctionDef>();
       f->owner = this;
       f->node = def;
+      f->span = syntax::rangeOf(def);
       f->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
       f->qualname = prefix + "." + f->name;
       f->cls = cls;
@@ -179,6 +180,7 @@ void Module::collectDefinitions(TSNode body, const ClassDef* cls, const std::str
       auto c = std::make_unique<ClassDef>();
       c->owner = this;
       c->node = def;
+      c->span = syntax::rangeOf(def);
       c->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
       c->qualname = prefix + "." + c->name;
       ClassDef* raw = c.get();
@@ -221,6 +223,21 @@ void Module::collectDefinitions(TSNode body, const ClassDef* cls, const std::str
           collectDefinitions(c, nullptr, prefix, false);
     }
   }
+}
+
+void Module::rebind(TSNode root) {
+  root_ = root;
+  std::map<uint32_t, TSNode> functions, classes;
+  syntax::walk(root, [&](TSNode n) {
+    Kind k = kindOf(n);
+    if (k == Kind::function_definition) functions[ts_node_start_byte(n)] = n;
+    else if (k == Kind::class_definition) classes[ts_node_start_byte(n)] = n;
+    return true;
+  });
+  for (auto& f : functions_)
+    if (auto it = functions.find(f->span.begin); it != functions.end()) f->node = it->second;
+  for (auto& c : classes_)
+    if (auto it = classes.find(c->span.begin); it != classes.end()) c->node = it->second;
 }
 
 const FunctionDef* Module::findFunction(std::string_view qualname) const {

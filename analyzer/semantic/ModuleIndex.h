@@ -20,7 +20,8 @@ class Module;
 
 struct FunctionDef {
   const Module* owner = nullptr;  // the module that defines it
-  TSNode node{};
+  TSNode node{};                  // valid while the module's tree is (see Module::rebind)
+  ByteRange span;                 // of the function_definition node
   std::string name;
   std::string qualname;
   std::vector<std::string> params;  // positional-or-keyword names, `self` included for methods
@@ -31,7 +32,8 @@ struct FunctionDef {
 
 struct ClassDef {
   const Module* owner = nullptr;
-  TSNode node{};
+  TSNode node{};  // valid while the module's tree is
+  ByteRange span;
   std::string name;
   std::string qualname;
   std::vector<std::string> bases;  // resolved qualified names of the bases
@@ -76,6 +78,9 @@ class Module {
   const std::vector<std::unique_ptr<ClassDef>>& classes() const { return classes_; }
   // The names an import statement binds (relative imports resolved against this module).
   void collectImport(TSNode stmt, ImportMap& into) const;
+  // Points every definition at `root`, a new parse of the same text (after the old tree
+  // was freed to save memory). The definitions, and pointers to them, stay the same.
+  void rebind(TSNode root);
 
  private:
   void collectDefinitions(TSNode body, const ClassDef* cls, const std::string& prefix, bool topLevel);

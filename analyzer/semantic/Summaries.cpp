@@ -159,13 +159,28 @@ std::shared_ptr<const Summary> SummaryCache::find(const FunctionDef* def) const 
 std::shared_ptr<const Summary> SummaryCache::insert(std::shared_ptr<const Summary> s) {
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, fresh] = map_[s->def->owner].emplace(s->def, s);
-  (void)fresh;
-  return it->second;
+  if (!fresh) return it->second;
+  items_ += itemsOf(*s);
+  order_.push_back(s->def);
+  while (items_ > kMaxItems && order_.size() > 1) {
+    const FunctionDef* old = order_.front();
+    order_.pop_front();
+    auto m = map_.find(old->owner);
+    if (m == map_.end()) continue;  // forgotten with its module
+    auto e = m->second.find(old);
+    if (e == m->second.end()) continue;
+    items_ -= itemsOf(*e->second);
+    m->second.erase(e);
+  }
+  return s;
 }
 
 void SummaryCache::forget(const Module* module) {
   std::lock_guard<std::mutex> lock(mu_);
-  map_.erase(module);
+  auto m = map_.find(module);
+  if (m == map_.end()) return;
+  for (const auto& [def, s] : m->second) items_ -= itemsOf(*s);
+  map_.erase(m);
 }
 
 size_t SummaryCache::size() const {
@@ -222,6 +237,7 @@ std::unique_ptr<Summary> Session::compute(const FunctionDef* def) {
       --s.depth_;
     }
   } enter(*this, def);
+  if (provider_) provider_->use(*def->owner);  // its tree is needed
   auto s = std::make_unique<Summary>();
   s->def = def;
   Frame frame;

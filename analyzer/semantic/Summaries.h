@@ -5,6 +5,7 @@
 // SummaryCache shares it between tasks and threads. One that a recursive call or the
 // depth limit cut short depends on where it was first reached and stays in its task.
 #pragma once
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -75,6 +76,9 @@ class ModuleProvider {
     const ClassDef* cls = nullptr;
   };
   virtual Found resolve(std::string_view qualname, const Module& from) = 0;
+  // The interpretation is about to read `module`'s syntax tree (its nodes must be valid
+  // until the task ends).
+  virtual void use(const Module& module) { (void)module; }
 };
 
 // Pure summaries shared by the tasks of a run that have the same call-model facts.
@@ -87,9 +91,15 @@ class SummaryCache {
   // Drops the summaries of `module`'s functions (the module is about to be freed).
   void forget(const Module* module);
   size_t size() const;
+  // At most this many objects and events are kept: past it the oldest summaries are
+  // dropped (a pure summary computed again is the same, so this costs time, never results).
+  static constexpr size_t kMaxItems = 150000;
 
  private:
+  static size_t itemsOf(const Summary& s) { return s.store.objects.size() + s.store.events.size(); }
   mutable std::mutex mu_;
+  size_t items_ = 0;
+  std::deque<const FunctionDef*> order_;  // insertion order, for eviction
   // By module, so that forgetting a module does not scan every summary.
   std::unordered_map<const Module*, std::unordered_map<const FunctionDef*, std::shared_ptr<const Summary>>> map_;
 };
