@@ -935,6 +935,15 @@ TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
     run(dir, "check .", "SHARDLINT_CACHE_DIR=../fromenv");
     CHECK(fs::exists(dir.base() / "fromenv" / ".gitignore"));
   }
+  SECTION("with a configuration file: a warm run parses only the configuration (outlines are cached)") {
+    dir.write("accelerate_fsdp.yaml",
+              "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_transformer_layer_cls_to_wrap: Block\n");
+    Result first = run(dir, "check . --stats --format json", kDefaultCache);
+    Result warm = run(dir, "check . --stats --format json", kDefaultCache);
+    CHECK(warm.out == first.out);
+    CHECK(warm.out == run(dir, "check . --no-cache --format json").out);
+    CHECK(statLine(warm, "parses ").find("parses          1 (of 1 files") != std::string::npos);
+  }
   SECTION("a cache folder that cannot be written: the findings still come, the stats say why") {
     dir.write("blocker", "a file where the cache folder would go\n");
     Result blocked = run(dir, "check . --cache-dir blocker/sub --stats");

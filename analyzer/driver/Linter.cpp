@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -879,7 +880,6 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     for (size_t t = 0; t < tasks.size(); ++t)
       if (toStore[t].ready)
         cache->store(scanned[tasks[t]].path, toStore[t].hash, toStore[t].facts, std::move(toStore[t].deps), results[t]);
-    stats.cacheProblem = cache->save();
     stats.cacheHits = cacheHits;
   }
   for (size_t t = 0; t < tasks.size(); ++t) {
@@ -892,22 +892,33 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     Facts projectFacts;
     if (catalog_.projectFacts) {
       std::vector<ProjectFile> files;
+      std::deque<syntax::Outline> fromCache;  // outlines the cache had (stable addresses)
       for (const auto& p : pyPaths) {
         if (const syntax::Outline* o = table->outlineOf(p)) {  // parsed for the analysis
+          if (cache) cache->storeOutline(p, hashOf(p), *o);
           files.push_back(ProjectFile{p, o});
           continue;
         }
         ModuleTable::Entry* e = table->readOnly(p, options_);
         if (!e->readable || e->parsed || !catalog_.projectFactsWant || !catalog_.projectFactsWant(e->file->text))
           continue;
+        if (cache)
+          if (auto o = cache->outline(p, e->hash)) {  // a warm run: no parse
+            fromCache.push_back(std::move(*o));
+            files.push_back(ProjectFile{p, &fromCache.back()});
+            continue;
+          }
         table->ensureParsed(e, &index, options_);
         table->finishRoot(e);  // only its outline was wanted
-        files.push_back(ProjectFile{p, table->outlineOf(p)});
+        const syntax::Outline* o = table->outlineOf(p);
+        if (cache && o) cache->storeOutline(p, e->hash, *o);
+        files.push_back(ProjectFile{p, o});
       }
       projectFacts = catalog_.projectFacts(files);
     }
     for (auto& doc : configDocs) checkConfig(doc, all, &projectFacts);
   }
+  if (cache) stats.cacheProblem = cache->save();
   stats.filesParsed += table->parses() - parsesBefore;
   // Re-parses: a freed tree needed again (a race between a file's own task and another's use of it).
   stats.filesParsedOnce = stats.filesParsed - (persistent ? 0 : table->parses() - table->filesParsed());

@@ -38,7 +38,51 @@ Location locationFrom(const json& j) {
   l.end = lineColFrom(j.at("end"));
   return l;
 }
+json outlineJson(const syntax::Outline& o) {
+  json classes = json::array(), imports = json::array(), calls = json::array(), strings = json::array();
+  for (const auto& c : o.classes) classes.push_back({c.name, c.bases, c.line});
+  for (const auto& i : o.imports) imports.push_back({i.module, i.name, i.alias, i.line});
+  for (const auto& c : o.calls) {
+    json args = json::array();
+    for (const auto& a : c.args) args.push_back({a.keyword, a.literal, a.string, a.value});
+    calls.push_back({c.callee, args, c.line});
+  }
+  for (const auto& t : o.strings) strings.push_back({t.value, t.line});
+  return {classes, imports, calls, strings};
+}
+
+syntax::Outline outlineFrom(const json& j) {
+  syntax::Outline o;
+  for (const auto& c : j.at(0))
+    o.classes.push_back({c.at(0).get<std::string>(), c.at(1).get<std::vector<std::string>>(), c.at(2).get<uint32_t>()});
+  for (const auto& i : j.at(1))
+    o.imports.push_back({i.at(0).get<std::string>(), i.at(1).get<std::string>(), i.at(2).get<std::string>(),
+                         i.at(3).get<uint32_t>()});
+  for (const auto& c : j.at(2)) {
+    syntax::OutlineCall call;
+    call.callee = c.at(0).get<std::string>();
+    for (const auto& a : c.at(1))
+      call.args.push_back({a.at(0).get<std::string>(), a.at(1).get<bool>(), a.at(2).get<bool>(), a.at(3).get<std::string>()});
+    call.line = c.at(2).get<uint32_t>();
+    o.calls.push_back(std::move(call));
+  }
+  for (const auto& t : j.at(3)) o.strings.push_back({t.at(0).get<std::string>(), t.at(1).get<uint32_t>()});
+  return o;
+}
 }  // namespace
+
+std::optional<syntax::Outline> ResultCache::outline(const std::string& path, uint64_t hash) const {
+  auto it = outlines_.find(path);
+  if (it == outlines_.end() || it->second.first != hash) return std::nullopt;
+  return it->second.second;
+}
+
+void ResultCache::storeOutline(const std::string& path, uint64_t hash, const syntax::Outline& outline) {
+  auto it = outlines_.find(path);
+  if (it != outlines_.end() && it->second.first == hash) return;
+  outlines_[path] = {hash, outline};
+  dirty_ = true;
+}
 
 std::string executableFingerprint() {
   std::error_code ec;
@@ -57,6 +101,7 @@ ResultCache::ResultCache(fs::path dir, const std::string& key) : dir_(std::move(
 
 void ResultCache::load() {
   items_.clear();
+  outlines_.clear();
   std::ifstream in(file_, std::ios::binary);
   if (!in) return;
   try {
@@ -79,8 +124,12 @@ void ResultCache::load() {
       }
       items_[path] = std::move(item);
     }
+    if (doc.contains("outlines"))
+      for (const auto& [path, j] : doc.at("outlines").items())
+        outlines_[path] = {std::stoull(j.at(0).get<std::string>(), nullptr, 16), outlineFrom(j.at(1))};
   } catch (const std::exception&) {
     items_.clear();  // a damaged cache is no cache
+    outlines_.clear();
   }
 }
 
@@ -126,7 +175,9 @@ std::string ResultCache::save() const {
     }
     files[path] = {{"hash", hex(item.hash)}, {"facts", item.facts}, {"deps", deps}, {"findings", findings}};
   }
-  json doc = {{"format", kFormat}, {"files", files}};
+  json outlines = json::object();
+  for (const auto& [path, o] : outlines_) outlines[path] = {hex(o.first), outlineJson(o.second)};
+  json doc = {{"format", kFormat}, {"files", files}, {"outlines", outlines}};
   // Atomic: a reader sees the old file or the new one, never half of one.
   std::random_device rd;
   fs::path tmp = file_;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/Diagnostic.h"
+#include "syntax/Outline.h"
 
 namespace shardlint {
 
@@ -32,6 +33,10 @@ class ResultCache {
                                                 const std::function<uint64_t(const std::string&)>& hashOf) const;
   void store(const std::string& path, uint64_t hash, const std::string& facts,
              std::vector<std::pair<std::string, uint64_t>> deps, const std::vector<Diagnostic>& findings);
+  // A Python file's outline (the configuration rules' project facts) by its content hash,
+  // so that a warm run need not parse the files it did not analyse.
+  std::optional<syntax::Outline> outline(const std::string& path, uint64_t hash) const;
+  void storeOutline(const std::string& path, uint64_t hash, const syntax::Outline& outline);
   // Writes the cache (creating the folder with a .gitignore and a CACHEDIR.TAG); returns
   // an explanation when it could not, empty on success.
   std::string save() const;
@@ -46,6 +51,7 @@ class ResultCache {
   };
   std::filesystem::path dir_, file_;
   std::map<std::string, Item> items_;
+  std::map<std::string, std::pair<uint64_t, syntax::Outline>> outlines_;
   bool dirty_ = false;
 };
 
