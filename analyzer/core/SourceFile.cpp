@@ -54,6 +54,15 @@ uint32_t LineIndex::offsetOfUtf16(uint32_t line, uint32_t utf16Column) const {
   return std::min(i, end);
 }
 
+uint64_t contentHash(std::string_view text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 bool isValidUtf8(std::string_view s) {
   size_t i = 0, n = s.size();
   while (i < n) {

@@ -57,6 +57,9 @@ struct SourceFile {
 // UTF-8 validation (rejects overlong forms and surrogates).
 bool isValidUtf8(std::string_view s);
 
+// A 64-bit FNV-1a hash of bytes: content change detection, cache keys, SARIF fingerprints.
+uint64_t contentHash(std::string_view text);
+
 // Reads a whole file as bytes into `out`; false when it cannot be opened or read.
 bool readFileBytes(const std::string& path, std::string& out);
 

@@ -894,8 +894,9 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
       std::vector<ProjectFile> files;
       std::deque<syntax::Outline> fromCache;  // outlines the cache had (stable addresses)
       for (const auto& p : pyPaths) {
-        if (const syntax::Outline* o = table->outlineOf(p)) {  // parsed for the analysis
-          if (cache) cache->storeOutline(p, hashOf(p), *o);
+        uint64_t hash = 0;
+        if (const syntax::Outline* o = table->outlineOf(p, &hash)) {  // parsed for the analysis
+          if (cache) cache->storeOutline(p, hash, *o);
           files.push_back(ProjectFile{p, o});
           continue;
         }

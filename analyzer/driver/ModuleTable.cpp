@@ -59,15 +59,6 @@ std::optional<std::string> contentProblem(const std::string& text, uint64_t maxB
   return std::nullopt;
 }
 
-uint64_t contentHash(std::string_view text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 namespace {
 std::optional<int64_t> mtimeOf(const std::string& path) {
   std::error_code ec;
@@ -141,7 +132,7 @@ bool ModuleTable::parseLocked(Entry* e, const ProjectIndex* index, const LintOpt
   if (config_.outlineWant && config_.outlineWant(e->file->text)) {
     auto outline = std::make_unique<syntax::Outline>(syntax::outlineTree(e->file->text, e->tree.root(), config_.outline));
     std::lock_guard<std::mutex> lock(mu_);
-    outlines_[absolutePathKey(e->path)] = std::move(outline);
+    outlines_[absolutePathKey(e->path)] = {e->hash, std::move(outline)};
   }
   e->parsed = true;
   return true;
@@ -280,10 +271,12 @@ ModuleTable::Entry* ModuleTable::current(const std::string& path) const {
   return it == byKey_.end() ? nullptr : it->second;
 }
 
-const syntax::Outline* ModuleTable::outlineOf(const std::string& path) const {
+const syntax::Outline* ModuleTable::outlineOf(const std::string& path, uint64_t* hash) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = outlines_.find(absolutePathKey(path));
-  return it == outlines_.end() ? nullptr : it->second.get();
+  if (it == outlines_.end()) return nullptr;
+  if (hash) *hash = it->second.first;
+  return it->second.second.get();
 }
 
 const SourceFile* ModuleTable::fileById(uint32_t id) const {
@@ -362,11 +355,6 @@ std::vector<std::pair<std::string, uint64_t>> ModuleTable::dependencyClosure(con
 size_t ModuleTable::filesParsed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return parsedKeys_.size();
-}
-
-size_t ModuleTable::liveEntries() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return byKey_.size();
 }
 
 }  // namespace shardlint

@@ -39,8 +39,6 @@ struct ReadResult {
 ReadResult readSource(const std::string& path, const LintOptions& options);
 // Why text cannot be analysed (NUL bytes, not UTF-8, too large), if it cannot.
 std::optional<std::string> contentProblem(const std::string& text, uint64_t maxBytes);
-// A 64-bit content hash (FNV-1a), for change detection and cache keys.
-uint64_t contentHash(std::string_view text);
 
 class ModuleTable final : public semantic::ModuleLookup {
  public:
@@ -110,8 +108,9 @@ class ModuleTable final : public semantic::ModuleLookup {
   Entry* byId(uint32_t id) const;
   // The current entry of `path` (null when none was created or it was dropped).
   Entry* current(const std::string& path) const;
-  // The outline of `path` made when it was parsed (config.outlineWant), kept after its tree is freed.
-  const syntax::Outline* outlineOf(const std::string& path) const;
+  // The outline of `path` made when it was parsed (config.outlineWant), kept after its tree is
+  // freed; `hash` gets the content hash of the text it was made from.
+  const syntax::Outline* outlineOf(const std::string& path, uint64_t* hash = nullptr) const;
   const SourceFile* fileById(uint32_t id) const override;
   const semantic::Module* moduleById(uint32_t id) const override;
   // The summaries shared by tasks whose call model and import roots are described by `context`.
@@ -124,7 +123,6 @@ class ModuleTable final : public semantic::ModuleLookup {
   size_t parses() const { return parses_.load(); }
   // Distinct files parsed (equal to parses() unless a freed tree had to be parsed again).
   size_t filesParsed() const;
-  size_t liveEntries() const;
 
  private:
   Entry* entryFor(const std::string& key, const std::string& path);
@@ -137,7 +135,8 @@ class ModuleTable final : public semantic::ModuleLookup {
   std::deque<std::unique_ptr<Entry>> all_;  // by id
   std::map<std::string, Entry*> byKey_;     // absolute path -> current entry
   std::map<std::string, std::unique_ptr<semantic::SummaryCache>> caches_;
-  std::map<std::string, std::unique_ptr<syntax::Outline>> outlines_;  // absolute path -> outline
+  // absolute path -> (content hash, outline)
+  std::map<std::string, std::pair<uint64_t, std::unique_ptr<syntax::Outline>>> outlines_;
   std::atomic<size_t> parses_{0};
   std::atomic<uint64_t> clock_{0};
   std::set<std::string> parsedKeys_;

@@ -68,15 +68,6 @@ std::string fullDescription(const RuleInfo& info) {
   return para.empty() ? std::string(info.summary) : para;
 }
 
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 // The text of a line, trimmed, for fingerprints (files read once per run).
 class LineCache {
  public:
@@ -123,7 +114,7 @@ std::vector<std::string> fingerprints(const std::vector<Diagnostic>& diags) {
     std::string key = d.code + "|" + d.location.path + "|" + lines.line(d.location.path, d.location.start.line);
     int nth = occurrences[key]++;
     char fp[40];
-    std::snprintf(fp, sizeof fp, "%016llx:%d", static_cast<unsigned long long>(fnv1a(key)), nth + 1);
+    std::snprintf(fp, sizeof fp, "%016llx:%d", static_cast<unsigned long long>(contentHash(key)), nth + 1);
     out.emplace_back(fp);
   }
   return out;

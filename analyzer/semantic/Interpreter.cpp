@@ -35,16 +35,6 @@ bool isBuiltinPassThrough(std::string_view q) {
          q == "reversed";
 }
 
-// All children of `n` that sit in field `name` (if_statement has several "alternative"s).
-std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
-  std::vector<TSNode> out;
-  uint32_t c = ts_node_child_count(n);
-  for (uint32_t i = 0; i < c; ++i) {
-    const char* f = ts_node_field_name_for_child(n, i);
-    if (f && name == f) out.push_back(ts_node_child(n, i));
-  }
-  return out;
-}
 
 using Env = std::unordered_map<std::string, ValueSet>;
 Env join(const std::vector<Env>& envs) {
@@ -560,7 +550,7 @@ void Interp::execIf(TSNode n) {
   eval(syntax::field(n, "condition"));
   runArm(0, TSNode{}, syntax::field(n, "consequence"));
   int index = 1;
-  for (TSNode alt : fieldChildren(n, "alternative")) {
+  for (TSNode alt : syntax::fieldChildren(n, "alternative")) {
     if (kindOf(alt) == Kind::elif_clause) {
       runArm(index++, syntax::field(alt, "condition"), syntax::field(alt, "consequence"));
     } else {

@@ -12,16 +12,6 @@ using syntax::PyKinds;
 namespace {
 Kind kindOf(TSNode n) { return PyKinds::instance().kind(n); }
 
-// All children of `n` that sit in field `name` (if_statement has several "alternative"s).
-std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
-  std::vector<TSNode> out;
-  uint32_t c = ts_node_child_count(n);
-  for (uint32_t i = 0; i < c; ++i) {
-    const char* f = ts_node_field_name_for_child(n, i);
-    if (f && name == f) out.push_back(ts_node_child(n, i));
-  }
-  return out;
-}
 }  // namespace
 
 // ---------------------------------------------------------------- ClassDef
@@ -125,7 +115,7 @@ void Module::collectImport(TSNode stmt, ImportMap& into) const {
     }
     for (TSNode c : syntax::namedChildren(stmt))
       if (kindOf(c) == Kind::wildcard_import) into["*" + base] = base;  // `from base import *`
-    for (TSNode c : fieldChildren(stmt, "name")) {
+    for (TSNode c : syntax::fieldChildren(stmt, "name")) {
       if (kindOf(c) == Kind::aliased_import) {
         std::string name(syntax::textOf(syntax::field(c, "name"), src));
         into[std::string(syntax::textOf(syntax::field(c, "alias"), src))] =

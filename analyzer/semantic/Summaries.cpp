@@ -183,13 +183,6 @@ void SummaryCache::forget(const Module* module) {
   map_.erase(m);
 }
 
-size_t SummaryCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (const auto& [m, defs] : map_) n += defs.size();
-  return n;
-}
-
 // ---------------------------------------------------------------- Session
 
 void Session::noteCut(Cut cut) {

@@ -90,7 +90,6 @@ class SummaryCache {
   std::shared_ptr<const Summary> insert(std::shared_ptr<const Summary> s);
   // Drops the summaries of `module`'s functions (the module is about to be freed).
   void forget(const Module* module);
-  size_t size() const;
   // At most this many objects and events are kept: past it the oldest summaries are
   // dropped (a pure summary computed again is the same, so this costs time, never results).
   static constexpr size_t kMaxItems = 150000;

@@ -305,6 +305,16 @@ TSNode field(TSNode n, std::string_view name) {
   return ts_node_child_by_field_name(n, name.data(), static_cast<uint32_t>(name.size()));
 }
 
+std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
+  std::vector<TSNode> out;
+  uint32_t c = ts_node_child_count(n);
+  for (uint32_t i = 0; i < c; ++i) {
+    const char* f = ts_node_field_name_for_child(n, i);
+    if (f && name == f) out.push_back(ts_node_child(n, i));
+  }
+  return out;
+}
+
 std::vector<TSNode> namedChildren(TSNode n) {
   std::vector<TSNode> out;
   uint32_t c = ts_node_named_child_count(n);

@@ -119,6 +119,8 @@ inline std::string_view textOf(TSNode n, std::string_view src) {
 }
 TSNode field(TSNode n, std::string_view name);
 std::vector<TSNode> namedChildren(TSNode n);
+// All children of `n` in field `name` (an if_statement has several "alternative"s).
+std::vector<TSNode> fieldChildren(TSNode n, std::string_view name);
 // A call's keyword arguments in source order (`name=value`; `**splat` and positional ones skipped).
 struct KeywordArgument {
   TSNode name;

@@ -230,6 +230,13 @@ def fmt_ratio(x, base):
     return f"{x / base:.2f}x"
 
 
+def rss_goal(tag: str, where: str, sl) -> str:
+    """The goal line for shardlint's peak RSS on `where` (GOAL_RSS_MB, decimal megabytes)."""
+    mb = sl.rss_kb * 1024 / 1e6
+    return (f"- **({tag}) shardlint peak RSS <= {GOAL_RSS_MB} MB on {where}: "
+            f"{'met' if mb <= GOAL_RSS_MB else 'missed'}.** {sl.rss_mib:.1f} MiB = {mb:.1f} MB "
+            f"(goal <= {GOAL_RSS_MB} MB = {GOAL_RSS_MB * 1e6 / 1048576:.1f} MiB).")
+
 def report(raw, out_path):
     env = {}
     for line in read(os.path.join(raw, "env.tsv")).splitlines():
@@ -485,13 +492,8 @@ def report(raw, out_path):
                      f"of the floor.")
     else:
         lines.append("- **(b) shardlint wall <= 0.5x parse-only floor on torch: not measured.**")
-    if sl:
-        mb = sl.rss_kb * 1024 / 1e6
-        lines.append(f"- **(c) shardlint peak RSS <= {GOAL_RSS_MB} MB on the torch corpus: "
-                     f"{'met' if mb <= GOAL_RSS_MB else 'missed'}.** {sl.rss_mib:.1f} MiB = {mb:.1f} MB "
-                     f"(goal <= {GOAL_RSS_MB} MB = {GOAL_RSS_MB * 1e6 / 1048576:.1f} MiB).")
-    else:
-        lines.append("- **(c) shardlint peak RSS <= 150 MB on torch: not measured.**")
+    lines.append(rss_goal("c", "the torch corpus", sl) if sl else
+                 "- **(c) shardlint peak RSS <= 150 MB on torch: not measured.**")
     a, b = get("synth-1x", "shardlint"), get("synth-16x", "shardlint")
     if a and b:
         fa = len(read(os.path.join(raw, "synth-1x", "files.txt")).splitlines())
@@ -564,13 +566,8 @@ def dense_goals(get, empties, lsp, lsp_errors, corpora):
                    f"{q:.2f}x (goal <= 2.00x; met would need <= {2 * floor.wall:.2f} s).")
     else:
         out.append("- **(f) shardlint wall <= 2x the parse floor on the dense corpus: not measured.**")
-    if sl:
-        mb = sl.rss_kb * 1024 / 1e6
-        out.append(f"- **(g) shardlint peak RSS <= {GOAL_RSS_MB} MB on the dense corpus: "
-                   f"{'met' if mb <= GOAL_RSS_MB else 'missed'}.** {sl.rss_mib:.1f} MiB = {mb:.1f} MB "
-                   f"(goal <= {GOAL_RSS_MB} MB = {GOAL_RSS_MB * 1e6 / 1048576:.1f} MiB).")
-    else:
-        out.append(f"- **(g) shardlint peak RSS <= {GOAL_RSS_MB} MB on the dense corpus: not measured.**")
+    out.append(rss_goal("g", "the dense corpus", sl) if sl else
+               f"- **(g) shardlint peak RSS <= {GOAL_RSS_MB} MB on the dense corpus: not measured.**")
     acc = get("accelerate", "shardlint")
     if acc:
         extra = ""
