@@ -56,6 +56,17 @@ long peakRssKb() {
   return ru.ru_maxrss;  // kilobytes on Linux
 }
 
+}  // namespace
+}  // namespace shardlint
+
+// Defined when build/shardlint links tcmalloc_minimal (app/CMakeLists.txt), null otherwise.
+extern "C" void* tc_malloc(size_t) __attribute__((weak));
+
+namespace shardlint {
+namespace {
+
+const char* allocatorName() { return tc_malloc ? "tcmalloc_minimal" : "glibc malloc"; }
+
 // `probe`: the runtime probe runs on the findings and its verdicts join the output (shardlint probe).
 int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nullptr) {
   using Clock = std::chrono::steady_clock;
@@ -202,7 +213,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                  "  cache           %s\n"
                  "  bytes read      %llu\n"
                  "  time            discovery %.3fs, pre-scan %.3fs, analysis %.3fs, output %.3fs, total %.3fs\n"
-                 "  jobs            %u\n  peak RSS        %.1f MB\n",
+                 "  jobs            %u\n  peak RSS        %.1f MB (allocator: %s)\n",
                  stats.filesSeen, stats.filesRead, stats.filesSkipped, stats.filesAnalysed, stats.filesParsed,
                  stats.filesParsedOnce,
                  stats.modulesShared,
@@ -214,7 +225,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                  static_cast<unsigned long long>(stats.bytesRead), secs(discovered - start), stats.prescanSeconds,
                  stats.analysisSeconds, secs(Clock::now() - analysed), secs(Clock::now() - start),
                  linter.options().jobs ? linter.options().jobs : std::max(1u, std::thread::hardware_concurrency()),
-                 static_cast<double>(peakRssKb()) / 1024.0);
+                 static_cast<double>(peakRssKb()) / 1024.0, allocatorName());
   }
   if (probe) return probe->exitCode(all);
   return all.empty() ? kExitClean : kExitFindings;

@@ -108,6 +108,10 @@ TEST_CASE("suppressions: noqa text that is not a comment does not silence", "[su
   CHECK(lint(script("; s = '# noqa: SL101'")) == kSL101);
   CHECK(lint(script("", "\"\"\"\n# shardlint: noqa\n\"\"\"\n")) == kSL101);
   CHECK(lint(script("", "", "s = '''\n# shardlint: noqa\n'''\n")) == kSL101);
+  CHECK(lint(script("; s = f\"{'#'} # noqa\"")) == kSL101);
+  // A `#` in a string before the real comment on the same line.
+  CHECK(lint(script("; s = '#' + \"##\"  # noqa: SL101")) == kNone);
+  CHECK(lint(script("; s = f\"#{1}#\"  # noqa")) == kNone);
 }
 
 TEST_CASE("suppressions: noqa also applies to engine findings", "[suppressions]") {

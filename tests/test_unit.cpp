@@ -2,6 +2,7 @@
 // event-order queries and function summaries.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -116,6 +117,41 @@ TEST_CASE("node kinds are resolved once and checked against the grammar", "[unit
   auto bad = parser.parse("def f(:\n");
   CHECK(syntax::firstSyntaxError(bad.root()).has_value());
   CHECK_FALSE(syntax::firstSyntaxError(tree.root()).has_value());
+}
+
+TEST_CASE("field and child look-ups agree with the tree-sitter runtime's own", "[unit][syntax]") {
+  const auto& kinds = syntax::PyKinds::instance();
+  const TSLanguage* lang = kinds.language();
+  for (TSFieldId f = 1; f <= ts_language_field_count(lang); ++f) {
+    std::string name = ts_language_field_name_for_id(lang, f);
+    CHECK(kinds.field(name) == f);
+  }
+  CHECK(kinds.field("no_such_field") == 0);
+  CHECK(kinds.field("") == 0);
+
+  syntax::Parser parser;
+  std::string src = "if a:\n  x = f(1, k=2)  # c\nelif b:\n  pass\nelif c:\n  y = [i for i in z]\nelse:\n  del q\n";
+  auto tree = parser.parse(src);
+  REQUIRE(tree);
+  // Every node: namedChildren and fieldChildren list what index-based access lists.
+  syntax::walk(tree.root(), [&](TSNode n) {
+    std::vector<TSNode> named = syntax::namedChildren(n);
+    REQUIRE(named.size() == ts_node_named_child_count(n));
+    for (uint32_t i = 0; i < named.size(); ++i) CHECK(ts_node_eq(named[i], ts_node_named_child(n, i)));
+    for (TSFieldId f = 1; f <= ts_language_field_count(lang); ++f) {
+      const char* name = ts_language_field_name_for_id(lang, f);
+      std::vector<TSNode> expected;
+      for (uint32_t i = 0; i < ts_node_child_count(n); ++i)
+        if (const char* fn = ts_node_field_name_for_child(n, i); fn && std::string_view(fn) == name)
+          expected.push_back(ts_node_child(n, i));
+      std::vector<TSNode> got = syntax::fieldChildren(n, name);
+      REQUIRE(got.size() == expected.size());
+      for (size_t i = 0; i < got.size(); ++i) CHECK(ts_node_eq(got[i], expected[i]));
+      CHECK(ts_node_eq(syntax::field(n, name), ts_node_child_by_field_name(n, name, static_cast<uint32_t>(strlen(name)))));
+    }
+    return true;
+  });
+  CHECK(syntax::fieldChildren(ts_node_named_child(tree.root(), 0), "alternative").size() == 3);
 }
 
 TEST_CASE("imports resolve to qualified names", "[unit][imports]") {

@@ -155,16 +155,29 @@ std::optional<Diagnostic> syntaxDiagnostic(const RuleInfo& info, const SourceFil
                               "; the file could not be parsed completely, analysis continued on what parsed");
 }
 
-void collectComments(const SourceFile& file, TSNode root, Suppressions& sup,
-                     const std::function<void(syntax::Kind, TSNode)>& visit) {
+// The comments of a Python tree, for suppressions: one look-up per `#` in the text (a comment
+// starts with one) rather than a walk over every node.
+void collectComments(const SourceFile& file, TSNode root, Suppressions& sup) {
+  const auto& kinds = syntax::PyKinds::instance();
+  std::string_view text = file.text;
+  size_t pos = 0;
+  while ((pos = text.find('#', pos)) != std::string_view::npos) {
+    TSNode n = ts_node_descendant_for_byte_range(root, static_cast<uint32_t>(pos), static_cast<uint32_t>(pos + 1));
+    size_t next = pos + 1;
+    if (!ts_node_is_null(n) && ts_node_child_count(n) == 0) {  // a leaf: a comment, or a string's text
+      ByteRange r = syntax::rangeOf(n);
+      if (kinds.kind(n) == syntax::Kind::comment && r.begin == pos) sup.addComment(file.slice(r), r.begin);
+      next = std::max<size_t>(next, r.end);
+    }
+    pos = next;
+  }
+}
+
+// Visits every node of the tree for the rules that ask for node kinds (Rule::nodeKinds).
+void dispatchNodes(TSNode root, const std::function<void(syntax::Kind, TSNode)>& visit) {
   const auto& kinds = syntax::PyKinds::instance();
   syntax::walk(root, [&](TSNode n) {
-    syntax::Kind k = kinds.kind(n);
-    if (k == syntax::Kind::comment) {
-      ByteRange r = syntax::rangeOf(n);
-      sup.addComment(file.slice(r), r.begin);
-    }
-    if (visit) visit(k, n);
+    visit(kinds.kind(n), n);
     return true;
   });
 }
@@ -209,14 +222,20 @@ class Task final : public semantic::ModuleProvider {
     semantic::FileAnalysis analysis(*root_->module, *session_);
     if (!rules.empty()) analysis.run();
     RuleContext cx(table_, analysis, found);
-    // One walk: per-node-kind dispatch plus comment collection for suppressions.
+    // Per-node-kind dispatch for the rules that ask for it; the comments for suppressions.
     std::vector<std::vector<Rule*>> table(static_cast<size_t>(syntax::Kind::Count));
+    bool anyKinds = false;
     for (auto& r : rules)
-      for (syntax::Kind k : r->nodeKinds()) table[static_cast<size_t>(k)].push_back(r.get());
+      for (syntax::Kind k : r->nodeKinds()) {
+        table[static_cast<size_t>(k)].push_back(r.get());
+        anyKinds = true;
+      }
+    if (anyKinds)
+      dispatchNodes(treeRoot, [&](syntax::Kind k, TSNode n) {
+        for (Rule* r : table[static_cast<size_t>(k)]) r->onNode(cx, n);
+      });
     Suppressions own(&file);
-    collectComments(file, treeRoot, own, [&](syntax::Kind k, TSNode n) {
-      for (Rule* r : table[static_cast<size_t>(k)]) r->onNode(cx, n);
-    });
+    collectComments(file, treeRoot, own);
     for (auto& r : rules) r->finish(cx);
     // Where a limit cut the analysis short, the findings say so (SL002, as a note).
     if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info))
@@ -239,7 +258,7 @@ class Task final : public semantic::ModuleProvider {
           Suppressions s;
           if (ModuleTable::Entry* e = table_.current(d.location.path); e && e->parsed && e->module) {
             s.setFile(e->file.get());
-            collectComments(*e->file, e->module->root(), s, {});
+            collectComments(*e->file, e->module->root(), s);
           }
           it = others.emplace(d.location.path, std::move(s)).first;
         }

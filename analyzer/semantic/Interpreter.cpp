@@ -291,10 +291,10 @@ ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
 
 void Interp::execBlock(TSNode block) {
   if (ts_node_is_null(block)) return;
-  uint32_t n = ts_node_named_child_count(block);
+  std::vector<TSNode> statements = syntax::namedChildren(block);
   std::vector<Region> rest;  // `if not <test>: return` guards what follows in this block
-  for (uint32_t i = 0; i < n && frame_.reachable; ++i) {
-    execStatement(ts_node_named_child(block, i));
+  for (size_t i = 0; i < statements.size() && frame_.reachable; ++i) {
+    execStatement(statements[i]);
     for (Region& r : pendingRest_) {
       r.begin = static_cast<PointId>(st_.points.size());
       rest.push_back(std::move(r));

@@ -1,5 +1,6 @@
 #include "syntax/TreeSitter.h"
 
+#include <algorithm>
 #include <cctype>
 #include <stdexcept>
 #include <string>
@@ -41,6 +42,16 @@ PyKinds::PyKinds() : lang_(tree_sitter_python()) {
     }
   }
   if (count > 0xFFFF) throw std::runtime_error("unexpected symbol count");
+  uint32_t nfields = ts_language_field_count(lang_);
+  if (nfields >= kFieldSlots / 2) throw std::runtime_error("unexpected field count");
+  fields_.assign(kFieldSlots, {std::string_view(), 0});
+  for (TSFieldId f = 1; f <= nfields; ++f) {
+    const char* nm = ts_language_field_name_for_id(lang_, f);
+    if (!nm || !*nm) continue;
+    size_t slot = fieldSlot(nm);
+    while (fields_[slot].second) slot = (slot + 1) % kFieldSlots;
+    fields_[slot] = {nm, f};
+  }
   for (const auto& kn : kKindNames) {
     if (!seen[static_cast<size_t>(kn.kind)])
       throw std::runtime_error("tree-sitter-python grammar has no node kind '" + std::string(kn.name) + "'");
@@ -53,7 +64,12 @@ const PyKinds& PyKinds::instance() {
 }
 
 TSFieldId PyKinds::field(std::string_view name) const {
-  return ts_language_field_id_for_name(lang_, name.data(), static_cast<uint32_t>(name.size()));
+  if (name.empty()) return 0;
+  for (size_t slot = fieldSlot(name);; slot = (slot + 1) % kFieldSlots) {
+    const auto& [nm, id] = fields_[slot];
+    if (!id) return 0;
+    if (nm == name) return id;
+  }
 }
 
 std::string_view PyKinds::name(Kind k) {
@@ -302,24 +318,40 @@ std::string lineBreakView(std::string_view src) {
 }
 
 TSNode field(TSNode n, std::string_view name) {
-  return ts_node_child_by_field_name(n, name.data(), static_cast<uint32_t>(name.size()));
+  TSFieldId id = PyKinds::instance().field(name);
+  return id ? ts_node_child_by_field_id(n, id) : TSNode{};
 }
+
+namespace {
+// Calls `take(cursor)` for each child of `n` in order.
+template <class Take>
+void eachChild(TSNode n, Take&& take) {
+  TSTreeCursor cur = ts_tree_cursor_new(n);
+  if (ts_tree_cursor_goto_first_child(&cur)) {
+    do take(cur);
+    while (ts_tree_cursor_goto_next_sibling(&cur));
+  }
+  ts_tree_cursor_delete(&cur);
+}
+}  // namespace
 
 std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
   std::vector<TSNode> out;
-  uint32_t c = ts_node_child_count(n);
-  for (uint32_t i = 0; i < c; ++i) {
-    const char* f = ts_node_field_name_for_child(n, i);
-    if (f && name == f) out.push_back(ts_node_child(n, i));
-  }
+  TSFieldId id = PyKinds::instance().field(name);
+  if (!id || ts_node_is_null(n)) return out;
+  eachChild(n, [&](const TSTreeCursor& cur) {
+    if (ts_tree_cursor_current_field_id(&cur) == id) out.push_back(ts_tree_cursor_current_node(&cur));
+  });
   return out;
 }
 
 std::vector<TSNode> namedChildren(TSNode n) {
   std::vector<TSNode> out;
-  uint32_t c = ts_node_named_child_count(n);
-  out.reserve(c);
-  for (uint32_t i = 0; i < c; ++i) out.push_back(ts_node_named_child(n, i));
+  if (ts_node_is_null(n)) return out;
+  eachChild(n, [&](const TSTreeCursor& cur) {
+    TSNode c = ts_tree_cursor_current_node(&cur);
+    if (ts_node_is_named(c)) out.push_back(c);
+  });
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/SourceFile.h"
@@ -63,6 +64,13 @@ class PyKinds {
   PyKinds();
   const TSLanguage* lang_;
   std::vector<Kind> table_;
+  // Field names with their ids, an open-addressing table (the runtime's own lookup compares the
+  // name with every field's; the engine asks about a million times per thousand files).
+  static constexpr size_t kFieldSlots = 256;
+  static size_t fieldSlot(std::string_view n) {
+    return (n.size() * 131u + static_cast<uint8_t>(n.front()) * 31u + static_cast<uint8_t>(n.back())) % kFieldSlots;
+  }
+  std::vector<std::pair<std::string_view, TSFieldId>> fields_;
 };
 
 struct TreeDeleter {
@@ -118,6 +126,8 @@ inline std::string_view textOf(TSNode n, std::string_view src) {
   return src.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n));
 }
 TSNode field(TSNode n, std::string_view name);
+// The named children of `n` in order (one cursor pass: ts_node_named_child(n, i) walks from the
+// first child each time).
 std::vector<TSNode> namedChildren(TSNode n);
 // All children of `n` in field `name` (an if_statement has several "alternative"s).
 std::vector<TSNode> fieldChildren(TSNode n, std::string_view name);
