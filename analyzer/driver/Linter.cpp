@@ -173,6 +173,21 @@ void collectComments(const SourceFile& file, TSNode root, Suppressions& sup) {
   }
 }
 
+// Runs `body(0)` .. `body(n - 1)` on up to `jobs` threads (the calling one included).
+template <class Body>
+void parallelFor(size_t n, unsigned jobs, Body&& body) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < n;) body(k);
+  };
+  size_t threads = std::min<size_t>(jobs, n);
+  if (threads <= 1) return worker();
+  std::vector<std::thread> pool;
+  for (size_t j = 1; j < threads; ++j) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+}
+
 // Visits every node of the tree for the rules that ask for node kinds (Rule::nodeKinds).
 void dispatchNodes(TSNode root, const std::function<void(syntax::Kind, TSNode)>& visit) {
   const auto& kinds = syntax::PyKinds::instance();
@@ -678,23 +693,48 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     scanned.push_back({p, "", true, false, 0, {}, 0});
   }
   constexpr size_t kMaxExtraFiles = 4000;
-  for (size_t i = 0; i < scanned.size(); ++i) {
+  unsigned jobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
+  // Breadth first, a wave per import level: each wave's files are read, masked and scanned for
+  // imports on `jobs` threads, then their imports are resolved in order (the same order, and so
+  // the same result, as one file at a time).
+  struct Read {
     ReadResult r;
-    r = readSource(scanned[i].path, options_);
-    ++stats.filesRead;
-    std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options_.maxFileBytes);
-    if (problem) {
-      if (scanned[i].linted && reportSkips) all.push_back(skippedDiagnostic(*sl002, scanned[i].path, *problem));
-      continue;
-    }
-    stats.bytesRead += r.text.size();
-    scanned[i].ok = true;
-    scanned[i].mask = maskOf(r.text);
-    // Imports: for the relevance closure (two levels: only linted files' and their imports'
-    // imports are needed), and to know which files others import.
-    if (scanned[i].depth < 2) {
-      std::string ownModule = index.moduleOf(scanned[i].path).name;
-      for (const auto& spelled : scanImports(r.text)) {
+    std::optional<std::string> problem;
+    std::vector<std::string> imports;  // as spelled
+    size_t bytes = 0;
+  };
+  for (size_t first = 0; first < scanned.size();) {
+    size_t last = scanned.size();
+    std::vector<Read> reads(last - first);
+    parallelFor(reads.size(), jobs, [&](size_t k) {
+      Scanned& sc = scanned[first + k];
+      Read& rd = reads[k];
+      try {
+        rd.r = readSource(sc.path, options_);
+        rd.problem = rd.r.skipped ? rd.r.skipped : contentProblem(rd.r.text, options_.maxFileBytes);
+        if (rd.problem) return;
+        rd.bytes = rd.r.text.size();
+        sc.mask = maskOf(rd.r.text);
+        if (sc.depth < 2) rd.imports = scanImports(rd.r.text);
+        if (!sc.linted) rd.r.text = std::string();  // only its mask and imports were wanted
+      } catch (const std::exception& e) {  // (out of memory): this file is skipped, not the run
+        rd = Read{};
+        rd.problem = std::string("file skipped: ") + e.what();
+      }
+    });
+    for (size_t i = first; i < last; ++i) {
+      Read& rd = reads[i - first];
+      ++stats.filesRead;
+      if (rd.problem) {
+        if (scanned[i].linted && reportSkips) all.push_back(skippedDiagnostic(*sl002, scanned[i].path, *rd.problem));
+        continue;
+      }
+      stats.bytesRead += rd.bytes;
+      scanned[i].ok = true;
+      // Imports: for the relevance closure (two levels: only linted files' and their imports'
+      // imports are needed), and to know which files others import.
+      std::string ownModule = rd.imports.empty() ? std::string() : index.moduleOf(scanned[i].path).name;
+      for (const auto& spelled : rd.imports) {
         auto name = index.absoluteName(scanned[i].path, spelled);
         if (!name) continue;
         // A module's own ancestor packages (`import torch` inside torch/nn/...) say nothing about
@@ -714,8 +754,9 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
         }
         if (it->second != i) scanned[i].imports.push_back(it->second);
       }
+      if (scanned[i].linted) scanned[i].text = std::move(rd.r.text);
     }
-    if (scanned[i].linted) scanned[i].text = std::move(r.text);
+    first = last;
   }
   // Words reachable through imports, two levels deep: a file's own helpers, and what a
   // package's __init__ or a helper re-exports. Deeper chains are library plumbing; following
@@ -885,7 +926,6 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
       }
     }
   };
-  unsigned jobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
   jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(1, tasks.size())));
   if (jobs <= 1) {
     worker();

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "syntax/TreeSitter.h"
 
@@ -77,16 +78,26 @@ void FileAnalysis::run() {
   // from here, so its summary is dropped as soon as its flags are known: big test files keep
   // one such summary at a time, not hundreds.
   std::map<const FunctionDef*, bool> worthInPlace;
+  // How often each word (a maximal run of letters, digits and `_`) occurs in the text, counted
+  // once per file on first use: a name mentioned once is mentioned only where it is defined.
+  std::unordered_map<std::string_view, int> wordCounts;
   auto mentionedOnce = [&](const FunctionDef& f) {
-    std::string_view text = module_.file().text;
-    size_t count = 0;
-    for (size_t at = text.find(f.name); at != std::string_view::npos && count < 2; at = text.find(f.name, at + 1)) {
+    if (wordCounts.empty()) {
+      std::string_view text = module_.file().text;
       auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-      bool starts = at == 0 || !word(text[at - 1]);
-      bool ends = at + f.name.size() >= text.size() || !word(text[at + f.name.size()]);
-      count += starts && ends;
+      for (size_t i = 0; i < text.size();) {
+        if (!word(text[i])) {
+          ++i;
+          continue;
+        }
+        size_t j = i;
+        while (j < text.size() && word(text[j])) ++j;
+        ++wordCounts[text.substr(i, j - i)];
+        i = j;
+      }
     }
-    return count == 1;
+    auto it = wordCounts.find(f.name);
+    return it != wordCounts.end() && it->second == 1;
   };
   for (const auto& f : module_.functions()) {
     const Summary* s = session_.summary(f.get());

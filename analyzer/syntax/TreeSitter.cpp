@@ -323,15 +323,33 @@ TSNode field(TSNode n, std::string_view name) {
 }
 
 namespace {
-// Calls `take(cursor)` for each child of `n` in order.
+// A cursor per thread, reset for each use: its stack is allocated once, not per call.
+struct ThreadCursor {
+  TSTreeCursor cursor;
+  bool live = false;
+  ~ThreadCursor() {
+    if (live) ts_tree_cursor_delete(&cursor);
+  }
+  TSTreeCursor& at(TSNode n) {
+    if (live) {
+      ts_tree_cursor_reset(&cursor, n);
+    } else {
+      cursor = ts_tree_cursor_new(n);
+      live = true;
+    }
+    return cursor;
+  }
+};
+
+// Calls `take(cursor)` for each child of `n` in order (`take` must not use this function).
 template <class Take>
 void eachChild(TSNode n, Take&& take) {
-  TSTreeCursor cur = ts_tree_cursor_new(n);
+  thread_local ThreadCursor tc;
+  TSTreeCursor& cur = tc.at(n);
   if (ts_tree_cursor_goto_first_child(&cur)) {
     do take(cur);
     while (ts_tree_cursor_goto_next_sibling(&cur));
   }
-  ts_tree_cursor_delete(&cur);
 }
 }  // namespace
 
