@@ -240,11 +240,19 @@ class Task final : public semantic::ModuleProvider {
     // Per-node-kind dispatch for the rules that ask for it; the comments for suppressions.
     std::vector<std::vector<Rule*>> table(static_cast<size_t>(syntax::Kind::Count));
     bool anyKinds = false;
-    for (auto& r : rules)
-      for (syntax::Kind k : r->nodeKinds()) {
-        table[static_cast<size_t>(k)].push_back(r.get());
-        anyKinds = true;
-      }
+    auto ownWords = [&](const Rule& r) {  // the file itself has a word of every pre-scan group
+      for (const auto& group : r.prescanTokens())
+        if (std::none_of(group.begin(), group.end(),
+                         [&](std::string_view w) { return file.text.find(w) != std::string::npos; }))
+          return false;
+      return true;
+    };
+    for (auto& r : rules) {
+      std::vector<syntax::Kind> kinds = r->nodeKinds();
+      if (kinds.empty() || !ownWords(*r)) continue;
+      for (syntax::Kind k : kinds) table[static_cast<size_t>(k)].push_back(r.get());
+      anyKinds = true;
+    }
     if (anyKinds)
       dispatchNodes(treeRoot, [&](syntax::Kind k, TSNode n) {
         for (Rule* r : table[static_cast<size_t>(k)]) r->onNode(cx, n);

@@ -74,7 +74,8 @@ class Rule {
  public:
   virtual ~Rule() = default;
   virtual const RuleInfo& info() const = 0;
-  // Node kinds this rule wants to see during the rule walk.
+  // Node kinds this rule wants to see during the rule walk. The walk visits only files whose
+  // own text has a word of every prescanTokens() group: what onNode looks at is in the file.
   virtual std::vector<syntax::Kind> nodeKinds() const { return {}; }
   virtual void onNode(RuleContext&, TSNode) {}
   // Called once per file after the walk, with the semantic model complete.
