@@ -826,7 +826,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   std::string rootsKey;
   for (const auto& r : index.roots()) rootsKey += r + "\n";
   // Source bytes of module trees kept between tasks (a tree is about 20x its text).
-  constexpr size_t kModuleTreeBudget = 1u << 20;
+  constexpr size_t kModuleTreeBudget = size_t{1} << 20;
   // The persistent cache: findings of files whose text and dependencies are unchanged.
   std::unique_ptr<ResultCache> cache;
   if (!options_.cacheDir.empty() && !persistent) {
