@@ -208,7 +208,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                  "  files seen      %zu\n  files read      %zu (pre-scan, including imported project modules)\n"
                  "  files skipped   %zu (the pre-scan ruled them out; not parsed)\n"
                  "  files analysed  %zu\n  parses          %zu (of %zu files: analysed files, project modules they pull in, "
-                 "config files)\n"
+                 "config files%s)\n"
                  "  summaries       %zu taken from another file's analysis\n"
                  "  cache           %s\n"
                  "  bytes read      %llu\n"
@@ -216,6 +216,11 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                  "  jobs            %u\n  peak RSS        %.1f MB (allocator: %s)\n",
                  stats.filesSeen, stats.filesRead, stats.filesSkipped, stats.filesAnalysed, stats.filesParsed,
                  stats.filesParsedOnce,
+                 stats.filesParsed > stats.filesParsedOnce
+                     ? ("; " + std::to_string(stats.filesParsed - stats.filesParsedOnce) +
+                        " parsed again: module trees freed under the memory budget, needed later")
+                           .c_str()
+                     : "",
                  stats.modulesShared,
                  (linter.options().cacheDir.empty() ? std::string("off (--no-cache)")
                   : std::to_string(stats.cacheHits) + " of " + std::to_string(stats.filesAnalysed) +
