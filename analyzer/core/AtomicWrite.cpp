@@ -58,7 +58,10 @@ std::string atomicWriteFile(const fs::path& path, std::string_view data) {
     mode = st.st_mode & 07777;
   }
 
-  std::string templ = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  std::string base(1, '.');  // (not "." + ...: GCC 12 warns falsely about that)
+  base += target.filename().string();
+  base += ".tmp-XXXXXX";
+  std::string templ = (dir / base).string();
   std::vector<char> name(templ.begin(), templ.end());
   name.push_back('\0');
   int fd = ::mkostemp(name.data(), O_CLOEXEC);
