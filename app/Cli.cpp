@@ -1,4 +1,5 @@
 #include "core/SourceFile.h"
+#include "core/AtomicWrite.h"
 #include "Cli.h"
 
 #include <sys/resource.h>
@@ -136,10 +137,9 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
       nlohmann::json doc = {{"shardlint_baseline", 1}, {"findings", nlohmann::json::array()}};
       for (size_t i = 0; i < all.size(); ++i)
         doc["findings"].push_back({{"code", all[i].code}, {"path", all[i].location.path}, {"fingerprint", prints[i]}});
-      std::ofstream out(*a.baseline);
-      out << doc.dump(2) << "\n";
-      if (!out) {
-        std::cerr << "shardlint: error: cannot write the baseline " << *a.baseline << "\n";
+      // Atomic (a temporary file renamed into place): an interrupted run leaves no half baseline.
+      if (std::string err = atomicWriteFile(*a.baseline, doc.dump(2) + "\n"); !err.empty()) {
+        std::cerr << "shardlint: error: cannot write the baseline " << *a.baseline << ": " << err << "\n";
         return kExitUsage;
       }
       std::cerr << "shardlint: wrote the baseline " << *a.baseline << " with " << all.size()

@@ -2,10 +2,10 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 #include <system_error>
 
+#include "core/AtomicWrite.h"
 #include "driver/ModuleTable.h"
 
 namespace shardlint {
@@ -156,10 +156,11 @@ std::string ResultCache::save() const {
   fs::create_directories(dir_, ec);
   if (ec) return "cannot create " + dir_.string() + " (" + ec.message() + ")";
   // Like Ruff's cache folder: ignored by git, and marked as a cache for backup tools.
-  if (!fs::exists(dir_ / ".gitignore", ec)) std::ofstream(dir_ / ".gitignore") << "# Created by shardlint\n*\n";
+  if (!fs::exists(dir_ / ".gitignore", ec)) atomicWriteFile(dir_ / ".gitignore", "# Created by shardlint\n*\n");
   if (!fs::exists(dir_ / "CACHEDIR.TAG", ec))
-    std::ofstream(dir_ / "CACHEDIR.TAG") << "Signature: 8a477f597d28d172789f06886806bc55\n"
-                                            "# This file is a cache directory tag created by shardlint.\n";
+    atomicWriteFile(dir_ / "CACHEDIR.TAG",
+                    "Signature: 8a477f597d28d172789f06886806bc55\n"
+                    "# This file is a cache directory tag created by shardlint.\n");
   json files = json::object();
   size_t n = 0;
   for (const auto& [path, item] : items_) {
@@ -179,23 +180,7 @@ std::string ResultCache::save() const {
   for (const auto& [path, o] : outlines_) outlines[path] = {hex(o.first), outlineJson(o.second)};
   json doc = {{"format", kFormat}, {"files", files}, {"outlines", outlines}};
   // Atomic: a reader sees the old file or the new one, never half of one.
-  std::random_device rd;
-  fs::path tmp = file_;
-  tmp += ".tmp" + std::to_string(rd());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << doc.dump();
-    out.flush();
-    if (!out) {
-      fs::remove(tmp, ec);
-      return "cannot write " + tmp.string();
-    }
-  }
-  fs::rename(tmp, file_, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return "cannot replace " + file_.string();
-  }
+  if (std::string err = atomicWriteFile(file_, doc.dump()); !err.empty()) return err;
   return "";
 }
 

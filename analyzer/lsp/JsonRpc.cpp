@@ -38,6 +38,11 @@ size_t ifind(std::string_view hay, size_t from, std::string_view needle) {
   return std::string_view::npos;
 }
 
+// A character of an HTTP header name (RFC 9110 `tchar`).
+bool isTokenChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
 std::string printable(std::string_view s) {
   std::string out;
   for (unsigned char c : s.substr(0, 80)) out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
@@ -59,8 +64,11 @@ void MessageReader::consume(size_t n) {
 }
 
 MessageReader::Result MessageReader::parseBuffered() {
+  // After a bad header line, skip only its first byte: the resync then finds a `Content-Length`
+  // further on in the same line (garbage glued to the front of the next message's header).
+  size_t badLine = 0;  // 1 + offset of the bad line from pos_; 0: drop the whole header block
   auto malformed = [&](std::string why) {
-    consume(headerEnd_);
+    consume(badLine ? badLine : headerEnd_);
     headerEnd_ = 0;
     headerLines_ = 0;
     contentLength_ = -1;
@@ -92,11 +100,12 @@ MessageReader::Result MessageReader::parseBuffered() {
         size_t nl = buf_.find('\n', lineStart);
         if (nl == std::string::npos) {
           if (buf_.size() - lineStart > kMaxHeaderLine) {
-            headerEnd_ = buf_.size() - pos_;
+            badLine = lineStart - pos_ + 1;
             return malformed("header line longer than " + std::to_string(kMaxHeaderLine) + " bytes");
           }
           return wait;
         }
+        badLine = lineStart - pos_ + 1;
         std::string_view line(buf_.data() + lineStart, nl - lineStart);
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         headerEnd_ = nl + 1 - pos_;
@@ -106,7 +115,10 @@ MessageReader::Result MessageReader::parseBuffered() {
             headerEnd_ = 0;
             continue;
           }
-          if (contentLength_ < 0) return malformed("missing Content-Length header");
+          if (contentLength_ < 0) {
+            badLine = 0;
+            return malformed("missing Content-Length header");
+          }
           consume(headerEnd_);
           headerEnd_ = 0;
           headerLines_ = 0;
@@ -118,7 +130,7 @@ MessageReader::Result MessageReader::parseBuffered() {
         if (colon == std::string_view::npos)
           return malformed("malformed header line `" + printable(line) + "` (expected `Name: value`)");
         std::string_view name = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
-        if (name.empty() || name.find_first_of(" \t") != std::string_view::npos)
+        if (name.empty() || !std::all_of(name.begin(), name.end(), isTokenChar))
           return malformed("malformed header name in `" + printable(line) + "`");
         if (iequals(name, "content-length")) {
           if (value.empty() || value.size() > 10 ||

@@ -16,6 +16,8 @@ enum ErrorCode : int {
   kInvalidParams = -32602,
   kInternalError = -32603,
   kServerNotInitialized = -32002,
+  kRequestCancelled = -32800,  // the client sent `$/cancelRequest` before the server started on it
+  kContentModified = -32801,   // a newer change to the document arrived: the result would be stale
   kRequestFailed = -32803,
 };
 
@@ -37,6 +39,10 @@ class MessageReader {
   // True when more input is readable now (does not block).
   bool inputPending();
 
+  // Limits: a header line longer than 8 KiB, or a Content-Length above 256 MiB, is a parse
+  // error (-32700, id null) reported at once, before any of the body is stored; the reader then
+  // skips input up to the next `Content-Length`, keeping only a few bytes of it. So the
+  // server's input buffer never holds more than one message of at most 256 MiB plus one read.
   static constexpr size_t kMaxHeaderLine = 8192;
   static constexpr size_t kMaxBody = 256u * 1024u * 1024u;
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -157,8 +158,14 @@ class Server {
 
   int run() {
     for (;;) {
-      bool pending = !dirtySelf_.empty() || othersDirty_ || !othersPending_.empty();
-      MessageReader::Result in = reader_.next(pending ? 0 : -1);
+      Incoming in;
+      if (!queue_.empty()) {
+        in = std::move(queue_.front());
+        queue_.pop_front();
+      } else {
+        bool pending = !dirtySelf_.empty() || othersDirty_ || !othersPending_.empty();
+        in = readIncoming(pending ? 0 : -1);
+      }
       switch (in.status) {
         case MessageReader::Status::Timeout:
           // Input is idle: lint what this batch of changes touched. After a failure, drop the
@@ -175,7 +182,11 @@ class Server {
           send(makeError(nullptr, kParseError, "Parse error: " + in.error));
           continue;
         case MessageReader::Status::Message:
-          handleBody(in.body);
+          if (!in.error.empty()) {
+            send(makeError(nullptr, kParseError, "Parse error: invalid JSON: " + in.error));
+            continue;
+          }
+          handleMessage(in.msg);
           if (exit_) return shutdown_ ? 0 : 1;
           continue;
       }
@@ -183,6 +194,88 @@ class Server {
   }
 
  private:
+  // ---- input -------------------------------------------------------------------------------
+  // One message from the client, its JSON parsed (`error` says why not, for a Message).
+  struct Incoming {
+    MessageReader::Status status = MessageReader::Status::Eof;
+    std::string error;
+    json msg;
+    size_t bytes = 0;
+  };
+
+  Incoming readIncoming(int timeoutMs) {
+    MessageReader::Result r = reader_.next(timeoutMs);
+    Incoming in;
+    in.status = r.status;
+    in.error = std::move(r.error);
+    if (r.status == MessageReader::Status::Message) {
+      in.bytes = r.body.size();
+      try {
+        in.msg = json::parse(r.body);
+      } catch (const std::exception& e) {
+        in.error = e.what();
+        if (in.error.empty()) in.error = "unreadable";
+      }
+    }
+    return in;
+  }
+
+  // Reads what the client has already sent (without waiting) into queue_, so that a request
+  // can see a `$/cancelRequest` for it, or a newer edit of its document, that came after it.
+  // Bounded: at most kMaxLookahead messages or kMaxLookaheadBytes of them are held.
+  static constexpr size_t kMaxLookahead = 1024;
+  static constexpr size_t kMaxLookaheadBytes = size_t{64} << 20;
+  void lookAhead() {
+    size_t bytes = 0;
+    for (const auto& q : queue_) bytes += q.bytes;
+    while (queue_.size() < kMaxLookahead && bytes < kMaxLookaheadBytes) {
+      if (!queue_.empty() && queue_.back().status == MessageReader::Status::Eof) return;
+      Incoming in = readIncoming(0);
+      if (in.status == MessageReader::Status::Timeout) return;
+      bytes += in.bytes;
+      queue_.push_back(std::move(in));
+    }
+  }
+
+  // The queued notification `method` whose params satisfy `pred`, or queue_.end().
+  template <class Pred>
+  std::deque<Incoming>::iterator findQueued(std::initializer_list<const char*> methods, Pred&& pred) {
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->status != MessageReader::Status::Message || !it->error.empty() || !it->msg.is_object()) continue;
+      if (it->msg.contains("id")) continue;
+      auto m = it->msg.find("method");
+      if (m == it->msg.end() || !m->is_string()) continue;
+      auto p = it->msg.find("params");
+      if (p == it->msg.end() || !p->is_object()) continue;
+      for (const char* name : methods)
+        if (*m == name && pred(*p)) return it;
+    }
+    return queue_.end();
+  }
+
+  // Before serving request `id`: RequestCancelled when the client has already cancelled it;
+  // ContentModified when `uri` (the document the result is about, if any) has a newer change
+  // or was closed after the request, when `positional` (the request's positions and
+  // diagnostics refer to the version it was sent for).
+  void checkStillWanted(const json& id, const json& params, bool positional) {
+    lookAhead();
+    auto cancel = findQueued({"$/cancelRequest"}, [&](const json& p) { return p.contains("id") && p["id"] == id; });
+    if (cancel != queue_.end()) {
+      queue_.erase(cancel);
+      throw RpcError(kRequestCancelled, "request cancelled");
+    }
+    if (!positional || !params.is_object()) return;
+    auto td = params.find("textDocument");
+    if (td == params.end() || !td->is_object() || !td->contains("uri")) return;
+    const json uri = (*td)["uri"];
+    auto newer = findQueued({"textDocument/didChange", "textDocument/didClose"}, [&](const json& p) {
+      auto t = p.find("textDocument");
+      return t != p.end() && t->is_object() && t->contains("uri") && (*t)["uri"] == uri;
+    });
+    if (newer != queue_.end())
+      throw RpcError(kContentModified, "the document changed after the request was sent");
+  }
+
   // ---- messages -------------------------------------------------------------------------
   void send(const json& msg) { writer_.send(msg); }
 
@@ -206,14 +299,7 @@ class Server {
     return false;
   }
 
-  void handleBody(const std::string& body) {
-    json msg;
-    try {
-      msg = json::parse(body);
-    } catch (const std::exception& e) {
-      send(makeError(nullptr, kParseError, std::string("Parse error: invalid JSON: ") + e.what()));
-      return;
-    }
+  void handleMessage(const json& msg) {
     try {
       dispatch(msg);
     } catch (const std::exception& e) {
@@ -226,6 +312,10 @@ class Server {
     if (!msg.is_object()) {
       send(makeError(nullptr, kInvalidRequest,
                      msg.is_array() ? "Invalid Request: batches are not supported" : "Invalid Request: not an object"));
+      return;
+    }
+    if (auto v = msg.find("jsonrpc"); v != msg.end() && *v != "2.0") {
+      send(makeError(nullptr, kInvalidRequest, "Invalid Request: `jsonrpc` must be \"2.0\""));
       return;
     }
     bool hasId = msg.contains("id");
@@ -261,11 +351,13 @@ class Server {
         return;
       }
       if (method == "textDocument/diagnostic") {
+        checkStillWanted(id, params, false);
         flush(true);
         send(makeResponse(id, pullDiagnostics(params)));
         return;
       }
       if (method == "textDocument/codeAction") {
+        checkStillWanted(id, params, true);
         flush(true);
         send(makeResponse(id, codeActions(params)));
         return;
@@ -295,7 +387,8 @@ class Server {
     else if (method == "textDocument/didClose") didClose(params);
     else if (method == "workspace/didChangeConfiguration") reloadSettings(true);
     else if (method == "workspace/didChangeWatchedFiles") didChangeWatchedFiles(params);
-    // `$/cancelRequest`, `$/setTrace` and unknown notifications are ignored.
+    // `$/cancelRequest` is read ahead by the requests it cancels (checkStillWanted); one for a
+    // request already answered, `$/setTrace` and unknown notifications are ignored.
   }
 
   // ---- lifecycle -------------------------------------------------------------------------
@@ -641,7 +734,7 @@ class Server {
       if (!pullMode_) publish(d);
     }
     while (!othersPending_.empty()) {
-      if (!complete && reader_.inputPending()) return;  // back here when the input is idle again
+      if (!complete && (!queue_.empty() || reader_.inputPending())) return;  // back here when the input is idle again
       std::string uri = *othersPending_.begin();
       othersPending_.erase(othersPending_.begin());
       auto it = docs_.find(uri);
@@ -785,6 +878,7 @@ class Server {
 
   const RuleCatalog& catalog_;
   MessageReader reader_;
+  std::deque<Incoming> queue_;  // read ahead, not handled yet (see lookAhead)
   MessageWriter writer_;
   bool trace_ = false;
   std::unique_ptr<TSParser, syntax::ParserDeleter> parser_;

@@ -395,8 +395,21 @@ if __name__ == "__main__":
 
 void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info) {
   std::error_code ec;
-  fs::path script = fs::temp_directory_path(ec) / ("shardlint-cpu-selftest-" + std::to_string(getpid()) + ".py");
-  std::ofstream(script) << kCpuFsdpSelfTest;
+  // A fresh file (mkstemps: O_EXCL, mode 0600): a predictable name in the shared temporary
+  // folder could be a planted symbolic link, and writing through it would clobber its target.
+  std::string templ = (fs::temp_directory_path(ec) / "shardlint-cpu-selftest-XXXXXX.py").string();
+  fs::path script;
+  if (int fd = ::mkstemps(templ.data(), 3); fd >= 0) {
+    script = templ;
+    std::string_view text(kCpuFsdpSelfTest);
+    while (!text.empty()) {
+      ssize_t n = ::write(fd, text.data(), text.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      text.remove_prefix(static_cast<size_t>(n));
+    }
+    ::close(fd);
+  }
   RunOptions o;
   o.timeoutSeconds = timeoutSeconds;
   o.killGraceSeconds = 1;
