@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <thread>
 #include <tuple>
@@ -618,11 +619,28 @@ std::vector<Diagnostic> Linter::syntaxFindings(const std::string& path, std::str
 
 std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths, LintStats* statsOut,
                                           ModuleTable* persistent) const {
+  std::vector<Diagnostic> all;
+  try {
+    lintFilesInto(paths, statsOut, persistent, all);
+  } catch (const std::exception& e) {
+    // Not one file's failure (those are SL002 findings): the run failed. What was found so far
+    // goes with the error, for the caller to write before it reports it.
+    try {
+      finalizeDiagnostics(all);
+    } catch (const std::exception&) {
+      all.clear();
+    }
+    throw LintInternalError(e.what(), std::move(all));
+  }
+  return all;
+}
+
+void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* statsOut, ModuleTable* persistent,
+                           std::vector<Diagnostic>& all) const {
   using Clock = std::chrono::steady_clock;
   LintStats stats;
   stats.filesSeen = paths.size();
   auto t0 = Clock::now();
-  std::vector<Diagnostic> all;
   const RuleInfo* sl002 = catalog_.find("SL002");
   bool reportSkips = sl002 && options_.selection.enabled(*sl002);
 
@@ -891,13 +909,27 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   std::vector<std::vector<Diagnostic>> results(tasks.size());
   std::vector<size_t> shared(tasks.size(), 0);
   std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
+  std::atomic<bool> failed{false};  // an error outside one file's analysis: the run stops
   std::string failure;
   std::mutex failureMu;
+  auto containFailure = [&](size_t t, bool ended, const std::string& what) {
+    try {
+      results[t].clear();
+      toStore[t] = ToStore{};
+      if (reportSkips)
+        results[t].push_back(skippedDiagnostic(*sl002, scanned[tasks[t]].path, "analysis stopped: " + what));
+      if (!ended) taskEnded(tasks[t]);
+    } catch (const std::exception& e) {  // the shared tables themselves failed: the run stops
+      std::lock_guard<std::mutex> lock(failureMu);
+      failed = true;
+      failure = scanned[tasks[t]].path + ": " + e.what();
+    }
+  };
   auto worker = [&] {
     for (;;) {
       size_t t = next.fetch_add(1);
       if (t >= tasks.size() || failed) return;
+      bool ended = false;
       try {
         // Summaries are shared by the tasks with the same facts and import roots.
         std::string facts;
@@ -911,6 +943,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
           if (auto hit = cache->lookup(s.path, hash, facts, hashOf)) {
             results[t] = std::move(*hit);
             ++cacheHits;
+            ended = true;
             taskEnded(tasks[t]);
             continue;
           }
@@ -925,12 +958,16 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
         results[t] = task.run(s.path, std::move(s.text));
         shared[t] = task.sharedHits();
         if (cache) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
+        ended = true;
         taskEnded(tasks[t]);
       } catch (const std::exception& e) {
-        taskEnded(tasks[t]);
-        std::lock_guard<std::mutex> lock(failureMu);
-        failed = true;
-        failure = scanned[tasks[t]].path + ": " + e.what();
+        // A failure while analysing this file (out of memory, a limit, a bug the file's code
+        // reaches) stops this file's analysis, not the run: SL002 for the file, which keeps
+        // none of its partial findings (nor a cache entry), and the other tasks go on.
+        containFailure(t, ended, dynamic_cast<const std::bad_alloc*>(&e) ? std::string("out of memory (") + e.what() + ")"
+                                                                           : std::string(e.what()));
+      } catch (...) {
+        containFailure(t, ended, "unknown exception");
       }
     }
   };
@@ -942,8 +979,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
     for (auto& th : pool) th.join();
   }
-  if (failed) throw std::runtime_error(failure);
-  if (cache) {
+  if (cache && !failed) {
     for (size_t t = 0; t < tasks.size(); ++t)
       if (toStore[t].ready)
         cache->store(scanned[tasks[t]].path, toStore[t].hash, toStore[t].facts, std::move(toStore[t].deps), results[t]);
@@ -953,6 +989,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     stats.modulesShared += shared[t];
     for (auto& d : results[t]) all.push_back(std::move(d));
   }
+  if (failed) throw std::runtime_error(failure);  // with the other files' findings in `all`
   // ---- configuration checks, with the facts of the project's Python code (its classes,
   // the models it loads), from each file's one parse (outlines kept by the table).
   if (!configDocs.empty()) {
@@ -996,7 +1033,6 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   stats.prescanSeconds = std::chrono::duration<double>(t1 - t0).count();
   stats.analysisSeconds = std::chrono::duration<double>(t2 - t1).count();
   if (statsOut) *statsOut = stats;
-  return all;
 }
 
 }  // namespace shardlint
