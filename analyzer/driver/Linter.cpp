@@ -129,6 +129,12 @@ Diagnostic engineDiagnostic(const RuleInfo& info, const SourceFile& file, ByteRa
   return makeDiagnostic(info, makeLocation(file, range), std::move(message));
 }
 
+// The SL002 message for a file whose analysis threw `e`.
+std::string stoppedWhy(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return std::string("analysis stopped: out of memory (") + e.what() + ")";
+  return std::string("analysis stopped: ") + e.what();
+}
+
 // A file that was not analysed (SL002): reported at its start.
 Diagnostic skippedDiagnostic(const RuleInfo& info, const std::string& path, std::string message) {
   SourceFile empty(path, "");
@@ -696,7 +702,12 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
     stats.bytesRead += r.text.size();
     Facts f;
-    if (auto doc = readConfig(p, std::move(r.text), stats, &f)) configDocs.push_back(std::move(*doc));
+    try {  // a failure parsing one configuration file is SL002 for it
+      if (auto doc = readConfig(p, std::move(r.text), stats, &f)) configDocs.push_back(std::move(*doc));
+    } catch (const std::exception& e) {
+      if (reportSkips) all.push_back(skippedDiagnostic(*sl002, p, stoppedWhy(e)));
+      continue;
+    }
     if (!f.empty()) configFacts[absolutePathKey(p)] = std::move(f);
   }
   std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all);
@@ -912,24 +923,34 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::atomic<bool> failed{false};  // an error outside one file's analysis: the run stops
   std::string failure;
   std::mutex failureMu;
-  auto containFailure = [&](size_t t, bool ended, const std::string& what) {
+  auto stopRun = [&](size_t t, const char* what) {  // the shared tables themselves failed
+    std::lock_guard<std::mutex> lock(failureMu);
+    failed = true;
+    try {
+      failure = scanned[tasks[t]].path + ": " + what;
+    } catch (...) {  // no memory left even for the message
+    }
+  };
+  // A failure while analysing file t (out of memory, a limit, a bug the file's code reaches) stops
+  // that file's analysis, not the run: SL002 for the file, which keeps none of its partial findings
+  // (nor a cache entry), and the other tasks go on.
+  auto containFailure = [&](size_t t, const std::exception* e) {
     try {
       results[t].clear();
       toStore[t] = ToStore{};
       if (reportSkips)
-        results[t].push_back(skippedDiagnostic(*sl002, scanned[tasks[t]].path, "analysis stopped: " + what));
-      if (!ended) taskEnded(tasks[t]);
-    } catch (const std::exception& e) {  // the shared tables themselves failed: the run stops
-      std::lock_guard<std::mutex> lock(failureMu);
-      failed = true;
-      failure = scanned[tasks[t]].path + ": " + e.what();
+        results[t].push_back(skippedDiagnostic(*sl002, scanned[tasks[t]].path,
+                                               e ? stoppedWhy(*e) : "analysis stopped: unknown exception"));
+      taskEnded(tasks[t]);
+    } catch (const std::exception& again) {
+      stopRun(t, again.what());
     }
   };
   auto worker = [&] {
     for (;;) {
       size_t t = next.fetch_add(1);
       if (t >= tasks.size() || failed) return;
-      bool ended = false;
+      bool ended = false;  // taskEnded ran: a failure after it is not this file's
       try {
         // Summaries are shared by the tasks with the same facts and import roots.
         std::string facts;
@@ -961,13 +982,11 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         ended = true;
         taskEnded(tasks[t]);
       } catch (const std::exception& e) {
-        // A failure while analysing this file (out of memory, a limit, a bug the file's code
-        // reaches) stops this file's analysis, not the run: SL002 for the file, which keeps
-        // none of its partial findings (nor a cache entry), and the other tasks go on.
-        containFailure(t, ended, dynamic_cast<const std::bad_alloc*>(&e) ? std::string("out of memory (") + e.what() + ")"
-                                                                           : std::string(e.what()));
+        if (ended) stopRun(t, e.what());
+        else containFailure(t, &e);
       } catch (...) {
-        containFailure(t, ended, "unknown exception");
+        if (ended) stopRun(t, "unknown exception");
+        else containFailure(t, nullptr);
       }
     }
   };
@@ -1021,7 +1040,16 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       }
       projectFacts = catalog_.projectFacts(files);
     }
-    for (auto& doc : configDocs) checkConfig(doc, all, &projectFacts);
+    for (auto& doc : configDocs) {
+      std::vector<Diagnostic> found;
+      try {  // a failure in one configuration file's checks is SL002 for it, as for a Python file
+        checkConfig(doc, found, &projectFacts);
+      } catch (const std::exception& e) {
+        found.clear();
+        if (reportSkips) found.push_back(skippedDiagnostic(*sl002, doc.file->path, stoppedWhy(e)));
+      }
+      for (auto& d : found) all.push_back(std::move(d));
+    }
   }
   if (cache) stats.cacheProblem = cache->save();
   stats.filesParsed += table->parses() - parsesBefore;
