@@ -19,8 +19,9 @@ launcher=()  # ccache when installed (a developer machine); CI builds from scrat
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 configure() {  # configure DIR SANITIZERS [cmake args...]
   local dir="$1" san="$2"; shift 2
-  [ -f "$dir/CMakeCache.txt" ] && gen=()  # the generator is fixed at the first configure
-  cmake -S . -B "$dir" "${gen[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  local g=("${gen[@]}")
+  if [ -f "$dir/CMakeCache.txt" ]; then g=(); fi  # the generator is fixed at the first configure
+  cmake -S . -B "$dir" "${g[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
     -DSHARDLINT_SANITIZE="$san" "$@" >/dev/null
 }
