@@ -126,9 +126,18 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   }
   Linter linter(catalog, std::move(options));
   LintStats stats;
-  std::vector<Diagnostic> all = linter.lintFiles(found.files, &stats);
+  std::vector<Diagnostic> all;
+  // A failure outside one file's analysis (one file's is an SL002 finding): what was found is
+  // still written, then the run exits 101.
+  std::optional<std::string> internalError;
+  try {
+    all = linter.lintFiles(found.files, &stats);
+  } catch (const LintInternalError& e) {
+    internalError = e.what();
+    all = e.partial;
+  }
   applyFindingSettings(catalog, cfg, all);  // per-file-ignores, then severity overrides
-  if (a.baseline) {
+  if (a.baseline && !internalError) {
     // The first run writes the baseline; later runs report only findings not in it.
     namespace fs = std::filesystem;
     std::vector<std::string> prints = output::fingerprints(all);
@@ -168,7 +177,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     }
   }
 
-  if (probe) {
+  if (probe && !internalError) {
     if (int rc = probe->run(all); rc != kExitClean) return rc;
   }
 
@@ -231,6 +240,11 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                  stats.analysisSeconds, secs(Clock::now() - analysed), secs(Clock::now() - start),
                  linter.options().jobs ? linter.options().jobs : std::max(1u, std::thread::hardware_concurrency()),
                  static_cast<double>(peakRssKb()) / 1024.0, allocatorName());
+  }
+  if (internalError) {
+    std::cerr << "shardlint: internal error: " << *internalError
+              << " (the findings above are those made before it; the run is incomplete)\n";
+    return kExitInternal;
   }
   if (probe) return probe->exitCode(all);
   return all.empty() ? kExitClean : kExitFindings;

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <thread>
 #include <tuple>
@@ -126,6 +127,12 @@ namespace {
 
 Diagnostic engineDiagnostic(const RuleInfo& info, const SourceFile& file, ByteRange range, std::string message) {
   return makeDiagnostic(info, makeLocation(file, range), std::move(message));
+}
+
+// The SL002 message for a file whose analysis threw `e`.
+std::string stoppedWhy(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return std::string("analysis stopped: out of memory (") + e.what() + ")";
+  return std::string("analysis stopped: ") + e.what();
 }
 
 // A file that was not analysed (SL002): reported at its start.
@@ -618,11 +625,28 @@ std::vector<Diagnostic> Linter::syntaxFindings(const std::string& path, std::str
 
 std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths, LintStats* statsOut,
                                           ModuleTable* persistent) const {
+  std::vector<Diagnostic> all;
+  try {
+    lintFilesInto(paths, statsOut, persistent, all);
+  } catch (const std::exception& e) {
+    // Not one file's failure (those are SL002 findings): the run failed. What was found so far
+    // goes with the error, for the caller to write before it reports it.
+    try {
+      finalizeDiagnostics(all);
+    } catch (const std::exception&) {
+      all.clear();
+    }
+    throw LintInternalError(e.what(), std::move(all));
+  }
+  return all;
+}
+
+void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* statsOut, ModuleTable* persistent,
+                           std::vector<Diagnostic>& all) const {
   using Clock = std::chrono::steady_clock;
   LintStats stats;
   stats.filesSeen = paths.size();
   auto t0 = Clock::now();
-  std::vector<Diagnostic> all;
   const RuleInfo* sl002 = catalog_.find("SL002");
   bool reportSkips = sl002 && options_.selection.enabled(*sl002);
 
@@ -678,7 +702,12 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
     stats.bytesRead += r.text.size();
     Facts f;
-    if (auto doc = readConfig(p, std::move(r.text), stats, &f)) configDocs.push_back(std::move(*doc));
+    try {  // a failure parsing one configuration file is SL002 for it
+      if (auto doc = readConfig(p, std::move(r.text), stats, &f)) configDocs.push_back(std::move(*doc));
+    } catch (const std::exception& e) {
+      if (reportSkips) all.push_back(skippedDiagnostic(*sl002, p, stoppedWhy(e)));
+      continue;
+    }
     if (!f.empty()) configFacts[absolutePathKey(p)] = std::move(f);
   }
   std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all);
@@ -891,13 +920,37 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   std::vector<std::vector<Diagnostic>> results(tasks.size());
   std::vector<size_t> shared(tasks.size(), 0);
   std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
+  std::atomic<bool> failed{false};  // an error outside one file's analysis: the run stops
   std::string failure;
   std::mutex failureMu;
+  auto stopRun = [&](size_t t, const char* what) {  // the shared tables themselves failed
+    std::lock_guard<std::mutex> lock(failureMu);
+    failed = true;
+    try {
+      failure = scanned[tasks[t]].path + ": " + what;
+    } catch (...) {  // no memory left even for the message
+    }
+  };
+  // A failure while analysing file t (out of memory, a limit, a bug the file's code reaches) stops
+  // that file's analysis, not the run: SL002 for the file, which keeps none of its partial findings
+  // (nor a cache entry), and the other tasks go on.
+  auto containFailure = [&](size_t t, const std::exception* e) {
+    try {
+      results[t].clear();
+      toStore[t] = ToStore{};
+      if (reportSkips)
+        results[t].push_back(skippedDiagnostic(*sl002, scanned[tasks[t]].path,
+                                               e ? stoppedWhy(*e) : "analysis stopped: unknown exception"));
+      taskEnded(tasks[t]);
+    } catch (const std::exception& again) {
+      stopRun(t, again.what());
+    }
+  };
   auto worker = [&] {
     for (;;) {
       size_t t = next.fetch_add(1);
       if (t >= tasks.size() || failed) return;
+      bool ended = false;  // taskEnded ran: a failure after it is not this file's
       try {
         // Summaries are shared by the tasks with the same facts and import roots.
         std::string facts;
@@ -911,6 +964,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
           if (auto hit = cache->lookup(s.path, hash, facts, hashOf)) {
             results[t] = std::move(*hit);
             ++cacheHits;
+            ended = true;
             taskEnded(tasks[t]);
             continue;
           }
@@ -925,12 +979,14 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
         results[t] = task.run(s.path, std::move(s.text));
         shared[t] = task.sharedHits();
         if (cache) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
+        ended = true;
         taskEnded(tasks[t]);
       } catch (const std::exception& e) {
-        taskEnded(tasks[t]);
-        std::lock_guard<std::mutex> lock(failureMu);
-        failed = true;
-        failure = scanned[tasks[t]].path + ": " + e.what();
+        if (ended) stopRun(t, e.what());
+        else containFailure(t, &e);
+      } catch (...) {
+        if (ended) stopRun(t, "unknown exception");
+        else containFailure(t, nullptr);
       }
     }
   };
@@ -942,8 +998,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
     for (auto& th : pool) th.join();
   }
-  if (failed) throw std::runtime_error(failure);
-  if (cache) {
+  if (cache && !failed) {
     for (size_t t = 0; t < tasks.size(); ++t)
       if (toStore[t].ready)
         cache->store(scanned[tasks[t]].path, toStore[t].hash, toStore[t].facts, std::move(toStore[t].deps), results[t]);
@@ -953,6 +1008,7 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
     stats.modulesShared += shared[t];
     for (auto& d : results[t]) all.push_back(std::move(d));
   }
+  if (failed) throw std::runtime_error(failure);  // with the other files' findings in `all`
   // ---- configuration checks, with the facts of the project's Python code (its classes,
   // the models it loads), from each file's one parse (outlines kept by the table).
   if (!configDocs.empty()) {
@@ -984,7 +1040,16 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
       }
       projectFacts = catalog_.projectFacts(files);
     }
-    for (auto& doc : configDocs) checkConfig(doc, all, &projectFacts);
+    for (auto& doc : configDocs) {
+      std::vector<Diagnostic> found;
+      try {  // a failure in one configuration file's checks is SL002 for it, as for a Python file
+        checkConfig(doc, found, &projectFacts);
+      } catch (const std::exception& e) {
+        found.clear();
+        if (reportSkips) found.push_back(skippedDiagnostic(*sl002, doc.file->path, stoppedWhy(e)));
+      }
+      for (auto& d : found) all.push_back(std::move(d));
+    }
   }
   if (cache) stats.cacheProblem = cache->save();
   stats.filesParsed += table->parses() - parsesBefore;
@@ -996,7 +1061,6 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   stats.prescanSeconds = std::chrono::duration<double>(t1 - t0).count();
   stats.analysisSeconds = std::chrono::duration<double>(t2 - t1).count();
   if (statsOut) *statsOut = stats;
-  return all;
 }
 
 }  // namespace shardlint

@@ -3,6 +3,7 @@
 #pragma once
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -72,11 +73,21 @@ struct LintStats {
   double analysisSeconds = 0;
 };
 
+// lintFiles failed outside the analysis of one file (a failure inside one file's analysis is an
+// SL002 finding for it): `partial` holds what was found until then, sorted.
+struct LintInternalError : std::runtime_error {
+  LintInternalError(const std::string& what, std::vector<Diagnostic> found)
+      : std::runtime_error(what), partial(std::move(found)) {}
+  std::vector<Diagnostic> partial;
+};
+
 class Linter {
  public:
   Linter(const RuleCatalog& catalog, LintOptions options);
   // Lints files as one project: imports between them (and modules they import
-  // from the project's roots) are followed. Deterministic for any number of jobs.
+  // from the project's roots) are followed. Deterministic for any number of jobs. An exception
+  // while analysing one file becomes an SL002 finding for it ("analysis stopped: ..."); any other
+  // failure throws LintInternalError with the findings made until then.
   // `table`: a ModuleTable kept between runs (the language server); refreshed first. Without
   // one, the run has its own.
   std::vector<Diagnostic> lintFiles(const std::vector<std::string>& paths, LintStats* stats = nullptr,
@@ -109,6 +120,9 @@ class Linter {
                                       Facts* facts) const;
   // Runs the configuration rules on it and applies its suppression comments.
   void checkConfig(ConfigDoc& doc, std::vector<Diagnostic>& out, const Facts* project) const;
+  // lintFiles' work: findings go to `all` as they are made (so that a failure keeps them).
+  void lintFilesInto(const std::vector<std::string>& paths, LintStats* stats, ModuleTable* table,
+                     std::vector<Diagnostic>& all) const;
   // Runs every selected configuration rule on `cx`.
   void runConfigRules(ConfigContext& cx) const;
   // Checks the settings written on a launch script's commands like a config's.
