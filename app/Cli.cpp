@@ -126,6 +126,11 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   Linter linter(catalog, std::move(options));
   LintStats stats;
   std::vector<Diagnostic> all = linter.lintFiles(found.files, &stats);
+  // A folder that could not be listed is skipped like an unreadable file: SL002 on its path.
+  if (const RuleInfo* sl002 = catalog.find("SL002"); sl002 && linter.options().selection.enabled(*sl002))
+    for (const auto& dir : found.unreadable)
+      all.push_back(makeDiagnostic(*sl002, makeLocation(SourceFile(dir, ""), {0, 0}),
+                                   "folder skipped: it cannot be read (permission denied); its files were not linted"));
   applyFindingSettings(catalog, cfg, all);  // per-file-ignores, then severity overrides
   if (a.baseline) {
     // The first run writes the baseline; later runs report only findings not in it.

@@ -55,7 +55,9 @@ ReadResult readSource(const std::string& path, const LintOptions& options) {
 std::optional<std::string> contentProblem(const std::string& text, uint64_t maxBytes) {
   if (text.find('\0') != std::string::npos) return "file skipped: it contains NUL bytes (binary file)";
   if (!isValidUtf8(text)) return "file skipped: it is not valid UTF-8";
-  if (text.size() > maxBytes) return "file skipped: larger than the size limit";
+  if (text.size() > maxBytes)
+    return "file skipped: larger than the size limit (" + std::to_string(text.size()) + " bytes; the limit is " +
+           std::to_string(maxBytes) + " bytes)";
   return std::nullopt;
 }
 

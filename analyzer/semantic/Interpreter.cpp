@@ -399,9 +399,15 @@ void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
   }
 }
 
+void Interp::cutByNesting(TSNode n) {
+  uint32_t at = ts_node_start_byte(n);
+  ses_.noteCut(Cut{Site{mod_.fileId(), {at, at}}, "",
+                   "expressions and blocks nest more than " + std::to_string(kMaxEvalDepth) + " levels deep"});
+}
+
 void Interp::execStatement(TSNode st) {
   ++ses_.budget().work;
-  if (evalDepth_ >= kMaxEvalDepth) return;
+  if (evalDepth_ >= kMaxEvalDepth) return cutByNesting(st);
   struct DepthGuard {
     int& d;
     explicit DepthGuard(int& depth) : d(++depth) {}
@@ -836,7 +842,10 @@ ValueSet Interp::eval(TSNode n) {
   if (ts_node_is_null(n)) return {};
   // Pathologically deep expressions (`1 + 1 + ... + 1`, thousands of parentheses)
   // are not followed past this depth: unknown value, no crash.
-  if (evalDepth_ >= kMaxEvalDepth) return {};
+  if (evalDepth_ >= kMaxEvalDepth) {
+    cutByNesting(n);
+    return {};
+  }
   struct DepthGuard {
     int& d;
     explicit DepthGuard(int& depth) : d(++depth) {}

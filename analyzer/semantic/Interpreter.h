@@ -135,7 +135,10 @@ class Interp {
   std::vector<ValueSet> contexts_;
   std::vector<Region> pendingRest_;           // set by execIf for the rest of the enclosing block
   int evalDepth_ = 0;
+  // Expressions and statements are followed at most this deep (per function); deeper ones are
+  // unknown, with an SL002 note (README "Limits").
   static constexpr int kMaxEvalDepth = 400;
+  void cutByNesting(TSNode n);
 };
 
 struct Frame {
