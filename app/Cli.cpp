@@ -105,8 +105,13 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   if (paths.empty()) paths.push_back(".");
   DiscoveryResult found = discover(paths);
   auto discovered = Clock::now();
-  for (const auto& missing : found.errors)
-    std::cerr << "shardlint: error: " << missing << ": no such file or directory\n";
+  for (const auto& missing : found.errors) {
+    std::error_code ec;
+    bool link = std::filesystem::is_symlink(missing, ec);  // a symlink loop, or one to nothing
+    std::cerr << "shardlint: error: " << missing
+              << (link ? ": a symlink that cannot be resolved (a loop, or its target is missing)\n"
+                       : ": no such file or directory\n");
+  }
   if (!found.errors.empty()) return kExitUsage;
   if (!cfg.exclude.empty()) {  // `exclude` globs drop discovered files (and everything under excluded folders)
     std::vector<std::string> kept;

@@ -138,7 +138,12 @@ class Interp {
   // Expressions and statements are followed at most this deep (per function); deeper ones are
   // unknown, with an SL002 note (README "Limits").
   static constexpr int kMaxEvalDepth = 400;
-  void cutByNesting(TSNode n);
+  // The same frames counted over every interpreter on this thread (summaries are computed inside
+  // their callers, kMaxSummaryDepth deep): at most this many, so the C++ stack stays a few MiB.
+  static constexpr int kMaxThreadEvalDepth = 2000;
+  // True (and the cut noted) when `n` is past either limit.
+  bool tooDeep(TSNode n);
+  void cutByNesting(TSNode n, bool acrossCalls);
 };
 
 struct Frame {
