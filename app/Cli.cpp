@@ -106,8 +106,13 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   if (paths.empty()) paths.push_back(".");
   DiscoveryResult found = discover(paths);
   auto discovered = Clock::now();
-  for (const auto& missing : found.errors)
-    std::cerr << "shardlint: error: " << missing << ": no such file or directory\n";
+  for (const auto& missing : found.errors) {
+    std::error_code ec;
+    bool link = std::filesystem::is_symlink(missing, ec);  // a symlink loop, or one to nothing
+    std::cerr << "shardlint: error: " << missing
+              << (link ? ": a symlink that cannot be resolved (a loop, or its target is missing)\n"
+                       : ": no such file or directory\n");
+  }
   if (!found.errors.empty()) return kExitUsage;
   if (!cfg.exclude.empty()) {  // `exclude` globs drop discovered files (and everything under excluded folders)
     std::vector<std::string> kept;
@@ -136,6 +141,11 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     internalError = e.what();
     all = e.partial;
   }
+  // A folder that could not be listed is skipped like an unreadable file: SL002 on its path.
+  if (const RuleInfo* sl002 = catalog.find("SL002"); sl002 && linter.options().selection.enabled(*sl002))
+    for (const auto& dir : found.unreadable)
+      all.push_back(makeDiagnostic(*sl002, makeLocation(SourceFile(dir, ""), {0, 0}),
+                                   "folder skipped: it cannot be read (permission denied); its files were not linted"));
   applyFindingSettings(catalog, cfg, all);  // per-file-ignores, then severity overrides
   if (a.baseline && !internalError) {
     // The first run writes the baseline; later runs report only findings not in it.

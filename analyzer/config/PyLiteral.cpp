@@ -6,17 +6,18 @@ namespace shardlint::config {
 
 using syntax::Kind;
 
-YNode fromPythonLiteral(TSNode n, std::string_view src) {
+YNode fromPythonLiteral(TSNode n, std::string_view src, size_t depth) {
   const auto& kinds = syntax::PyKinds::instance();
   YNode out;
   out.range = syntax::rangeOf(n);
+  if (depth >= kMaxConfigDepth) return out;  // unknown: no recursion as deep as the source
   switch (kinds.kind(n)) {
     case Kind::dictionary:
       out.kind = YNode::Kind::Map;
       for (TSNode pair : syntax::namedChildren(n)) {
         if (kinds.kind(pair) != Kind::pair) continue;
-        out.entries.emplace_back(fromPythonLiteral(syntax::field(pair, "key"), src),
-                                 fromPythonLiteral(syntax::field(pair, "value"), src));
+        out.entries.emplace_back(fromPythonLiteral(syntax::field(pair, "key"), src, depth + 1),
+                                 fromPythonLiteral(syntax::field(pair, "value"), src, depth + 1));
       }
       return out;
     case Kind::list:
@@ -24,7 +25,7 @@ YNode fromPythonLiteral(TSNode n, std::string_view src) {
     case Kind::set:
       out.kind = YNode::Kind::Seq;
       for (TSNode item : syntax::namedChildren(n))
-        if (kinds.kind(item) != Kind::comment) out.items.push_back(fromPythonLiteral(item, src));
+        if (kinds.kind(item) != Kind::comment) out.items.push_back(fromPythonLiteral(item, src, depth + 1));
       return out;
     case Kind::string: {
       bool plain = true;
@@ -63,7 +64,7 @@ YNode fromPythonLiteral(TSNode n, std::string_view src) {
       out.value = "false";
       return out;
     case Kind::parenthesized_expression:
-      if (ts_node_named_child_count(n) == 1) return fromPythonLiteral(ts_node_named_child(n, 0), src);
+      if (ts_node_named_child_count(n) == 1) return fromPythonLiteral(ts_node_named_child(n, 0), src, depth + 1);
       return out;
     default:
       return out;  // None and anything computed: unknown

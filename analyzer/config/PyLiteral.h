@@ -11,6 +11,7 @@
 namespace shardlint::config {
 
 // Non-literal expressions become Null nodes (unknown); ranges are byte ranges in `src`.
-YNode fromPythonLiteral(TSNode node, std::string_view src);
+// Displays nested deeper than kMaxConfigDepth are unknown past that depth.
+YNode fromPythonLiteral(TSNode node, std::string_view src, size_t depth = 0);
 
 }  // namespace shardlint::config

@@ -1,5 +1,6 @@
 #include "config/Yaml.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/parser.h>
@@ -107,9 +108,11 @@ class Builder final : public YAML::EventHandler {
     return static_cast<uint32_t>(text_.size());
   }
   void open(YNode::Kind kind, const YAML::Mark& mark) {
+    uint32_t at = offset(mark);
+    if (stack_.size() >= kMaxConfigDepth)
+      throw YamlError("collections nest more than " + std::to_string(kMaxConfigDepth) + " levels deep", at);
     Open o;
     o.node.kind = kind;
-    uint32_t at = offset(mark);
     o.node.range = {at, at};
     if (at < text_.size() && (text_[at] == '{' || text_[at] == '[')) inFlow_ = true;
     stack_.push_back(std::move(o));
@@ -164,7 +167,11 @@ std::vector<YNode> parseYaml(const SourceFile& file) {
     uint32_t off = e.mark.pos < 0 ? 0 : static_cast<uint32_t>(e.mark.pos);
     if (e.mark.pos < 0 && e.mark.line >= 0 && static_cast<uint32_t>(e.mark.line) < file.index.lineCount())
       off = file.index.lineStart(static_cast<uint32_t>(e.mark.line)) + static_cast<uint32_t>(std::max(0, e.mark.column));
-    throw YamlError(e.msg, std::min(off, static_cast<uint32_t>(file.text.size())));
+    std::string msg = e.msg;
+    // yaml-cpp's own guard against deep recursion (DepthGuard) says only "bad file".
+    if (dynamic_cast<const YAML::DeepRecursion*>(&e))
+      msg = "collections nest more than " + std::to_string(kMaxConfigDepth) + " levels deep";
+    throw YamlError(msg, std::min(off, static_cast<uint32_t>(file.text.size())));
   }
   return std::move(builder.docs);
 }

@@ -28,6 +28,12 @@ struct YNode {
   const YNode* get(std::string_view key) const;
 };
 
+// Collections (YAML or JSON mappings and sequences, Python dict/list displays) nest at most this
+// deep. Deeper YAML/JSON is a YamlError (reported as SL001); a deeper Python literal is unknown
+// past it. Real configurations nest a handful of levels; the limit keeps every walk over the
+// document model, its destruction included, far from the stack's end (README "Limits").
+constexpr size_t kMaxConfigDepth = 256;
+
 struct YamlError : std::runtime_error {
   YamlError(std::string message, uint32_t offset) : std::runtime_error(std::move(message)), offset(offset) {}
   uint32_t offset;  // byte offset of the problem

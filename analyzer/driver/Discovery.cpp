@@ -5,6 +5,10 @@
 #include <set>
 #include <system_error>
 
+#include <unistd.h>
+
+#include <cerrno>
+
 namespace fs = std::filesystem;
 
 namespace shardlint {
@@ -21,6 +25,9 @@ bool skipDirectory(const fs::path& dir) {
   std::error_code ec;
   return fs::exists(dir / "pyvenv.cfg", ec);  // any virtual environment
 }
+
+// A folder this process cannot list (or enter): recursive_directory_iterator would skip it silently.
+bool unlistable(const fs::path& dir) { return ::access(dir.c_str(), R_OK | X_OK) != 0 && errno == EACCES; }
 
 std::string display(const fs::path& p) {
   std::string s = p.lexically_normal().generic_string();
@@ -44,12 +51,20 @@ DiscoveryResult discover(const std::vector<std::string>& paths) {
       files.insert(display(p));
       continue;
     }
+    if (unlistable(p)) {
+      out.unreadable.push_back(display(p));
+      continue;
+    }
     fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
       const fs::directory_entry& e = *it;
       std::error_code ec2;
       if (e.is_directory(ec2)) {
         if (skipDirectory(e.path())) it.disable_recursion_pending();
+        else if (!e.is_symlink(ec2) && unlistable(e.path())) {
+          out.unreadable.push_back(display(e.path()));
+          it.disable_recursion_pending();
+        }
         continue;
       }
       std::string ext = e.path().extension().string();

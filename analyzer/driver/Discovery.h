@@ -8,12 +8,16 @@ namespace shardlint {
 struct DiscoveryResult {
   std::vector<std::string> files;   // as the user would spell them, sorted, unique
   std::vector<std::string> errors;  // paths that do not exist
+  // Folders that could not be listed (permission denied): not searched, reported as SL002.
+  std::vector<std::string> unreadable;
 };
 
 // Directories are walked recursively for *.py files and configuration files
 // (*.yaml, *.yml, *.json) and launch scripts (*.sh, Makefile), skipping .git, hidden
 // folders, virtual environments, node_modules, __pycache__ and build folders.
-// Files named explicitly are always linted.
+// Files named explicitly are always linted. Symlinks to folders are not followed (no loop,
+// no walk out of the tree); a symlink to a file is linted under its own path; dangling and
+// looping links are ignored.
 DiscoveryResult discover(const std::vector<std::string>& paths);
 
 }  // namespace shardlint

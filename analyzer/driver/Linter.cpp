@@ -273,8 +273,12 @@ class Task final : public semantic::ModuleProvider {
         const SourceFile* at = table_.fileById(cut.site.file);
         if (!at) continue;
         Diagnostic d = makeDiagnostic(*info, makeLocation(*at, cut.site.range),
-                                      "analysis cut short: the call of `" + cut.callee + "` was not followed (" +
-                                          cut.why + "); findings that depend on what it does may be missing");
+                                      cut.callee.empty()
+                                          ? "analysis cut short: " + cut.why +
+                                                "; what lies deeper was not followed and findings that depend on it "
+                                                "may be missing"
+                                          : "analysis cut short: the call of `" + cut.callee + "` was not followed (" +
+                                                cut.why + "); findings that depend on what it does may be missing");
         d.severity = Severity::Info;
         found.push_back(std::move(d));
       }

@@ -1,5 +1,8 @@
 #include "driver/ModuleTable.h"
 
+#include <cerrno>
+#include <cstring>
+
 #include <algorithm>
 #include <tuple>
 #include <filesystem>
@@ -29,23 +32,24 @@ ReadResult readSource(const std::string& path, const LintOptions& options) {
   std::error_code ec;
   auto size = fs::file_size(path, ec);
   if (ec) {
-    r.skipped = "file skipped: cannot read it (" + ec.message() + ")";
+    r.skipped = "file skipped: unreadable (" + ec.message() + ")";
     return r;
   }
   if (size > maxBytes) {
-    r.skipped = "file skipped: it is " + std::to_string(size) + " bytes, larger than the limit of " +
-                std::to_string(maxBytes) + " bytes";
+    r.skipped = "file skipped: larger than the size limit (" + std::to_string(size) + " bytes; the limit is " +
+                std::to_string(maxBytes) + " bytes)";
     return r;
   }
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    r.skipped = "file skipped: cannot open it for reading";
+    r.skipped = std::string("file skipped: unreadable (") + (errno ? std::strerror(errno) : "cannot open it") + ")";
     return r;
   }
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) {
-    r.skipped = "file skipped: read error";
+    r.skipped = "file skipped: unreadable (read error)";
     return r;
   }
   r.text = ss.str();
@@ -55,7 +59,9 @@ ReadResult readSource(const std::string& path, const LintOptions& options) {
 std::optional<std::string> contentProblem(const std::string& text, uint64_t maxBytes) {
   if (text.find('\0') != std::string::npos) return "file skipped: it contains NUL bytes (binary file)";
   if (!isValidUtf8(text)) return "file skipped: it is not valid UTF-8";
-  if (text.size() > maxBytes) return "file skipped: larger than the size limit";
+  if (text.size() > maxBytes)
+    return "file skipped: larger than the size limit (" + std::to_string(text.size()) + " bytes; the limit is " +
+           std::to_string(maxBytes) + " bytes)";
   return std::nullopt;
 }
 

@@ -42,6 +42,22 @@ std::string ruleDocUri(const RuleInfo& info) {
 
 namespace {
 
+// A path as a relative URI reference (SARIF artifactLocation.uri, RFC 3986): every byte but the
+// unreserved ones and '/' percent-encoded, so spaces, newlines, '%' and non-ASCII survive.
+std::string relativeUri(const std::string& path) {
+  std::string out;
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
 std::string percent(std::string_view s, bool property) {
   std::string out;
   for (char c : s) {
@@ -163,7 +179,7 @@ void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const st
   json results = json::array();
   for (const auto& d : diags) {
     auto physical = [](const Location& l) {
-      return json{{"artifactLocation", {{"uri", l.path}, {"uriBaseId", "%SRCROOT%"}}}, {"region", region(l)}};
+      return json{{"artifactLocation", {{"uri", relativeUri(l.path)}, {"uriBaseId", "%SRCROOT%"}}}, {"region", region(l)}};
     };
     json related = json::array();
     int id = 1;

@@ -399,14 +399,47 @@ void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
   }
 }
 
+namespace {
+thread_local int tThreadEvalDepth = 0;  // eval/execStatement frames of every Interp on this thread
+struct DepthGuard {
+  int& d;
+  explicit DepthGuard(int& depth) : d(++depth) { ++tThreadEvalDepth; }
+  ~DepthGuard() {
+    --d;
+    --tThreadEvalDepth;
+  }
+};
+}  // namespace
+
+void Interp::cutByNesting(TSNode n, bool acrossCalls) {
+  uint32_t at = ts_node_start_byte(n);
+  if (acrossCalls && summary_) {  // what was cut depends on where the summary was computed
+    summary_->truncated = true;
+    summary_->pure = false;
+  }
+  ses_.noteCut(Cut{Site{mod_.fileId(), {at, at}}, "",
+                   acrossCalls ? "expressions, blocks and the calls between them nest more than " +
+                                     std::to_string(kMaxThreadEvalDepth) + " levels deep"
+                               : "expressions and blocks nest more than " + std::to_string(kMaxEvalDepth) +
+                                     " levels deep"});
+}
+
+bool Interp::tooDeep(TSNode n) {
+  if (evalDepth_ >= kMaxEvalDepth) {
+    cutByNesting(n, false);
+    return true;
+  }
+  if (tThreadEvalDepth >= kMaxThreadEvalDepth) {
+    cutByNesting(n, true);
+    return true;
+  }
+  return false;
+}
+
 void Interp::execStatement(TSNode st) {
   ++ses_.budget().work;
-  if (evalDepth_ >= kMaxEvalDepth) return;
-  struct DepthGuard {
-    int& d;
-    explicit DepthGuard(int& depth) : d(++depth) {}
-    ~DepthGuard() { --d; }
-  } guard(evalDepth_);
+  if (tooDeep(st)) return;
+  DepthGuard guard(evalDepth_);
   switch (kindOf(st)) {
     case Kind::expression_statement:
       for (TSNode c : syntax::namedChildren(st)) {
@@ -836,12 +869,8 @@ ValueSet Interp::eval(TSNode n) {
   if (ts_node_is_null(n)) return {};
   // Pathologically deep expressions (`1 + 1 + ... + 1`, thousands of parentheses)
   // are not followed past this depth: unknown value, no crash.
-  if (evalDepth_ >= kMaxEvalDepth) return {};
-  struct DepthGuard {
-    int& d;
-    explicit DepthGuard(int& depth) : d(++depth) {}
-    ~DepthGuard() { --d; }
-  } guard(evalDepth_);
+  if (tooDeep(n)) return {};
+  DepthGuard guard(evalDepth_);
   switch (kindOf(n)) {
     case Kind::identifier: return lookupName(text(n));
     case Kind::attribute: {

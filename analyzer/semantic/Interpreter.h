@@ -135,7 +135,15 @@ class Interp {
   std::vector<ValueSet> contexts_;
   std::vector<Region> pendingRest_;           // set by execIf for the rest of the enclosing block
   int evalDepth_ = 0;
+  // Expressions and statements are followed at most this deep (per function); deeper ones are
+  // unknown, with an SL002 note (README "Limits").
   static constexpr int kMaxEvalDepth = 400;
+  // The same frames counted over every interpreter on this thread (summaries are computed inside
+  // their callers, kMaxSummaryDepth deep): at most this many, so the C++ stack stays a few MiB.
+  static constexpr int kMaxThreadEvalDepth = 2000;
+  // True (and the cut noted) when `n` is past either limit.
+  bool tooDeep(TSNode n);
+  void cutByNesting(TSNode n, bool acrossCalls);
 };
 
 struct Frame {

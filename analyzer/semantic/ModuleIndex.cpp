@@ -128,9 +128,34 @@ void Module::collectImport(TSNode stmt, ImportMap& into) const {
   }
 }
 
-void Module::collectDefinitions(TSNode body, const ClassDef* cls, const std::string& prefix, bool topLevel) {
+void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const std::string& rootPrefix,
+                                bool rootTopLevel) {
   std::string_view src = file_.text;
-  for (TSNode st : syntax::namedChildren(body)) {
+  // Blocks nest as deep as the source: an explicit stack of the bodies being walked, in document
+  // order (a body is finished before the statements after its definition), no C++ recursion.
+  struct Body {
+    std::vector<TSNode> stmts;
+    size_t next = 0;
+    const ClassDef* cls;
+    std::string prefix;
+    bool topLevel;
+  };
+  std::vector<Body> stack;
+  stack.push_back(Body{syntax::namedChildren(rootBody), 0, rootCls, rootPrefix, rootTopLevel});
+  while (!stack.empty()) {
+    if (stack.back().next == stack.back().stmts.size()) {
+      stack.pop_back();
+      continue;
+    }
+    Body& top = stack.back();
+    TSNode st = top.stmts[top.next++];
+    const ClassDef* cls = top.cls;
+    const std::string prefix = top.prefix;
+    bool topLevel = top.topLevel;
+    // Walks `body` next, before the rest of this one (`top` is not used after this).
+    auto descend = [&](TSNode body, const ClassDef* c, const std::string& pre, bool tl) {
+      stack.push_back(Body{syntax::namedChildren(body), 0, c, pre, tl});
+    };
     Kind k = kindOf(st);
     TSNode def = st;
     bool isStatic = false;
@@ -165,7 +190,7 @@ void Module::collectDefinitions(TSNode body, const ClassDef* cls, const std::str
       functions_.push_back(std::move(f));
       if (cls) const_cast<ClassDef*>(cls)->methods[raw->name] = raw;
       else if (topLevel) topFunctions_[raw->name] = raw;
-      collectDefinitions(syntax::field(def, "body"), nullptr, raw->qualname, false);
+      descend(syntax::field(def, "body"), nullptr, raw->qualname, false);
     } else if (k == Kind::class_definition) {
       auto c = std::make_unique<ClassDef>();
       c->owner = this;
@@ -192,25 +217,27 @@ void Module::collectDefinitions(TSNode body, const ClassDef* cls, const std::str
           }
         }
       }
-      collectDefinitions(syntax::field(def, "body"), raw, raw->qualname, false);
+      descend(syntax::field(def, "body"), raw, raw->qualname, false);
     } else if (k == Kind::import_statement || k == Kind::import_from_statement) {
       if (topLevel) collectImport(st, imports_);
     } else if (topLevel && (k == Kind::if_statement || k == Kind::try_statement || k == Kind::with_statement ||
                             k == Kind::block || k == Kind::else_clause || k == Kind::except_clause ||
                             k == Kind::elif_clause || k == Kind::finally_clause)) {
       // Imports and definitions under `if TYPE_CHECKING:` / `try:` still bind module names.
-      for (TSNode c : syntax::namedChildren(st))
-        if (kindOf(c) == Kind::block || kindOf(c) == Kind::else_clause || kindOf(c) == Kind::except_clause ||
-            kindOf(c) == Kind::elif_clause || kindOf(c) == Kind::finally_clause)
-          collectDefinitions(c, nullptr, prefix, true);
+      std::vector<TSNode> parts = syntax::namedChildren(st);
+      for (auto c = parts.rbegin(); c != parts.rend(); ++c)  // the first part on top
+        if (kindOf(*c) == Kind::block || kindOf(*c) == Kind::else_clause || kindOf(*c) == Kind::except_clause ||
+            kindOf(*c) == Kind::elif_clause || kindOf(*c) == Kind::finally_clause)
+          descend(*c, nullptr, prefix, true);
     } else if (!topLevel && (k == Kind::if_statement || k == Kind::for_statement || k == Kind::while_statement ||
                              k == Kind::try_statement || k == Kind::with_statement || k == Kind::block ||
                              k == Kind::else_clause || k == Kind::except_clause || k == Kind::elif_clause ||
                              k == Kind::finally_clause)) {
-      for (TSNode c : syntax::namedChildren(st))
-        if (kindOf(c) == Kind::block || kindOf(c) == Kind::else_clause || kindOf(c) == Kind::except_clause ||
-            kindOf(c) == Kind::elif_clause || kindOf(c) == Kind::finally_clause)
-          collectDefinitions(c, nullptr, prefix, false);
+      std::vector<TSNode> parts = syntax::namedChildren(st);
+      for (auto c = parts.rbegin(); c != parts.rend(); ++c)  // the first part on top
+        if (kindOf(*c) == Kind::block || kindOf(*c) == Kind::else_clause || kindOf(*c) == Kind::except_clause ||
+            kindOf(*c) == Kind::elif_clause || kindOf(*c) == Kind::finally_clause)
+          descend(*c, nullptr, prefix, false);
     }
   }
 }

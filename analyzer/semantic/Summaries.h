@@ -105,8 +105,8 @@ class SummaryCache {
 
 // Where an analysis limit cut the interpretation short (reported as SL002 notes).
 struct Cut {
-  Site site;           // the call that was not followed
-  std::string callee;  // its qualified name
+  Site site;           // the call (or the too-deep expression / statement) that was not followed
+  std::string callee;  // its qualified name; empty for a cut by nesting depth
   std::string why;
 };
 
