@@ -10,6 +10,8 @@
 
 namespace shardlint::config {
 
+YNode::YNode() = default;
+
 const YNode* YNode::get(std::string_view key) const {
   for (const auto& [k, v] : entries)
     if (k.kind == Kind::Scalar && k.value == key) return &v;
