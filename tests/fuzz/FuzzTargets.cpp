@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -104,7 +105,9 @@ class Scratch {
       if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
       dir_ = tmpl;
     }
-    for (const auto& e : fs::directory_iterator(dir_, ec)) fs::remove_all(e.path(), ec);
+    std::vector<fs::path> old;
+    for (const auto& e : fs::directory_iterator(dir_, ec)) old.push_back(e.path());
+    for (const auto& p : old) fs::remove_all(p, ec);
     return dir_;
   }
   ~Scratch() {
