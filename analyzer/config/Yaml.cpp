@@ -4,9 +4,11 @@
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/parser.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 
 namespace shardlint::config {
 
@@ -180,6 +182,19 @@ Resolved resolveYaml11(const YNode& n) {
   if (n.kind != YNode::Kind::Scalar || n.quoted) return r;
   if (n.tag == "tag:yaml.org,2002:str" || n.tag == "!!str") return r;
   const std::string& v = n.value;
+  // std::regex matches recursively, a few frames per character: a long scalar overflowed the stack.
+  // No bool or null is long; a long run of decimal digits is an int (beyond long long, so 0 as for
+  // any out-of-range int); anything else long stays a string.
+  constexpr size_t kMaxRegexScalar = 256;
+  if (v.size() > kMaxRegexScalar) {
+    size_t i = v[0] == '-' || v[0] == '+' ? 1 : 0;
+    if (v[i] >= '1' && v[i] <= '9' &&
+        std::all_of(v.begin() + static_cast<long>(i), v.end(), [](char c) { return (c >= '0' && c <= '9') || c == '_'; })) {
+      r.type = Resolved::Type::Int;
+      r.integer = 0;
+    }
+    return r;
+  }
   // PyYAML's implicit resolvers (resolver.py), YAML 1.1. Note: y/Y/n/N are NOT booleans for PyYAML.
   static const std::regex kBool("^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$");
   static const std::regex kNull("^(?:~|null|Null|NULL|)$");
@@ -208,7 +223,9 @@ Resolved resolveYaml11(const YNode& n) {
         long long total = 0;
         std::istringstream parts(digits);
         std::string part;
-        while (std::getline(parts, part, ':')) total = total * 60 + std::stoll(part);
+        while (std::getline(parts, part, ':'))  // out of range: 0, as below
+          if (__builtin_mul_overflow(total, 60, &total) || __builtin_add_overflow(total, std::stoll(part), &total))
+            throw std::out_of_range("sexagesimal int");
         r.integer = total;
       } else {
         std::string body = digits;
