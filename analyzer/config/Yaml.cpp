@@ -34,6 +34,7 @@ class Builder final : public YAML::EventHandler {
   void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {
     YNode n;
     n.kind = YNode::Kind::Null;
+    lastMark_ = mark;
     uint32_t at = offset(mark);
     n.range = {at, at};
     // An explicit `null` / `~` is written in the text; an empty value is not.
@@ -135,6 +136,10 @@ class Builder final : public YAML::EventHandler {
     add(std::move(o.node));
   }
   void add(YNode n) {
+    // Every node of a real document costs at least a byte or two of text; yaml-cpp 0.7 can emit
+    // null events without end on some inputs (lone CRs in a comment), so the events are bounded.
+    if (++events_ > 4 * text_.size() + 64)
+      throw YamlError("the YAML parser did not make progress (malformed input)", offset(lastMark_));
     if (stack_.empty()) {
       docs.push_back(std::move(n));
       return;
@@ -151,6 +156,8 @@ class Builder final : public YAML::EventHandler {
   }
 
   std::string_view text_;
+  size_t events_ = 0;
+  YAML::Mark lastMark_;
   std::vector<Open> stack_;
   bool inFlow_ = false;
 };
