@@ -106,10 +106,11 @@ class WrapClassNotFound final : public ConfigRule {
       std::transform(lowerName.begin(), lowerName.end(), lowerName.begin(), [](unsigned char c) { return std::tolower(c); });
       // The closest layer class of the model; a project class or any other class of the model only
       // when it is close (`KimiDecoderLayer` of the project is no suggestion for `LlamaDecoderLayer`).
+      const std::string& written = name;  // clang 14 cannot capture a structured binding
       auto consider = [&](const std::string& candidate, size_t maxD) {
         std::string lc = candidate;
         std::transform(lc.begin(), lc.end(), lc.begin(), [](unsigned char c) { return std::tolower(c); });
-        size_t d = lc == lowerName ? 0 : editDistance(name, candidate);
+        size_t d = lc == lowerName ? 0 : editDistance(written, candidate);
         if (d <= maxD && d < bestD) bestD = d, best = candidate;
       };
       for (const auto& l : model.layers) consider(l, 99);

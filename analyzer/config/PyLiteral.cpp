@@ -35,7 +35,11 @@ YNode fromPythonLiteral(TSNode n, std::string_view src, size_t depth) {
         else if (k != Kind::Other) plain = plain && k != Kind::Error;
         if (std::string_view(ts_node_type(c)) == "interpolation") plain = false;
       }
-      if (!plain) return YNode{YNode::Kind::Null, out.range};
+      if (!plain) {
+        YNode null;
+        null.range = out.range;
+        return null;
+      }
       out.kind = YNode::Kind::Scalar;
       out.quoted = true;
       return out;

@@ -5,11 +5,15 @@
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/parser.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 
 namespace shardlint::config {
+
+YNode::YNode() = default;
 
 const YNode* YNode::get(std::string_view key) const {
   for (const auto& [k, v] : entries)
@@ -31,6 +35,7 @@ class Builder final : public YAML::EventHandler {
   void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {
     YNode n;
     n.kind = YNode::Kind::Null;
+    lastMark_ = mark;
     uint32_t at = offset(mark);
     n.range = {at, at};
     // An explicit `null` / `~` is written in the text; an empty value is not.
@@ -134,6 +139,10 @@ class Builder final : public YAML::EventHandler {
     add(std::move(o.node));
   }
   void add(YNode n) {
+    // Every node of a real document costs at least a byte or two of text; yaml-cpp 0.7 can emit
+    // null events without end on some inputs (lone CRs in a comment), so the events are bounded.
+    if (++events_ > 4 * text_.size() + 64)
+      throw YamlError("the YAML parser did not make progress (malformed input)", offset(lastMark_));
     if (stack_.empty()) {
       docs.push_back(std::move(n));
       return;
@@ -150,6 +159,8 @@ class Builder final : public YAML::EventHandler {
   }
 
   std::string_view text_;
+  size_t events_ = 0;
+  YAML::Mark lastMark_;
   std::vector<Open> stack_;
   bool inFlow_ = false;
 };
@@ -185,6 +196,19 @@ Resolved resolveYaml11(const YNode& n) {
   if (n.kind != YNode::Kind::Scalar || n.quoted) return r;
   if (n.tag == "tag:yaml.org,2002:str" || n.tag == "!!str") return r;
   const std::string& v = n.value;
+  // std::regex matches recursively, a few frames per character: a long scalar overflowed the stack.
+  // No bool or null is long; a long run of decimal digits is an int (beyond long long, so 0 as for
+  // any out-of-range int); anything else long stays a string.
+  constexpr size_t kMaxRegexScalar = 256;
+  if (v.size() > kMaxRegexScalar) {
+    size_t i = v[0] == '-' || v[0] == '+' ? 1 : 0;
+    if (v[i] >= '1' && v[i] <= '9' &&
+        std::all_of(v.begin() + static_cast<long>(i), v.end(), [](char c) { return (c >= '0' && c <= '9') || c == '_'; })) {
+      r.type = Resolved::Type::Int;
+      r.integer = 0;
+    }
+    return r;
+  }
   // PyYAML's implicit resolvers (resolver.py), YAML 1.1. Note: y/Y/n/N are NOT booleans for PyYAML.
   static const std::regex kBool("^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$");
   static const std::regex kNull("^(?:~|null|Null|NULL|)$");
@@ -213,7 +237,9 @@ Resolved resolveYaml11(const YNode& n) {
         long long total = 0;
         std::istringstream parts(digits);
         std::string part;
-        while (std::getline(parts, part, ':')) total = total * 60 + std::stoll(part);
+        while (std::getline(parts, part, ':'))  // out of range: 0, as below
+          if (__builtin_mul_overflow(total, 60, &total) || __builtin_add_overflow(total, std::stoll(part), &total))
+            throw std::out_of_range("sexagesimal int");
         r.integer = total;
       } else {
         std::string body = digits;

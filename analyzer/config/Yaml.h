@@ -22,6 +22,10 @@ struct YNode {
   std::vector<std::pair<YNode, YNode>> entries;  // Map: in order, duplicate keys kept
   std::vector<YNode> items;                       // Seq
 
+  // Defined in Yaml.cpp, where YNode is complete: clang 14 (the fuzz build) cannot define it
+  // in the class, since std::pair<YNode, YNode> asks whether YNode is default-constructible.
+  YNode();
+
   bool isMap() const { return kind == Kind::Map; }
   bool isScalar() const { return kind == Kind::Scalar; }
   // The value of the first entry whose key is the scalar `key`.

@@ -82,6 +82,16 @@ FileConfig readTable(const toml::table& table, const fs::path& file) {
   return cfg;
 }
 
+// The settings of a parsed file: the whole table, or a pyproject.toml's [tool.shardlint] (nullopt without one).
+std::optional<FileConfig> fromDocument(const toml::table& doc, const fs::path& file, bool pyproject) {
+  if (!pyproject) return readTable(doc, file);
+  const toml::node_view<const toml::node> tool = doc["tool"]["shardlint"];
+  if (!tool) return std::nullopt;
+  const toml::table* t = tool.as_table();
+  if (!t) throw std::runtime_error(file.string() + ": [tool.shardlint] must be a table");
+  return readTable(*t, file);
+}
+
 std::optional<FileConfig> tryFile(const fs::path& file, bool pyproject) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) return std::nullopt;
@@ -93,15 +103,22 @@ std::optional<FileConfig> tryFile(const fs::path& file, bool pyproject) {
     throw std::runtime_error(file.string() + ":" + std::to_string(src.begin.line) + ":" +
                              std::to_string(src.begin.column) + ": invalid TOML: " + std::string(e.description()));
   }
-  if (!pyproject) return readTable(doc, file);
-  const toml::node_view<toml::node> tool = doc["tool"]["shardlint"];
-  if (!tool) return std::nullopt;
-  const toml::table* t = tool.as_table();
-  if (!t) throw std::runtime_error(file.string() + ": [tool.shardlint] must be a table");
-  return readTable(*t, file);
+  return fromDocument(doc, file, pyproject);
 }
 
 }  // namespace
+
+std::optional<FileConfig> configFromText(std::string_view text, const fs::path& file, bool pyproject) {
+  toml::table doc;
+  try {
+    doc = toml::parse(text, file.string());
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    throw std::runtime_error(file.string() + ":" + std::to_string(src.begin.line) + ":" +
+                             std::to_string(src.begin.column) + ": invalid TOML: " + std::string(e.description()));
+  }
+  return fromDocument(doc, file, pyproject);
+}
 
 FileConfig loadConfig(const fs::path& start, const std::optional<std::string>& explicitPath) {
   if (explicitPath) {

@@ -34,6 +34,10 @@ std::string describeConfig(const FileConfig& cfg);
 // `explicitPath` (from --config) wins; otherwise the nearest .shardlint.toml or
 // pyproject.toml with a [tool.shardlint] table. Throws std::runtime_error with a
 // message naming the file and key for malformed TOML, unknown keys or wrong types.
+// The settings in TOML `text` as if read from `file` (a pyproject.toml: its [tool.shardlint] table,
+// nullopt when it has none), without touching the disk (the fuzz targets). Throws like loadConfig.
+std::optional<FileConfig> configFromText(std::string_view text, const std::filesystem::path& file, bool pyproject);
+
 FileConfig loadConfig(const std::filesystem::path& start, const std::optional<std::string>& explicitPath);
 
 }  // namespace shardlint
