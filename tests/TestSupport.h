@@ -18,6 +18,18 @@
 
 namespace shardlint::testing {
 
+// An FSDP1 script with one SL101 bug: the optimizer (line 6, column 7) is built over
+// model.parameters() before FSDP(model) flattens them.
+inline constexpr const char* kBuggySL101 =
+    "import torch\n"
+    "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+    "from mymodels import Net\n"
+    "\n"
+    "model = Net()\n"
+    "opt = torch.optim.AdamW(model.parameters())\n"
+    "model = FSDP(model)\n"
+    "opt.step()\n";
+
 // `s` in single quotes for /bin/sh (an embedded ' becomes '\'').
 inline std::string shellQuote(const std::string& s) {
   std::string out = "'";

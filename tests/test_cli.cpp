@@ -31,15 +31,7 @@ namespace {
 
 // An FSDP1 script with one SL101 bug: the optimizer (line 6, column 7) is built
 // over model.parameters() before FSDP(model) flattens them.
-const char* const kBuggy =
-    "import torch\n"
-    "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
-    "from mymodels import Net\n"
-    "\n"
-    "model = Net()\n"
-    "opt = torch.optim.AdamW(model.parameters())\n"
-    "model = FSDP(model)\n"
-    "opt.step()\n";
+const char* const kBuggy = shardlint::testing::kBuggySL101;
 
 // The same script done right: wrap first, then build the optimizer.
 const char* const kClean =

@@ -22,15 +22,7 @@ namespace {
 
 // One SL101 bug: the optimizer is built before FSDP1 flattens the parameters (line 6).
 std::string buggy(const std::string& extra = "") {
-  return "import torch\n"
-         "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
-         "from mymodels import Net\n"
-         "\n"
-         "model = Net()\n"
-         "opt = torch.optim.AdamW(model.parameters())\n"
-         "model = FSDP(model)\n"
-         "opt.step()\n" +
-         extra;
+  return shardlint::testing::kBuggySL101 + extra;
 }
 
 void write(const fs::path& p, const std::string& text) {

@@ -40,15 +40,7 @@ constexpr uint64_t kMaxFileBytes = 2u * 1024u * 1024u;  // LintOptions::maxFileB
 constexpr long kMaxRssKiB = 1024L * 1024L;               // 1 GiB: no case may come near it
 
 // An FSDP1 script with one SL101 finding on line 6 (1-based).
-const char* const kBuggy =
-    "import torch\n"
-    "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
-    "from mymodels import Net\n"
-    "\n"
-    "model = Net()\n"
-    "opt = torch.optim.AdamW(model.parameters())\n"
-    "model = FSDP(model)\n"
-    "opt.step()\n";
+const char* const kBuggy = shardlint::testing::kBuggySL101;
 
 struct Run {
   int code = -1;        // exit status; -1 when killed by a signal

@@ -16,35 +16,11 @@ namespace shardlint::output {
 
 using nlohmann::json;
 
-std::string fileUri(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::path abs = std::filesystem::absolute(path, ec);
-  std::string p = (ec ? std::filesystem::path(path) : abs).lexically_normal().generic_string();
-  std::string out = "file://";
-  for (unsigned char c : p) {
-    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-std::string ruleDocUri(const RuleInfo& info) {
-  std::string file = std::string(info.code) + "_" + std::string(info.name) + ".md";
-  for (char& c : file)
-    if (c == '-') c = '_';
-  return fileUri(std::string(SHARDLINT_SOURCE_DIR) + "/rules/" + file);
-}
-
 namespace {
 
-// A path as a relative URI reference (SARIF artifactLocation.uri, RFC 3986): every byte but the
-// unreserved ones and '/' percent-encoded, so spaces, newlines, '%' and non-ASCII survive.
-std::string relativeUri(const std::string& path) {
+// A path as a URI path (RFC 3986): every byte but the unreserved ones and '/' percent-encoded, so
+// spaces, newlines, '%' and non-ASCII survive.
+std::string percentEncodePath(const std::string& path) {
   std::string out;
   for (unsigned char c : path) {
     if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
@@ -57,6 +33,26 @@ std::string relativeUri(const std::string& path) {
   }
   return out;
 }
+
+}  // namespace
+
+std::string fileUri(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  return "file://" + percentEncodePath((ec ? std::filesystem::path(path) : abs).lexically_normal().generic_string());
+}
+
+std::string ruleDocUri(const RuleInfo& info) {
+  std::string file = std::string(info.code) + "_" + std::string(info.name) + ".md";
+  for (char& c : file)
+    if (c == '-') c = '_';
+  return fileUri(std::string(SHARDLINT_SOURCE_DIR) + "/rules/" + file);
+}
+
+namespace {
+
+// A path as a relative URI reference (SARIF artifactLocation.uri).
+std::string relativeUri(const std::string& path) { return percentEncodePath(path); }
 
 std::string percent(std::string_view s, bool property) {
   std::string out;
