@@ -22,7 +22,21 @@
 #include "semantic/ModuleIndex.h"
 #include "semantic/Summaries.h"
 
+// Whether this is an AddressSanitizer build (GCC defines __SANITIZE_ADDRESS__; clang has the feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define SHARDLINT_ASAN_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHARDLINT_ASAN_BUILD 1
+#endif
+#endif
 namespace shardlint::semantic {
+
+#ifdef SHARDLINT_ASAN_BUILD
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
 
 struct Frame;
 
@@ -140,7 +154,8 @@ class Interp {
   static constexpr int kMaxEvalDepth = 400;
   // The same frames counted over every interpreter on this thread (summaries are computed inside
   // their callers, kMaxSummaryDepth deep): at most this many, so the C++ stack stays a few MiB.
-  static constexpr int kMaxThreadEvalDepth = 2000;
+  // AddressSanitizer's frames are several times larger (red zones), so its builds stop earlier.
+  static constexpr int kMaxThreadEvalDepth = kAddressSanitizer ? 500 : 2000;
   // True (and the cut noted) when `n` is past either limit.
   bool tooDeep(TSNode n);
   void cutByNesting(TSNode n, bool acrossCalls);
