@@ -49,6 +49,7 @@ struct CheckArgs {
   bool quiet = false, noColor = false, stats = false, noCache = false;
   std::optional<std::string> cacheDir;
   unsigned jobs = 0;
+  std::vector<std::string> cxxFlags;  // after `--`: compile flags for C++ files
 };
 
 long peakRssKb() {
@@ -129,6 +130,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     else options.cacheDir = ((cfg.path ? cfg.path->parent_path() : fs::current_path()) / ".shardlint_cache").string();
     options.cacheKey = std::string("shardlint ") + SHARDLINT_VERSION + " " + executableFingerprint();
   }
+  options.cxxFlags = a.cxxFlags;
   Linter linter(catalog, std::move(options));
   LintStats stats;
   std::vector<Diagnostic> all;
@@ -250,6 +252,9 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                  stats.analysisSeconds, secs(Clock::now() - analysed), secs(Clock::now() - start),
                  linter.options().jobs ? linter.options().jobs : std::max(1u, std::thread::hardware_concurrency()),
                  static_cast<double>(peakRssKb()) / 1024.0, allocatorName());
+    if (stats.cxxUnits)
+      std::fprintf(stderr, "  C++ units       %zu parsed with Clang (of %zu; %.2fs in all, slowest %.2fs)\n",
+                   stats.cxxParsed, stats.cxxUnits, stats.cxxParseSeconds, stats.cxxMaxSeconds);
   }
   if (internalError) {
     std::cerr << "shardlint: internal error: " << *internalError
@@ -395,6 +400,12 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   if (argc > 1 && std::string(argv[1]) == "probe") {
     auto dd = std::find_if(args.begin() + 2, args.end(), [](const char* s) { return std::string(s) == "--"; });
     if (dd != args.end()) scriptArgs.assign(dd + 1, args.end()), args.erase(dd, args.end());
+  }
+  // `shardlint check [options] PATH... [-- FLAGS]`: compile flags for C++ files without a compilation
+  // database (like clang-tidy's `--`).
+  if (argc > 1 && std::string(argv[1]) == "check") {
+    auto dd = std::find_if(args.begin() + 2, args.end(), [](const char* s) { return std::string(s) == "--"; });
+    if (dd != args.end()) ca.cxxFlags.assign(dd + 1, args.end()), args.erase(dd, args.end());
   }
   CheckArgs pa;
   probe::ProbeOptions po;

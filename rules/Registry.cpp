@@ -2,6 +2,7 @@
 
 #include "config/Links.h"
 #include "config/ModelFamilies.h"
+#include "cxx/LibTorchFlags.h"
 #include "fsdp/FsdpModel.h"
 
 namespace shardlint::rules {
@@ -72,6 +73,10 @@ std::vector<Entry> makeEntries() {
         "prepare",
         ruleDoc("SL402")},
        makeSL402},
+      {{"SL501", "cxx-params-registered-after-optimizer", Severity::Error,
+        "LibTorch optimizer built from a module's parameters before more parameters are registered on it",
+        ruleDoc("SL501")},
+       makeSL501},
   };
 }
 
@@ -103,6 +108,7 @@ const RuleCatalog& catalog() {
     cat.projectFactsWant = config::projectModelFactsWant;
     cat.projectOutline = config::projectModelOutline();
     cat.factWords = config::factWords;
+    cat.cxxDefaultFlags = cxx::libtorchFlags;
     // Config files worth parsing mention FSDP (a Trainer fsdp_config JSON may spell keys without fsdp_).
     cat.configWords = {"fsdp", "min_num_params", "transformer_layer_cls_to_wrap"};
     return cat;

@@ -52,7 +52,7 @@ if [ ! -f "$bdir/CMakeCache.txt" ]; then
   cmake -S . -B "$bdir" "${gen[@]}" "${launcher[@]}" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" \
-    -DSHARDLINT_FUZZ=ON -DSHARDLINT_BUILD_TESTS=OFF -DSHARDLINT_TCMALLOC=OFF -DSHARDLINT_BUILD_PREFLIGHT=OFF >/dev/null
+    -DSHARDLINT_FUZZ=ON -DSHARDLINT_CXX=OFF -DSHARDLINT_BUILD_TESTS=OFF -DSHARDLINT_TCMALLOC=OFF -DSHARDLINT_BUILD_PREFLIGHT=OFF >/dev/null
 fi
 cmake --build "$bdir" -j "${FUZZ_BUILD_JOBS:-2}" --target "fuzz_$target"
 

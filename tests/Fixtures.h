@@ -22,8 +22,8 @@ inline uint32_t codepoints(const std::string& s, size_t bytes) {
 }
 
 inline std::vector<Expectation> parseExpectations(const std::string& text) {
-  // `#   ^^^ SL101` (caret marks the column) or `# <- SL101` (the `#` marks it).
-  static const std::regex re(R"(^(\s*)#(\s*)(\^+|<-)\s+((?:SL\d{3}\s*)+)(?::\s*(.*))?$)");
+  // `#   ^^^ SL101` (caret marks the column) or `# <- SL101` (the `#` marks it); `//` in C++.
+  static const std::regex re(R"(^(\s*)(?:#|//)(\s*)(\^+|<-)\s+((?:SL\d{3}\s*)+)(?::\s*(.*))?$)");
   std::vector<std::string> lines;
   size_t start = 0;
   while (start <= text.size()) {

@@ -10,6 +10,7 @@
 #include "Fixtures.h"
 #include "TestSupport.h"
 #include "Registry.h"
+#include "cxx/CxxFrontend.h"
 #include "driver/Linter.h"
 
 namespace fs = std::filesystem;
@@ -94,4 +95,54 @@ TEST_CASE("fixtures: every finding expected, every expectation found", "[fixture
       }
     }
   }
+}
+
+// The C++ fixtures (fixtures/cxx/*.cpp): whole LibTorch programs, linted together (in parallel) with
+// the real LibTorch headers through the default compile flags. Expectations as in Python, with `//`.
+TEST_CASE("fixtures: C++ units with the real LibTorch headers", "[fixtures][cxx]") {
+  if (!shardlint::cxx::available()) {
+    WARN("this build has no C++ frontend (SHARDLINT_CXX off or Clang not found): C++ fixtures not run");
+    return;
+  }
+  std::vector<std::string> paths;
+  for (const auto& e : fs::directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "cxx"))
+    if (e.path().extension() == ".cpp") paths.push_back(e.path().string());
+  std::sort(paths.begin(), paths.end());
+  REQUIRE(paths.size() >= 2);
+  // Linted once: Catch2 runs the test case again for each section below.
+  static shardlint::LintStats stats;
+  static const std::vector<shardlint::Diagnostic> diags = [&] {
+    shardlint::LintOptions options;
+    options.jobs = 2;
+    shardlint::Linter linter(shardlint::rules::catalog(), options);
+    return linter.lintFiles(paths, &stats);
+  }();
+  CHECK(stats.cxxParsed == paths.size());
+  for (const auto& path : paths) {
+    std::string name = fs::path(path).filename().string();
+    DYNAMIC_SECTION(name) {
+      auto expected = shardlint::testing::parseExpectations(readFile(path));
+      bool ok = name.find("_ok.cpp") != std::string::npos;
+      CHECK(ok == expected.empty());
+      std::vector<bool> matched(expected.size(), false);
+      for (const auto& d : diags) {
+        if (d.location.path != path) continue;
+        uint32_t line = d.location.start.line + 1, col = d.location.start.codepointColumn + 1;
+        auto it = std::find_if(expected.begin(), expected.end(), [&](const Expectation& e) {
+          return !matched[static_cast<size_t>(&e - expected.data())] && e.code == d.code && e.line == line &&
+                 e.column == col;
+        });
+        INFO("unexpected finding " << name << ":" << line << ":" << col << ": " << d.code << " " << d.message);
+        CHECK(it != expected.end());
+        if (it != expected.end()) matched[static_cast<size_t>(it - expected.begin())] = true;
+      }
+      for (size_t i = 0; i < expected.size(); ++i) {
+        INFO("missing finding " << name << ":" << expected[i].line << ":" << expected[i].column << ": "
+                                << expected[i].code);
+        CHECK(matched[i]);
+      }
+    }
+  }
+  // Findings in the shared header would point outside the fixtures.
+  for (const auto& d : diags) CHECK(d.location.path.find("confirm.h") == std::string::npos);
 }

@@ -422,12 +422,11 @@ TEST_CASE("hostile: mutual recursion across modules and an import cycle through 
 }
 
 // Bound: the parse always finishes (tree-sitter recovers); a file with no valid statement gets
-// one SL001 at its first error and nothing else.
+// one SL001 at its first error and nothing else. The work is linear in the size (the tree and one
+// pass over it); 20,000 lines (1 MB) of junk and 1 MB of `(` stay under kMaxRssKiB.
 TEST_CASE("hostile: a file that is 100% syntax errors gets one SL001", "[hostile]") {
-  std::string junk;
-  // 2,000 lines (100 KB). NOTE: 20,000 lines (1 MB) took minutes: something in the engine is
-  // superlinear on all-error trees (not yet investigated), so the case stays small.
-  for (int i = 0; i < 2000; ++i) junk += ")]}:=>@!$?`\\ def class ( [ { lambda ** //\n";
+  std::string junk = "fully_shard optim\n";  // words that send the file to analysis
+  for (int i = 0; i < 20000; ++i) junk += ")]}:=>@!$?`\\ def class ( [ { lambda ** //\n";
   REQUIRE(junk.size() < kMaxFileBytes);
   auto found = lint("junk.py", junk);
   INFO(describe(found).substr(0, 2000));
@@ -435,8 +434,14 @@ TEST_CASE("hostile: a file that is 100% syntax errors gets one SL001", "[hostile
   CHECK(found[0].code == "SL001");
   CHECK(found[0].message.rfind("syntax error:", 0) == 0);
   for (const auto& d : found) CHECK((d.code == "SL001" || d.code == "SL003"));
-  auto unbalanced = lint("open.py", std::string(10000, '('));
-  CHECK(find(unbalanced, "SL001"));
+
+  Tree t;
+  t.put("open.py", "fully_shard optim\n" + std::string(1000000, '('));
+  Run r = t.run({"--format", "json", "open.py"});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.maxRssKiB < kMaxRssKiB);
+  CHECK(r.out.find("\"SL001\"") != std::string::npos);
 }
 
 // ---------------------------------------------------------------- configs

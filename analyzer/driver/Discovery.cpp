@@ -70,7 +70,7 @@ DiscoveryResult discover(const std::vector<std::string>& paths) {
       std::string ext = e.path().extension().string();
       std::string base = e.path().filename().string();
       bool launch = ext == ".sh" || base == "Makefile" || base == "makefile" || base == "GNUmakefile";
-      if ((ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json" || launch) && e.is_regular_file(ec2))
+      if ((ext == ".py" || ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".yaml" || ext == ".yml" || ext == ".json" || launch) && e.is_regular_file(ec2))
         files.insert(display(e.path()));
     }
   }

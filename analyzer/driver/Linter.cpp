@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "core/Parallel.h"
+#include "driver/CxxLint.h"
 #include "driver/Project.h"
 #include "driver/ResultCache.h"
 #include "semantic/Interpreter.h"
@@ -107,6 +109,7 @@ std::string moduleNameFor(const std::string& path) {
 }
 
 std::string dumpModel(const std::string& path, std::string text, const RuleCatalog& catalog) {
+  if (isCxxPath(path)) return dumpCxxModel(path, std::move(text), catalog);
   SourceFile file(path, std::move(text));
   syntax::Parser parser;
   syntax::Tree tree = parser.parse(file.text);
@@ -178,21 +181,6 @@ void collectComments(const SourceFile& file, TSNode root, Suppressions& sup) {
     }
     pos = next;
   }
-}
-
-// Runs `body(0)` .. `body(n - 1)` on up to `jobs` threads (the calling one included).
-template <class Body>
-void parallelFor(size_t n, unsigned jobs, Body&& body) {
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < n;) body(k);
-  };
-  size_t threads = std::min<size_t>(jobs, n);
-  if (threads <= 1) return worker();
-  std::vector<std::thread> pool;
-  for (size_t j = 1; j < threads; ++j) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
 }
 
 // Visits every node of the tree for the rules that ask for node kinds (Rule::nodeKinds).
@@ -592,6 +580,14 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
     finalizeDiagnostics(out);
     return out;
   }
+  if (isCxxPath(path)) {
+    LintOptions one = options_;
+    one.overlays[absolutePathKey(path)] = std::move(text);
+    LintStats ignored;
+    lintCxx(catalog_, one, {path}, out, ignored);
+    finalizeDiagnostics(out);
+    return out;
+  }
   if (isConfigPath(path)) {
     LintStats ignored;
     Facts noProject;  // a single file: no project code to consult
@@ -662,6 +658,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::vector<std::vector<uint64_t>> ruleGroups;  // per rule: a mask per group
   bool alwaysRelevant = false;
   for (const auto& r : rules) {
+    if (!r->checksPython()) continue;
     auto groups = r->prescanTokens();
     if (groups.empty()) alwaysRelevant = true;
     std::vector<uint64_t> masks;
@@ -690,9 +687,10 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   };
 
   // Configuration files take their own, simpler path; launch scripts are only read for links.
-  std::vector<std::string> pyPaths, launchPaths, configPaths;
+  std::vector<std::string> pyPaths, launchPaths, configPaths, cxxPaths;
   for (const auto& p : paths) {
     if (isConfigPath(p)) configPaths.push_back(p);
+    else if (isCxxPath(p)) cxxPaths.push_back(p);
     else if (isLaunchPath(p)) launchPaths.push_back(p);
     else pyPaths.push_back(p);
   }
@@ -1056,6 +1054,8 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
   }
   if (cache) stats.cacheProblem = cache->save();
+  // C++ translation units (their own frontend; not cached).
+  lintCxx(catalog_, options_, cxxPaths, all, stats);
   stats.filesParsed += table->parses() - parsesBefore;
   // Re-parses: a freed tree needed again (a race between a file's own task and another's use of it).
   stats.filesParsedOnce = stats.filesParsed - (persistent ? 0 : table->parses() - table->filesParsed());

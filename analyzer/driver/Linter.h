@@ -56,6 +56,8 @@ struct LintOptions {
   // Settings the rules interpret, passed to every analysed file as facts
   // (`fsdp-version`, `optimizers`, `wraps`: setting name -> value, lists comma-joined).
   Facts settingsFacts;
+  // Compile flags for C++ files given on the command line (`shardlint check ... -- FLAGS`).
+  std::vector<std::string> cxxFlags;
 };
 
 struct LintStats {
@@ -69,6 +71,10 @@ struct LintStats {
   size_t cacheHits = 0;      // linted files whose findings came from the persistent cache
   std::string cacheProblem;  // why the cache could not be written, if it could not
   uint64_t bytesRead = 0;
+  size_t cxxUnits = 0;        // C++ translation units given
+  size_t cxxParsed = 0;       // ... parsed with Clang (the others were ruled out by the pre-scan)
+  double cxxParseSeconds = 0; // the sum over parsed units (they run in parallel)
+  double cxxMaxSeconds = 0;   // the slowest unit
   double prescanSeconds = 0;
   double analysisSeconds = 0;
 };

@@ -9,6 +9,7 @@
 
 #include "config/Yaml.h"
 #include "core/Diagnostic.h"
+#include "cxx/CxxModel.h"
 #include "semantic/CallModel.h"
 #include "semantic/Interpreter.h"
 #include "syntax/Outline.h"
@@ -70,6 +71,29 @@ class ConfigContext {
   const Facts* project_;
 };
 
+// What a C++ rule sees: the model of one translation unit (cxx/CxxModel.h). Files are indexes
+// into program().files.
+class CxxContext {
+ public:
+  CxxContext(const cxx::Program& program, const std::vector<std::unique_ptr<SourceFile>>& files,
+             std::vector<Diagnostic>& out)
+      : program_(program), files_(files), out_(out) {}
+  const cxx::Program& program() const { return program_; }
+  const SourceFile& file(uint32_t index) const { return *files_.at(index); }
+  Location locate(uint32_t file, ByteRange range) const { return makeLocation(*files_.at(file), range); }
+  Note note(uint32_t file, ByteRange range, std::string message) const {
+    return Note{locate(file, range), std::move(message)};
+  }
+  void report(const RuleInfo& info, uint32_t file, ByteRange range, std::string message, std::vector<Note> notes = {}) {
+    out_.push_back(makeDiagnostic(info, locate(file, range), std::move(message), std::move(notes)));
+  }
+
+ private:
+  const cxx::Program& program_;
+  const std::vector<std::unique_ptr<SourceFile>>& files_;
+  std::vector<Diagnostic>& out_;
+};
+
 class Rule {
  public:
   virtual ~Rule() = default;
@@ -90,6 +114,14 @@ class Rule {
   // understand (role detection by content).
   virtual bool checksConfigs() const { return false; }
   virtual void checkConfig(ConfigContext&) {}
+  // C++ translation units (the C++ frontend). Rules that check them return true and get
+  // checkCxx() once per translation unit. A unit is parsed only when, for every group of
+  // cxxPrescanTokens(), some word occurs in it or in a project header it includes.
+  virtual bool checksCxx() const { return false; }
+  // False for rules that check nothing in Python files (the Python pre-scan then ignores them).
+  virtual bool checksPython() const { return true; }
+  virtual void checkCxx(CxxContext&) {}
+  virtual std::vector<std::vector<std::string_view>> cxxPrescanTokens() const { return {}; }
 };
 
 // What rules/ hands the engine: rule metadata for every code (engine codes
@@ -131,6 +163,9 @@ struct RuleCatalog {
   bool (*projectFactsWant)(std::string_view text) = nullptr;
   syntax::OutlineRequest projectOutline;
   Facts (*projectFacts)(const std::vector<ProjectFile>& files) = nullptr;
+  // Compile flags for a C++ file that has no compile_commands.json, compile_flags.txt or flags on
+  // the command line (include folders of the libraries the C++ rules know).
+  std::vector<std::string> (*cxxDefaultFlags)() = nullptr;
   const RuleInfo* find(std::string_view codeOrName) const;
 };
 

@@ -58,7 +58,7 @@ uint32_t Suppressions::nextCodeLine(uint32_t line) const {
   for (uint32_t l = line + 1; l < file_->index.lineCount(); ++l) {
     std::string_view t = trim(std::string_view(file_->text).substr(file_->index.lineStart(l),
                                                                    file_->index.lineEnd(l) - file_->index.lineStart(l)));
-    if (!t.empty() && t.front() != '#') return l;
+    if (!t.empty() && t.substr(0, marker_.size()) != marker_) return l;
   }
   return line + 1;
 }
@@ -73,10 +73,11 @@ void Suppressions::addComment(std::string_view comment, uint32_t offset) {
   }
   // A comment may hold several `#` sections: `# type: ignore # noqa: SL101`.
   size_t pos = 0;
-  while ((pos = comment.find('#', pos)) != std::string_view::npos) {
-    size_t hash = pos++;
-    std::string_view body = trim(comment.substr(hash + 1));
-    size_t end = comment.find('#', hash + 1);
+  while ((pos = comment.find(marker_, pos)) != std::string_view::npos) {
+    size_t hash = pos;
+    pos += marker_.size();
+    std::string_view body = trim(comment.substr(hash + marker_.size()));
+    size_t end = comment.find(marker_, hash + marker_.size());
     std::string_view section = trim(comment.substr(hash, end == std::string_view::npos ? std::string_view::npos : end - hash));
     Directive d;
     d.range = {offset + static_cast<uint32_t>(hash), offset + static_cast<uint32_t>(hash + section.size())};

@@ -1,7 +1,8 @@
 // Suppression comments: `# noqa[: codes]`, `# shardlint: disable=codes` (on the line, or
 // on its own line for the next line), `# shardlint: disable-file=codes` and
 // `# shardlint: noqa[: codes]` on its own line (whole file). Codes and kebab names are
-// both accepted. The same syntax works in YAML, shell scripts and Makefiles.
+// both accepted. The same syntax works in YAML, shell scripts and Makefiles, and in C++ with `//`
+// in place of `#` (`// noqa: SL501`).
 #pragma once
 #include <string>
 #include <string_view>
@@ -22,7 +23,9 @@ class Suppressions {
  public:
   explicit Suppressions(const SourceFile* file = nullptr) : file_(file) {}
   void setFile(const SourceFile* file) { file_ = file; }
-  // A comment (its text starts at `#`) at byte `offset` of the file.
+  // What starts a comment: `#` (the default) or `//` (C++).
+  void setMarker(std::string_view marker) { marker_ = marker; }
+  // A comment (its text starts at the marker) at byte `offset` of the file.
   void addComment(std::string_view comment, uint32_t offset);
   // Every `#` comment of a YAML file, shell script or Makefile (see hashCommentStart).
   void addHashComments(const SourceFile& file);
@@ -46,6 +49,7 @@ class Suppressions {
   };
   uint32_t nextCodeLine(uint32_t line) const;
   const SourceFile* file_;
+  std::string_view marker_ = "#";
   std::vector<Directive> directives_;
 };
 

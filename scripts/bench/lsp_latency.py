@@ -29,19 +29,17 @@ import argparse
 import json
 import os
 import pathlib
-import queue
 import random
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WAIT_S = 10.0
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402  (shardlint's discovery rules)
+from lsp_client import Client  # noqa: E402
 
 
 def generate(lines):
@@ -90,66 +88,6 @@ def generate(lines):
     while len(out) < lines:
         out.append("# padding")
     return "\n".join(out[:lines]) + "\n"
-
-
-class Client:
-    def __init__(self, argv):
-        env = dict(os.environ, SHARDLINT_LSP_TRACE="1")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env)
-        self.inbox = queue.Queue()
-        self.trace = []  # (kind, ms) from the server's stderr
-        self.trace_paths = []  # (kind, path, ms)
-        threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_trace, daemon=True).start()
-
-    def _read_trace(self):
-        pattern = re.compile(r"shardlint server: (incremental parse|full parse|lint) of (.*?): ([0-9.]+) ms")
-        for raw in self.proc.stderr:
-            m = pattern.search(raw.decode("utf-8", "replace"))
-            if m:
-                self.trace.append((m.group(1), float(m.group(3))))
-                self.trace_paths.append((m.group(1), m.group(2), float(m.group(3))))
-
-    def _read(self):
-        out = self.proc.stdout
-        while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    self.inbox.put((time.perf_counter(), None))
-                    return
-                line = line.strip()
-                if not line:
-                    break
-                name, _, value = line.decode("ascii", "replace").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value.strip())
-            body = out.read(length or 0)
-            self.inbox.put((time.perf_counter(), json.loads(body)))
-
-    def send(self, msg):
-        body = json.dumps(msg).encode("utf-8")
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        self.proc.stdin.flush()
-        return time.perf_counter()
-
-    def wait(self, pred, what, wait_s=None):
-        wait_s = WAIT_S if wait_s is None else wait_s
-        deadline = time.monotonic() + wait_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SystemExit(f"timed out after {wait_s:.0f}s waiting for {what}")
-            try:
-                at, msg = self.inbox.get(timeout=left)
-            except queue.Empty:
-                continue
-            if msg is None:
-                raise SystemExit(f"the server exited while waiting for {what}")
-            if pred(msg):
-                return at, msg
 
 
 def percentile(values, p):
@@ -210,7 +148,7 @@ def measure_corpus(binary, root, n, seed, edits_per_file, wait_s, log):
     if not files:
         result["error"] = "no .py file to open"
         return result
-    client = Client([binary, "server"])
+    client = Client([binary, "server"], WAIT_S, trace=True)
     try:
         client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                      "params": {"processId": os.getpid(), "rootUri": pathlib.Path(root).as_uri(), "capabilities": {}}})
@@ -364,7 +302,7 @@ def main():
         lines = text.split("\n")
         # Edit sites: the `total = 0.0` lines of the helpers, spread over the file.
         sites = [n for n, l in enumerate(lines) if l == "    total = 0.0"]
-        client = Client([args.binary, "server"])
+        client = Client([args.binary, "server"], WAIT_S, trace=True)
         client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                      "params": {"processId": os.getpid(), "rootUri": "file://" + tmp, "capabilities": {}}})
         client.wait(lambda m: m.get("id") == 1, "the initialize response")

@@ -17,72 +17,17 @@ the growth is larger (the ctest `lsp_memory_flat` runs a short version this way)
                                 [--warmup 1000] [--await-every 10] [--max-growth-mib N]
 """
 import argparse
-import json
 import os
-import queue
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lsp_client import Client  # noqa: E402
 from lsp_latency import generate  # noqa: E402  (the same generated 5,000-line script)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WAIT_S = 60.0
-
-
-class Client:
-    def __init__(self, argv):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL)
-        self.inbox = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        out = self.proc.stdout
-        while True:
-            length = None
-            while True:
-                line = out.readline()
-                if not line:
-                    self.inbox.put(None)
-                    return
-                line = line.strip()
-                if not line:
-                    break
-                name, _, value = line.decode("ascii", "replace").partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value.strip())
-            self.inbox.put(json.loads(out.read(length or 0)))
-
-    def send(self, msg):
-        body = json.dumps(msg).encode("utf-8")
-        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        self.proc.stdin.flush()
-
-    def wait(self, pred, what):
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SystemExit(f"timed out after {WAIT_S:.0f}s waiting for {what}")
-            try:
-                msg = self.inbox.get(timeout=left)
-            except queue.Empty:
-                continue
-            if msg is None:
-                raise SystemExit(f"the server exited while waiting for {what}")
-            if pred(msg):
-                return msg
-
-    def rss_kib(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        raise SystemExit("no VmRSS in /proc/PID/status")
 
 
 def mib(kib):
@@ -107,7 +52,7 @@ def main():
         with open(path, "w") as f:
             f.write(text)
         uri = "file://" + path
-        c = Client([a.binary, "server"])
+        c = Client([a.binary, "server"], WAIT_S)
         c.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                 "params": {"processId": os.getpid(), "rootUri": "file://" + tmp, "capabilities": {}}})
         c.wait(lambda m: m.get("id") == 1, "the initialize response")
@@ -120,7 +65,7 @@ def main():
 
         c.send({"jsonrpc": "2.0", "method": "textDocument/didOpen",
                 "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
-        first = c.wait(published(1), "the first diagnostics")["params"]["diagnostics"]
+        first = c.wait(published(1), "the first diagnostics")[1]["params"]["diagnostics"]
         peak, warm, awaited = start, None, 0
         t0 = time.monotonic()
         for i in range(a.edits):
@@ -135,7 +80,7 @@ def main():
             c.send({"jsonrpc": "2.0", "method": "textDocument/didChange",
                     "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}})
             if (i + 1) % a.await_every == 0 or i + 1 == a.edits:
-                diags = c.wait(published(version), f"the diagnostics of version {version}")["params"]["diagnostics"]
+                diags = c.wait(published(version), f"the diagnostics of version {version}")[1]["params"]["diagnostics"]
                 awaited += 1
                 if i % 2 == 1 and len(diags) != len(first):
                     raise SystemExit(f"version {version}: {len(diags)} findings, expected {len(first)}")

@@ -1,0 +1,675 @@
+// The C++ frontend on Clang LibTooling (built with -fno-rtti, like LLVM, and C++17).
+#include "cxx/CxxFrontend.h"
+
+#include <clang/AST/ASTConsumer.h>
+#include <clang/AST/ASTContext.h>
+#include <clang/AST/ParentMapContext.h>
+#include <clang/AST/RecursiveASTVisitor.h>
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/SourceManager.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/FrontendAction.h>
+#include <clang/Lex/Lexer.h>
+#include <clang/Tooling/ArgumentsAdjusters.h>
+#include <clang/Tooling/CompilationDatabase.h>
+#include <clang/Tooling/JSONCompilationDatabase.h>
+#include <clang/Tooling/Tooling.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/VirtualFileSystem.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#ifndef SHARDLINT_CLANG_RESOURCE_DIR
+#define SHARDLINT_CLANG_RESOURCE_DIR ""
+#endif
+
+namespace shardlint::cxx {
+namespace fs = std::filesystem;
+using namespace clang;
+
+bool available() { return true; }
+
+// ------------------------------------------------------------------ flags
+
+namespace {
+
+std::string normal(const fs::path& p) {
+  std::error_code ec;
+  fs::path a = fs::absolute(p, ec);
+  return (ec ? p : a).lexically_normal().string();
+}
+
+bool under(const std::string& path, const std::string& dir) {
+  if (dir.empty() || path.size() <= dir.size() || path.compare(0, dir.size(), dir) != 0) return false;
+  return dir.back() == '/' || path[dir.size()] == '/';
+}
+
+// One compile_commands.json loaded per path for the whole process (the files are immutable for a run;
+// the language server re-reads a changed one by its modification time).
+struct LoadedDatabase {
+  fs::file_time_type mtime;
+  std::shared_ptr<tooling::CompilationDatabase> db;
+};
+std::mutex gDbMutex;
+std::map<std::string, LoadedDatabase> gDatabases;
+
+std::shared_ptr<tooling::CompilationDatabase> loadDatabase(const fs::path& file) {
+  std::error_code ec;
+  auto mtime = fs::last_write_time(file, ec);
+  if (ec) return nullptr;
+  std::lock_guard<std::mutex> lock(gDbMutex);
+  auto it = gDatabases.find(file.string());
+  if (it != gDatabases.end() && it->second.mtime == mtime) return it->second.db;
+  std::string err;
+  std::shared_ptr<tooling::CompilationDatabase> db =
+      tooling::JSONCompilationDatabase::loadFromFile(file.string(), err, tooling::JSONCommandLineSyntax::AutoDetect);
+  gDatabases[file.string()] = {mtime, db};
+  return db;
+}
+
+// The arguments of a compile command without the compiler, the output, the dependency files and the
+// source file itself.
+std::vector<std::string> argumentsOf(const tooling::CompileCommand& cmd, const std::string& file) {
+  std::vector<std::string> line = cmd.CommandLine;
+  line = tooling::getClangStripOutputAdjuster()(line, file);
+  line = tooling::getClangStripDependencyFileAdjuster()(line, file);
+  std::vector<std::string> out;
+  for (size_t i = 1; i < line.size(); ++i) {
+    const std::string& a = line[i];
+    if (a == "-c" || a == "-fsyntax-only") continue;
+    if (a == cmd.Filename || normal(fs::path(cmd.Directory) / a) == file) continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+CompileFlags findFlags(const std::string& path, const std::vector<std::string>& extra,
+                       const std::vector<std::string>& defaults) {
+  std::string file = normal(path);
+  CompileFlags flags;
+  std::error_code ec;
+  for (fs::path dir = fs::path(file).parent_path();; dir = dir.parent_path()) {
+    for (const fs::path& candidate : {dir / "compile_commands.json", dir / "build" / "compile_commands.json"}) {
+      if (!fs::is_regular_file(candidate, ec)) continue;
+      auto db = loadDatabase(candidate);
+      if (!db) continue;
+      auto cmds = db->getCompileCommands(file);
+      if (cmds.empty()) continue;
+      flags.args = argumentsOf(cmds.front(), file);
+      flags.directory = cmds.front().Directory;
+      flags.origin = "compile_commands.json at " + candidate.string();
+      flags.args.insert(flags.args.end(), extra.begin(), extra.end());
+      return flags;
+    }
+    fs::path txt = dir / "compile_flags.txt";
+    if (fs::is_regular_file(txt, ec)) {
+      std::ifstream in(txt);
+      for (std::string line; std::getline(in, line);) {
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+        if (!line.empty()) flags.args.push_back(line);
+      }
+      flags.directory = dir.string();
+      flags.origin = "compile_flags.txt at " + txt.string();
+      flags.args.insert(flags.args.end(), extra.begin(), extra.end());
+      return flags;
+    }
+    if (dir == dir.root_path() || dir.empty()) break;
+  }
+  flags.directory = fs::path(file).parent_path().string();
+  if (!extra.empty()) {
+    flags.args = extra;
+    flags.origin = "the command line";
+  } else {
+    flags.args = defaults;
+    flags.origin = "the default";
+  }
+  return flags;
+}
+
+// ------------------------------------------------------------------ the model
+
+namespace {
+
+// What one parse builds: the files of the program and the functions, filled by the consumer.
+struct Builder {
+  SourceManager* sm = nullptr;
+  ASTContext* ctx = nullptr;
+  std::vector<std::string> projectDirs;
+  std::string mainPath;  // as given
+  Program program;
+  std::map<FileID, int> fileIndex;  // -1: not a project file
+  std::unordered_map<const FunctionDecl*, uint32_t> functionIndex;
+  std::vector<const FunctionDecl*> functionDecls;
+
+  // The index of the project file `loc` is in, or -1.
+  int fileOf(SourceLocation loc) {
+    if (loc.isInvalid()) return -1;
+    loc = sm->getExpansionLoc(loc);
+    FileID id = sm->getFileID(loc);
+    auto it = fileIndex.find(id);
+    if (it != fileIndex.end()) return it->second;
+    int index = -1;
+    if (id == sm->getMainFileID()) {
+      index = 0;
+    } else if (const FileEntry* fe = sm->getFileEntryForID(id)) {
+      std::string name = normal(fe->tryGetRealPathName().empty() ? fe->getName().str()
+                                                                  : fe->tryGetRealPathName().str());
+      bool project = !sm->isInSystemHeader(loc);
+      if (project) {
+        project = false;
+        for (const auto& d : projectDirs) project = project || under(name, d);
+      }
+      if (project) {
+        bool invalid = false;
+        llvm::StringRef buf = sm->getBufferData(id, &invalid);
+        if (!invalid) {
+          index = static_cast<int>(program.files.size());
+          program.files.push_back(File{name, buf.str()});
+        }
+      }
+    }
+    fileIndex[id] = index;
+    return index;
+  }
+
+  bool inProject(SourceLocation loc) { return fileOf(loc) >= 0; }
+
+  ByteRange rangeOf(SourceRange r, uint32_t file) {
+    SourceLocation b = sm->getExpansionLoc(r.getBegin());
+    SourceLocation e = sm->getExpansionLoc(r.getEnd());
+    uint32_t begin = sm->getFileOffset(b);
+    uint32_t end = sm->getFileOffset(Lexer::getLocForEndOfToken(e, 0, *sm, ctx->getLangOpts()));
+    if (sm->getFileID(e) != sm->getFileID(b) || end < begin) end = begin;
+    uint32_t size = static_cast<uint32_t>(program.files[file].text.size());
+    return ByteRange{std::min(begin, size), std::min(end, size)};
+  }
+};
+
+std::string varId(const VarDecl* v, Builder& b) {
+  const VarDecl* c = v->getCanonicalDecl();
+  return c->getNameAsString() + "@" + std::to_string(b.sm->getFileOffset(b.sm->getExpansionLoc(c->getLocation())));
+}
+
+const Expr* strip(const Expr* e) {
+  while (e) {
+    const Expr* next = e->IgnoreParenImpCasts();
+    if (auto* m = dyn_cast<MaterializeTemporaryExpr>(next)) next = m->getSubExpr();
+    else if (auto* t = dyn_cast<CXXBindTemporaryExpr>(next)) next = t->getSubExpr();
+    else if (auto* w = dyn_cast<ExprWithCleanups>(next)) next = w->getSubExpr();
+    else if (auto* f = dyn_cast<CXXFunctionalCastExpr>(next)) next = f->getSubExpr();
+    if (next == e) return e;
+    e = next;
+  }
+  return e;
+}
+
+bool isStdName(const FunctionDecl* f, llvm::StringRef name) {
+  return f && f->getQualifiedNameAsString() == ("std::" + name).str();
+}
+
+// The object an expression names, seen through pointers and handles.
+Path pathOf(const Expr* e, Builder& b) {
+  e = strip(e);
+  if (!e) return {};
+  if (auto* ref = dyn_cast<DeclRefExpr>(e)) {
+    if (auto* parm = dyn_cast<ParmVarDecl>(ref->getDecl())) {
+      Path p;
+      p.root = Path::Root::Param;
+      p.var = std::to_string(parm->getFunctionScopeIndex());
+      p.name = parm->getNameAsString();
+      return p;
+    }
+    if (auto* var = dyn_cast<VarDecl>(ref->getDecl())) {
+      Path p;
+      p.root = var->hasLocalStorage() || var->isStaticLocal() ? Path::Root::Local : Path::Root::Global;
+      p.var = p.root == Path::Root::Local ? varId(var, b) : var->getQualifiedNameAsString();
+      p.name = var->getNameAsString();
+      return p;
+    }
+    return {};
+  }
+  if (isa<CXXThisExpr>(e)) {
+    Path p;
+    p.root = Path::Root::This;
+    p.name = "this";
+    return p;
+  }
+  if (auto* m = dyn_cast<MemberExpr>(e)) {
+    if (auto* field = dyn_cast<FieldDecl>(m->getMemberDecl())) {
+      Path p = pathOf(m->getBase(), b);
+      if (!p.known()) return p;
+      p.members.push_back(field->getQualifiedNameAsString());
+      p.memberNames.push_back(field->getNameAsString());
+      return p;
+    }
+    return {};
+  }
+  if (auto* u = dyn_cast<UnaryOperator>(e)) {
+    if (u->getOpcode() == UO_Deref || u->getOpcode() == UO_AddrOf) return pathOf(u->getSubExpr(), b);
+    return {};
+  }
+  if (auto* op = dyn_cast<CXXOperatorCallExpr>(e)) {
+    // `p->x` and `*p` on smart pointers and module handles: the object they point to.
+    if ((op->getOperator() == OO_Arrow || op->getOperator() == OO_Star) && op->getNumArgs() == 1)
+      return pathOf(op->getArg(0), b);
+    return {};
+  }
+  if (auto* call = dyn_cast<CXXMemberCallExpr>(e)) {
+    // `p.get()`, `h.ptr()`: the pointee.
+    const CXXMethodDecl* m = call->getMethodDecl();
+    if (m && call->getNumArgs() == 0 && (m->getName() == "get" || m->getName() == "ptr"))
+      return pathOf(call->getImplicitObjectArgument(), b);
+    return {};
+  }
+  if (auto* call = dyn_cast<CallExpr>(e)) {
+    const FunctionDecl* f = call->getDirectCallee();
+    if (call->getNumArgs() == 1 && (isStdName(f, "move") || isStdName(f, "ref")))
+      return pathOf(call->getArg(0), b);
+    return {};
+  }
+  if (auto* c = dyn_cast<CXXConstructExpr>(e)) {
+    // A copy or move of an object (a handle copied into a variable) is the same object for the model.
+    if (c->getNumArgs() == 1 && c->getConstructor() && c->getConstructor()->isCopyOrMoveConstructor())
+      return pathOf(c->getArg(0), b);
+    return {};
+  }
+  return {};
+}
+
+// Walks one function body post-order, so that the events of a call's arguments come before it.
+class BodyVisitor : public RecursiveASTVisitor<BodyVisitor> {
+ public:
+  BodyVisitor(Builder& b, Function& fn) : b_(b), fn_(fn) {}
+  // The expression a constructor's member initialiser initialises `field` with (the parent map does
+  // not lead from it to the initialiser).
+  void setInitializer(const Expr* root, const FieldDecl* field) {
+    initRoot_ = root;
+    initPath_ = Path{};
+    if (!field) return;
+    initPath_.root = Path::Root::This;
+    initPath_.name = "this";
+    initPath_.members.push_back(field->getQualifiedNameAsString());
+    initPath_.memberNames.push_back(field->getNameAsString());
+  }
+  bool shouldTraversePostOrder() const { return true; }
+  bool shouldVisitTemplateInstantiations() const { return false; }
+  bool shouldVisitImplicitCode() const { return false; }
+
+  bool VisitCXXConstructExpr(CXXConstructExpr* e) {
+    const CXXConstructorDecl* ctor = e->getConstructor();
+    if (!ctor || ctor->isCopyOrMoveConstructor() || ctor->isDefaultConstructor()) return true;
+    const CXXRecordDecl* cls = ctor->getParent();
+    if (!cls) return true;
+    Event ev;
+    ev.kind = Event::Kind::Construct;
+    ev.callee = cls->getQualifiedNameAsString();
+    ev.method = cls->getNameAsString();
+    std::vector<const Expr*> args(e->arg_begin(), e->arg_end());
+    add(e, std::move(ev), args);
+    return true;
+  }
+
+  bool VisitCallExpr(CallExpr* e) {
+    if (auto* op = dyn_cast<CXXOperatorCallExpr>(e)) {
+      if (op->getOperator() == OO_Equal && op->getNumArgs() == 2) assign(op, op->getArg(0), op->getArg(1));
+      return true;
+    }
+    const FunctionDecl* f = e->getDirectCallee();
+    if (!f) return true;
+    Event ev;
+    std::vector<const Expr*> args(e->arg_begin(), e->arg_end());
+    if ((isStdName(f, "make_shared") || isStdName(f, "make_unique")) && f->getTemplateSpecializationArgs() &&
+        f->getTemplateSpecializationArgs()->size() >= 1 &&
+        f->getTemplateSpecializationArgs()->get(0).getKind() == TemplateArgument::Type) {
+      // make_shared<T>(args...) builds a T from args (its constructor runs inside the library).
+      QualType t = f->getTemplateSpecializationArgs()->get(0).getAsType();
+      const CXXRecordDecl* cls = t->getAsCXXRecordDecl();
+      if (!cls) return true;
+      ev.kind = Event::Kind::Construct;
+      ev.callee = cls->getQualifiedNameAsString();
+      ev.method = cls->getNameAsString();
+      add(e, std::move(ev), args);
+      return true;
+    }
+    ev.kind = Event::Kind::Call;
+    ev.callee = f->getQualifiedNameAsString();
+    ev.method = f->getNameAsString();
+    if (auto* mc = dyn_cast<CXXMemberCallExpr>(e)) ev.receiver = pathOf(mc->getImplicitObjectArgument(), b_);
+    const FunctionDecl* def = nullptr;
+    if (f->hasBody(def) && def) {
+      auto it = b_.functionIndex.find(def->getCanonicalDecl());
+      if (it != b_.functionIndex.end()) ev.target = static_cast<int32_t>(it->second);
+    }
+    add(e, std::move(ev), args);
+    return true;
+  }
+
+  bool VisitBinaryOperator(BinaryOperator* e) {
+    if (e->getOpcode() == BO_Assign) assign(e, e->getLHS(), e->getRHS());
+    return true;
+  }
+
+  bool VisitVarDecl(VarDecl* v) {
+    // `auto& m = *net;` or `auto h = net->fc;`: the variable names an existing object.
+    if (!v->hasInit() || !v->hasLocalStorage() || isa<ParmVarDecl>(v)) return true;
+    Path value = pathOf(v->getInit(), b_);
+    if (!value.known()) return true;
+    Event ev;
+    ev.kind = Event::Kind::Assign;
+    ev.result.root = Path::Root::Local;
+    ev.result.var = varId(v, b_);
+    ev.result.name = v->getNameAsString();
+    ev.argPaths.push_back(value);
+    ev.argEvents.emplace_back();
+    place(ev, v->getSourceRange());
+    fn_.events.push_back(std::move(ev));
+    return true;
+  }
+
+ private:
+  void assign(const Expr* whole, const Expr* lhs, const Expr* rhs) {
+    Path value = pathOf(rhs, b_);
+    Path target = pathOf(lhs, b_);
+    if (!value.known() || !target.known()) return;
+    Event ev;
+    ev.kind = Event::Kind::Assign;
+    ev.result = target;
+    ev.argPaths.push_back(value);
+    ev.argEvents.emplace_back();
+    place(ev, whole->getSourceRange());
+    fn_.events.push_back(std::move(ev));
+  }
+
+  void place(Event& ev, SourceRange r) {
+    int f = b_.fileOf(r.getBegin());
+    ev.file = f >= 0 ? static_cast<uint32_t>(f) : fn_.file;
+    ev.range = b_.rangeOf(r, ev.file);
+  }
+
+  void add(const Expr* e, Event ev, const std::vector<const Expr*>& args) {
+    place(ev, e->getSourceRange());
+    for (const Expr* a : args) {
+      if (isa<CXXDefaultArgExpr>(a)) continue;
+      std::vector<uint32_t> nested;
+      collectNested(a, nested);
+      ev.argEvents.push_back(std::move(nested));
+      ev.argPaths.push_back(pathOf(a, b_));
+    }
+    ev.result = resultOf(e);
+    index_[e] = static_cast<uint32_t>(fn_.events.size());
+    fn_.events.push_back(std::move(ev));
+  }
+
+  void collectNested(const Stmt* s, std::vector<uint32_t>& out, int depth = 0) {
+    if (!s || depth > 256) return;
+    if (auto* e = dyn_cast<Expr>(s)) {
+      auto it = index_.find(e);
+      if (it != index_.end()) out.push_back(it->second);
+    }
+    for (const Stmt* c : s->children()) collectNested(c, out, depth + 1);
+  }
+
+  // Where the value of `e` is stored: the variable or field it initialises, or the left side of the
+  // assignment it is the right side of, seen through temporaries, conversions and `new`.
+  Path resultOf(const Expr* e) {
+    DynTypedNode node = DynTypedNode::create(*e);
+    for (int hops = 0; hops < 12; ++hops) {
+      if (initRoot_ && node.get<Expr>() == initRoot_) return initPath_;
+      auto parents = b_.ctx->getParents(node);
+      if (parents.empty()) return {};
+      const DynTypedNode& p = parents[0];
+      if (const auto* v = p.get<VarDecl>()) {
+        if (isa<ParmVarDecl>(v)) return {};
+        Path out;
+        out.root = v->hasLocalStorage() ? Path::Root::Local : Path::Root::Global;
+        out.var = out.root == Path::Root::Local ? varId(v, b_) : v->getQualifiedNameAsString();
+        out.name = v->getNameAsString();
+        return out;
+      }
+      if (const auto* init = p.get<CXXCtorInitializer>()) {
+        const FieldDecl* field = init->getMember();
+        if (!field) return {};
+        Path out;
+        out.root = Path::Root::This;
+        out.name = "this";
+        out.members.push_back(field->getQualifiedNameAsString());
+        out.memberNames.push_back(field->getNameAsString());
+        return out;
+      }
+      if (const auto* bin = p.get<BinaryOperator>()) {
+        if (bin->getOpcode() == BO_Assign) return pathOf(bin->getLHS(), b_);
+        return {};
+      }
+      if (const auto* op = p.get<CXXOperatorCallExpr>()) {
+        if (op->getOperator() == OO_Equal && op->getNumArgs() == 2) return pathOf(op->getArg(0), b_);
+        return {};
+      }
+      const Expr* pe = p.get<Expr>();
+      if (!pe) return {};
+      bool through = isa<ImplicitCastExpr>(pe) || isa<ParenExpr>(pe) || isa<MaterializeTemporaryExpr>(pe) ||
+                     isa<CXXBindTemporaryExpr>(pe) || isa<ExprWithCleanups>(pe) || isa<CXXFunctionalCastExpr>(pe) ||
+                     isa<CXXNewExpr>(pe) || isa<InitListExpr>(pe) || isa<CXXStdInitializerListExpr>(pe);
+      if (auto* c = dyn_cast<CXXConstructExpr>(pe))
+        through = c->getNumArgs() == 1 && c->getConstructor() &&
+                  (c->getConstructor()->isCopyOrMoveConstructor() || c->getConstructor()->isConvertingConstructor(false));
+      if (auto* call = dyn_cast<CallExpr>(pe)) {
+        // A handle or pointer made from it: shared_ptr<T>(new T(...)).
+        const FunctionDecl* f = call->getDirectCallee();
+        through = isStdName(f, "move");
+      }
+      if (!through) return {};
+      node = p;
+    }
+    return {};
+  }
+
+  Builder& b_;
+  Function& fn_;
+  std::unordered_map<const Expr*, uint32_t> index_;
+  const Expr* initRoot_ = nullptr;
+  Path initPath_;
+};
+
+class Consumer : public ASTConsumer {
+ public:
+  explicit Consumer(Builder& b) : b_(b) {}
+
+  bool HandleTopLevelDecl(DeclGroupRef group) override {
+    for (Decl* d : group) top_.push_back(d);
+    return true;
+  }
+
+  // Bodies outside the project are skipped (SkipFunctionBodies is on): declarations are enough there.
+  bool shouldSkipFunctionBody(Decl* d) override { return !b_.inProject(d->getLocation()); }
+
+  void HandleTranslationUnit(ASTContext& ctx) override {
+    b_.ctx = &ctx;
+    // First every project function with a body (so calls can name their target), then the bodies.
+    for (Decl* d : top_) collect(d);
+    for (size_t i = 0; i < b_.functionDecls.size(); ++i) model(b_.functionDecls[i], b_.program.functions[i]);
+  }
+
+ private:
+  void collect(Decl* d) {
+    if (!d || !b_.inProject(d->getLocation())) return;
+    if (auto* ns = dyn_cast<NamespaceDecl>(d)) {
+      for (Decl* c : ns->decls()) collect(c);
+      return;
+    }
+    if (auto* ls = dyn_cast<LinkageSpecDecl>(d)) {
+      for (Decl* c : ls->decls()) collect(c);
+      return;
+    }
+    if (auto* rec = dyn_cast<CXXRecordDecl>(d)) {
+      if (rec->isDependentContext()) return;  // templates: not modelled
+      for (Decl* c : rec->decls()) collect(c);
+      return;
+    }
+    auto* f = dyn_cast<FunctionDecl>(d);
+    if (!f || !f->doesThisDeclarationHaveABody() || f->isDependentContext()) return;
+    int file = b_.fileOf(f->getLocation());
+    if (file < 0) return;
+    Function fn;
+    fn.qualifiedName = f->getQualifiedNameAsString();
+    fn.name = f->getNameAsString();
+    if (auto* m = dyn_cast<CXXMethodDecl>(f)) fn.cls = m->getParent()->getQualifiedNameAsString();
+    fn.constructor = isa<CXXConstructorDecl>(f);
+    fn.file = static_cast<uint32_t>(file);
+    fn.range = b_.rangeOf(f->getSourceRange(), fn.file);
+    fn.nameRange = b_.rangeOf(SourceRange(f->getLocation(), f->getLocation()), fn.file);
+    for (const ParmVarDecl* p : f->parameters()) fn.params.push_back(p->getNameAsString());
+    b_.functionIndex[f->getCanonicalDecl()] = static_cast<uint32_t>(b_.program.functions.size());
+    b_.functionDecls.push_back(f);
+    b_.program.functions.push_back(std::move(fn));
+  }
+
+  void model(const FunctionDecl* f, Function& fn) {
+    BodyVisitor v(b_, fn);
+    if (auto* ctor = dyn_cast<CXXConstructorDecl>(f))
+      for (const CXXCtorInitializer* init : ctor->inits())
+        if (init->isWritten() && init->getInit()) {
+          v.setInitializer(init->getInit(), init->getMember());
+          v.TraverseStmt(const_cast<Expr*>(init->getInit()));
+        }
+    v.setInitializer(nullptr, nullptr);
+    v.TraverseStmt(f->getBody());
+  }
+
+  Builder& b_;
+  std::vector<Decl*> top_;
+};
+
+// Records Clang's first error.
+class FirstError : public DiagnosticConsumer {
+ public:
+  explicit FirstError(Builder& b) : b_(b) {}
+  void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic& info) override {
+    DiagnosticConsumer::HandleDiagnostic(level, info);
+    if (level < DiagnosticsEngine::Error || failed) return;
+    failed = true;
+    llvm::SmallString<256> text;
+    info.FormatDiagnostic(text);
+    message = text.str().str();
+    if (info.hasSourceManager() && info.getLocation().isValid()) {
+      b_.sm = &info.getSourceManager();
+      SourceLocation loc = info.getSourceManager().getExpansionLoc(info.getLocation());
+      int f = b_.fileOf(loc);
+      if (f >= 0) {
+        file = static_cast<uint32_t>(f);
+        uint32_t off = info.getSourceManager().getFileOffset(loc);
+        range = ByteRange{off, off};
+      } else if (const FileEntry* fe = info.getSourceManager().getFileEntryForID(
+                     info.getSourceManager().getFileID(loc))) {
+        // In a header outside the project (a system or library header).
+        message += " (in " + fe->getName().str() + ":" +
+                   std::to_string(info.getSourceManager().getExpansionLineNumber(loc)) + ")";
+      }
+    }
+  }
+  bool failed = false;
+  std::string message;
+  uint32_t file = 0;
+  ByteRange range;
+
+ private:
+  Builder& b_;
+};
+
+class Action : public ASTFrontendAction {
+ public:
+  explicit Action(Builder& b) : b_(b) {}
+  bool BeginInvocation(CompilerInstance& ci) override {
+    ci.getFrontendOpts().SkipFunctionBodies = true;
+    ci.getDiagnosticOpts().ShowCarets = false;  // no "N errors generated." on stderr
+    return true;
+  }
+  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance& ci, llvm::StringRef) override {
+    b_.sm = &ci.getSourceManager();
+    return std::make_unique<Consumer>(b_);
+  }
+
+ private:
+  Builder& b_;
+};
+
+void collectComments(Builder& b, std::vector<Comment>& out) {
+  LangOptions lang;
+  lang.CPlusPlus = lang.CPlusPlus11 = lang.CPlusPlus14 = lang.CPlusPlus17 = true;
+  lang.LineComment = true;
+  for (uint32_t i = 0; i < b.program.files.size(); ++i) {
+    const std::string& text = b.program.files[i].text;
+    if (text.find("//") == std::string::npos && text.find("/*") == std::string::npos) continue;
+    Lexer lex(SourceLocation(), lang, text.data(), text.data(), text.data() + text.size());
+    lex.SetCommentRetentionState(true);
+    Token tok;
+    for (int guard = 0; guard < 50'000'000; ++guard) {
+      lex.LexFromRawLexer(tok);
+      if (tok.is(tok::eof)) break;
+      if (!tok.is(tok::comment)) continue;
+      // The lexer stands just after the token it returned.
+      const char* at = lex.getBufferLocation() - tok.getLength();
+      uint32_t off = static_cast<uint32_t>(at - text.data());
+      out.push_back(Comment{i, off, std::string(at, tok.getLength())});
+    }
+  }
+}
+
+}  // namespace
+
+ParseResult parse(const std::string& path, const std::string& text, const CompileFlags& flags,
+                  const std::vector<std::string>& projectDirs) {
+  auto started = std::chrono::steady_clock::now();
+  ParseResult result;
+  Builder b;
+  b.mainPath = path;
+  for (const auto& d : projectDirs) b.projectDirs.push_back(normal(d));
+  b.program.files.push_back(File{path, text});
+  std::string absolute = normal(path);
+
+  llvm::IntrusiveRefCntPtr<llvm::vfs::OverlayFileSystem> overlay(
+      new llvm::vfs::OverlayFileSystem(llvm::vfs::getRealFileSystem()));
+  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> memory(new llvm::vfs::InMemoryFileSystem);
+  overlay->pushOverlay(memory);
+  if (!flags.directory.empty()) overlay->setCurrentWorkingDirectory(flags.directory);
+  memory->addFile(absolute, 0, llvm::MemoryBuffer::getMemBufferCopy(text, absolute));
+  llvm::IntrusiveRefCntPtr<FileManager> files(new FileManager(FileSystemOptions(), overlay));
+
+  std::vector<std::string> argv = {"clang++"};
+  std::string resourceDir = SHARDLINT_CLANG_RESOURCE_DIR;
+  if (!resourceDir.empty()) argv.push_back("-resource-dir=" + resourceDir);
+  bool hasStd = false;
+  for (const auto& a : flags.args) hasStd = hasStd || a.rfind("-std=", 0) == 0;
+  if (!hasStd) argv.push_back("-std=c++17");
+  argv.insert(argv.end(), flags.args.begin(), flags.args.end());
+  argv.push_back("-fsyntax-only");
+  argv.push_back("-Wno-everything");  // only errors matter here
+  argv.push_back(absolute);
+
+  FirstError errors(b);
+  tooling::ToolInvocation invocation(argv, std::make_unique<Action>(b), files.get(),
+                                     std::make_shared<PCHContainerOperations>());
+  invocation.setDiagnosticConsumer(&errors);
+  bool ran = invocation.run();
+  if (!ran && !errors.failed) {
+    errors.failed = true;
+    errors.message = "Clang could not run on this file with its compile flags";
+  }
+  collectComments(b, result.comments);
+  result.failed = errors.failed;
+  result.error = errors.message;
+  result.errorFile = errors.file;
+  result.errorRange = errors.range;
+  result.program = std::move(b.program);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+}  // namespace shardlint::cxx

@@ -1,0 +1,56 @@
+// The C++ frontend: a translation unit parsed with Clang (LibTooling), reduced to the plain model
+// of CxxModel.h. Built only when CMake finds Clang (SHARDLINT_CXX); without it `available()` is
+// false and `parse` reports that the frontend is not built.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "cxx/CxxModel.h"
+
+namespace shardlint::cxx {
+
+// Whether this build has the C++ frontend.
+bool available();
+
+// A compilation command for one file: Clang's argument list without the compiler and without
+// the file itself, and the folder relative paths in it are relative to.
+struct CompileFlags {
+  std::vector<std::string> args;
+  std::string directory;
+  // Where they came from: "compile_commands.json at PATH", "compile_flags.txt at PATH",
+  // "the command line", "the default".
+  std::string origin;
+};
+
+// The flags for `path`: the nearest compile_commands.json that has an entry for it (searched in
+// the file's folder, each folder above it, and their `build/` subfolders), else the nearest
+// compile_flags.txt, else `extra` (flags given after `--` on the command line) when non-empty,
+// else `defaults`. `extra` is appended to flags found in a file too.
+CompileFlags findFlags(const std::string& path, const std::vector<std::string>& extra,
+                       const std::vector<std::string>& defaults);
+
+struct Comment {
+  uint32_t file = 0;
+  uint32_t offset = 0;
+  std::string text;  // including the `//` or `/*`
+};
+
+struct ParseResult {
+  Program program;
+  std::vector<Comment> comments;  // in the project's files of the program
+  // The first error Clang reported (the translation unit does not compile), if any.
+  bool failed = false;
+  std::string error;        // Clang's message
+  uint32_t errorFile = 0;   // index in program.files (0 when it has no position in one)
+  ByteRange errorRange;
+  double seconds = 0;       // the parse and the model
+};
+
+// Parses `text` as the file `path` with `flags`. Functions are modelled when they are defined in
+// the main file or in a header under one of `projectDirs` (absolute, lexically normal); other
+// headers are parsed for their declarations only (their function bodies are skipped).
+// Thread-safe: each call has its own Clang instance.
+ParseResult parse(const std::string& path, const std::string& text, const CompileFlags& flags,
+                  const std::vector<std::string>& projectDirs);
+
+}  // namespace shardlint::cxx

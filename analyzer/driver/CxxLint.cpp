@@ -1,0 +1,239 @@
+#include "driver/CxxLint.h"
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/Parallel.h"
+#include "cxx/CxxFrontend.h"
+#include "driver/ModuleTable.h"
+#include "driver/Rule.h"
+#include "driver/Suppressions.h"
+
+namespace shardlint {
+namespace fs = std::filesystem;
+
+bool isCxxPath(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  return ext == ".cpp" || ext == ".cc" || ext == ".cxx";
+}
+
+namespace {
+
+// The folder `#include "name"` in `from` refers to first: the including file's own.
+std::vector<std::string> quotedIncludes(std::string_view text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = text.find("#include", pos)) != std::string_view::npos) {
+    pos += 8;
+    size_t q = text.find_first_not_of(" \t", pos);
+    if (q == std::string_view::npos || text[q] != '"') continue;
+    size_t end = text.find('"', q + 1);
+    size_t nl = text.find('\n', q);
+    if (end == std::string_view::npos || (nl != std::string_view::npos && end > nl)) continue;
+    out.emplace_back(text.substr(q + 1, end - q - 1));
+  }
+  return out;
+}
+
+// The unit's text and the project headers it includes with quotes (found next to the including
+// file), at most 64 files and 8 levels deep: what the pre-scan looks at.
+std::string prescanText(const std::string& path, const std::string& text) {
+  std::string all = text;
+  std::string self = fs::absolute(path).lexically_normal().string();
+  std::set<std::string> seen{self};
+  std::vector<std::pair<std::string, int>> work{{self, 0}};
+  std::vector<std::string> texts{text};
+  for (size_t i = 0; i < work.size() && seen.size() < 64; ++i) {
+    if (work[i].second >= 8) continue;
+    fs::path dir = fs::path(work[i].first).parent_path();
+    for (const auto& inc : quotedIncludes(texts[i])) {
+      std::string p = (dir / inc).lexically_normal().string();
+      std::string body;
+      if (seen.count(p) || !readFileBytes(p, body)) continue;
+      seen.insert(p);
+      all += "\n" + body;
+      work.emplace_back(p, work[i].second + 1);
+      texts.push_back(std::move(body));
+    }
+  }
+  return all;
+}
+
+bool wanted(const std::vector<std::vector<std::string_view>>& groups, std::string_view text) {
+  for (const auto& g : groups) {
+    bool any = false;
+    for (auto w : g) any = any || text.find(w) != std::string_view::npos;
+    if (!any) return false;
+  }
+  return true;
+}
+
+struct Unit {
+  std::string path;
+  std::string text;
+  bool parse = false;
+  cxx::CompileFlags flags;
+  cxx::ParseResult result;
+  std::string failure;  // an exception while parsing
+};
+
+}  // namespace
+
+void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::vector<std::string>& paths,
+             std::vector<Diagnostic>& out, LintStats& stats) {
+  if (paths.empty()) return;
+  stats.cxxUnits += paths.size();
+  const RuleInfo* sl001 = catalog.find("SL001");
+  const RuleInfo* sl002 = catalog.find("SL002");
+  bool reportSkips = sl002 && options.selection.enabled(*sl002);
+  std::vector<std::unique_ptr<Rule>> rules;
+  if (catalog.makeRules)
+    for (auto& r : catalog.makeRules())
+      if (r->checksCxx() && options.selection.enabled(r->info())) rules.push_back(std::move(r));
+  if (rules.empty()) return;
+
+  std::vector<Unit> units(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    Unit& u = units[i];
+    u.path = paths[i];
+    ReadResult r = readSource(u.path, options);
+    ++stats.filesRead;
+    std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options.maxFileBytes);
+    if (problem) {
+      if (reportSkips) {
+        SourceFile empty(u.path, "");
+        out.push_back(makeDiagnostic(*sl002, makeLocation(empty, {0, 0}), *problem));
+      }
+      continue;
+    }
+    stats.bytesRead += r.text.size();
+    u.text = std::move(r.text);
+    std::string scan = prescanText(u.path, u.text);
+    for (const auto& rule : rules) u.parse = u.parse || wanted(rule->cxxPrescanTokens(), scan);
+  }
+
+  size_t toParse = 0;
+  for (const auto& u : units) toParse += u.parse;
+  if (toParse == 0) return;
+  if (!cxx::available()) {
+    if (reportSkips) {
+      for (const auto& u : units) {
+        if (!u.parse) continue;
+        SourceFile empty(u.path, "");
+        out.push_back(makeDiagnostic(*sl002, makeLocation(empty, {0, 0}),
+                                     "file skipped: this shardlint was built without the C++ frontend (Clang "
+                                     "LibTooling 14 was not found at build time; scripts/setup.sh installs it); " +
+                                         std::to_string(toParse) + " C++ translation unit(s) were not analysed"));
+        break;  // said once
+      }
+    }
+    return;
+  }
+
+  std::vector<std::string> defaults = catalog.cxxDefaultFlags ? catalog.cxxDefaultFlags() : std::vector<std::string>{};
+  std::error_code ec;
+  std::string cwd = fs::current_path(ec).string();
+  unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  parallelFor(units.size(), jobs, [&](size_t k) {
+    Unit& u = units[k];
+    if (!u.parse) return;
+    try {
+      u.flags = cxx::findFlags(u.path, options.cxxFlags, defaults);
+      fs::path dir = fs::absolute(u.path).lexically_normal().parent_path();
+      std::vector<std::string> projectDirs{dir.string(), dir.parent_path().string()};
+      if (!cwd.empty()) projectDirs.push_back(cwd);
+      u.result = cxx::parse(u.path, u.text, u.flags, projectDirs);
+    } catch (const std::exception& e) {
+      u.failure = e.what();
+    }
+  });
+
+  for (auto& u : units) {
+    if (!u.parse) continue;
+    if (!u.failure.empty()) {
+      if (reportSkips) {
+        SourceFile empty(u.path, "");
+        out.push_back(makeDiagnostic(*sl002, makeLocation(empty, {0, 0}), "analysis stopped: " + u.failure));
+      }
+      continue;
+    }
+    ++stats.cxxParsed;
+    stats.cxxParseSeconds += u.result.seconds;
+    stats.cxxMaxSeconds = std::max(stats.cxxMaxSeconds, u.result.seconds);
+    const cxx::Program& program = u.result.program;
+    std::vector<std::unique_ptr<SourceFile>> files;
+    for (const auto& f : program.files)
+      files.push_back(std::make_unique<SourceFile>(files.empty() ? u.path : f.path, f.text));
+    std::vector<Diagnostic> found;
+    if (u.result.failed && sl001 && options.selection.enabled(*sl001)) {
+      uint32_t f = u.result.errorFile < files.size() ? u.result.errorFile : 0;
+      found.push_back(makeDiagnostic(
+          *sl001, makeLocation(*files[f], u.result.errorRange),
+          "the translation unit does not compile: " + u.result.error + " (compile flags from " + u.flags.origin +
+              "); the analysis continued on what Clang could parse"));
+    }
+    CxxContext cx(program, files, found);
+    for (auto& rule : rules) {
+      try {
+        rule->checkCxx(cx);
+      } catch (const std::exception& e) {
+        if (reportSkips)
+          found.push_back(makeDiagnostic(*sl002, makeLocation(*files[0], {0, 0}),
+                                         std::string("analysis stopped: ") + e.what()));
+      }
+    }
+    // Suppression comments of every file of the unit; unused ones are reported for the unit's own
+    // file only (a header's directive may be used by another unit that includes it).
+    std::vector<Suppressions> sups;
+    for (const auto& f : files) {
+      sups.emplace_back(f.get());
+      sups.back().setMarker("//");
+    }
+    for (const auto& c : u.result.comments)
+      if (c.file < sups.size()) sups[c.file].addComment(c.text, c.offset);
+    for (auto& d : found) {
+      bool suppressed = false;
+      for (size_t i = 0; i < files.size() && !suppressed; ++i)
+        if (files[i]->path == d.location.path) suppressed = sups[i].suppresses(d, catalog);
+      if (!suppressed) out.push_back(std::move(d));
+    }
+    for (auto& d : sups[0].problems(catalog, options.selection, options.reportUnusedNoqa)) out.push_back(std::move(d));
+  }
+}
+
+std::string dumpCxxModel(const std::string& path, std::string text, const RuleCatalog& catalog) {
+  if (!cxx::available()) return "the C++ frontend is not built\n";
+  std::vector<std::string> defaults = catalog.cxxDefaultFlags ? catalog.cxxDefaultFlags() : std::vector<std::string>{};
+  cxx::CompileFlags flags = cxx::findFlags(path, {}, defaults);
+  std::error_code ec;
+  fs::path dir = fs::absolute(path).lexically_normal().parent_path();
+  cxx::ParseResult r = cxx::parse(path, text, flags, {dir.string(), fs::current_path(ec).string()});
+  std::string out = "flags from " + flags.origin + "\n";
+  if (r.failed) out += "first error: " + r.error + "\n";
+  auto renderPath = [](const cxx::Path& p) { return p.known() ? p.render() : std::string("-"); };
+  for (const auto& fn : r.program.functions) {
+    out += "== " + fn.qualifiedName + (fn.constructor ? " (constructor)" : "") + " in " +
+           r.program.files[fn.file].path + "\n";
+    for (size_t i = 0; i < fn.events.size(); ++i) {
+      const auto& e = fn.events[i];
+      const char* kind = e.kind == cxx::Event::Kind::Call ? "call" : e.kind == cxx::Event::Kind::Construct ? "construct" : "assign";
+      out += "  " + std::to_string(i) + " " + kind + " " + e.callee + " recv=" + renderPath(e.receiver) +
+             " result=" + renderPath(e.result) + " target=" + std::to_string(e.target) + " args=[";
+      for (size_t a = 0; a < e.argPaths.size(); ++a) {
+        out += (a ? ", " : "") + renderPath(e.argPaths[a]);
+        if (a < e.argEvents.size() && !e.argEvents[a].empty()) {
+          out += " {";
+          for (size_t k = 0; k < e.argEvents[a].size(); ++k) out += (k ? " " : "") + std::to_string(e.argEvents[a][k]);
+          out += "}";
+        }
+      }
+      out += "]\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace shardlint
