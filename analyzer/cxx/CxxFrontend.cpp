@@ -634,8 +634,11 @@ ParseResult parse(const std::string& path, const std::string& text, const Compil
   b.program.files.push_back(File{path, text});
   std::string absolute = normal(path);
 
+  // A file system of its own per parse: the shared real one would change the process's working
+  // directory when the compile command's directory is set (and so every thread's).
+  std::unique_ptr<llvm::vfs::FileSystem> physical = llvm::vfs::createPhysicalFileSystem();
   llvm::IntrusiveRefCntPtr<llvm::vfs::OverlayFileSystem> overlay(
-      new llvm::vfs::OverlayFileSystem(llvm::vfs::getRealFileSystem()));
+      new llvm::vfs::OverlayFileSystem(llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(physical.release())));
   llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> memory(new llvm::vfs::InMemoryFileSystem);
   overlay->pushOverlay(memory);
   if (!flags.directory.empty()) overlay->setCurrentWorkingDirectory(flags.directory);

@@ -1,0 +1,197 @@
+// The C++ frontend and the C++ side of the driver: flags discovery, SL001 for a unit that does not
+// compile, `//` suppressions, the outputs. Most cases use a small stand-in for LibTorch's API (the
+// names SL501 knows, nothing else), so each unit parses in milliseconds; fixtures/cxx/ (test_fixtures)
+// runs the rule on the real LibTorch headers.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "Registry.h"
+#include "TestSupport.h"
+#include "cxx/CxxFrontend.h"
+#include "driver/Linter.h"
+
+namespace fs = std::filesystem;
+using shardlint::testing::runShell;
+using shardlint::testing::shellQuote;
+using shardlint::testing::TempDir;
+
+namespace {
+
+// The LibTorch names SL501 looks for, declared in a header of a few lines.
+const char* const kMiniTorch = R"(#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+namespace torch {
+struct Tensor {};
+namespace nn {
+struct Module {
+  virtual ~Module() = default;
+  std::vector<Tensor> parameters() const { return {}; }
+  template <class M> std::shared_ptr<M> register_module(std::string, std::shared_ptr<M> m) { return m; }
+  Tensor register_parameter(std::string, Tensor t, bool = true) { return t; }
+};
+}  // namespace nn
+namespace optim {
+struct Optimizer {
+  void step() {}
+  void zero_grad() {}
+};
+struct SGD : Optimizer {
+  SGD(std::vector<Tensor>, double) {}
+};
+}  // namespace optim
+}  // namespace torch
+)";
+
+// A program with one SL501 finding (the optimizer on line 8, column 21).
+const char* const kBuggy = R"(#include <torch/mini.h>
+struct Net : torch::nn::Module {
+  void grow() { register_parameter("w", torch::Tensor{}); }
+};
+
+int main() {
+  Net net;
+  torch::optim::SGD opt(net.parameters(), 0.1);
+  net.grow();
+  opt.step();
+}
+)";
+
+struct Project : TempDir {
+  Project() : TempDir("shardlint-cxx-") { write("include/torch/mini.h", kMiniTorch); }
+  std::string include() const { return "-I" + (path() / "include").string(); }
+  std::vector<shardlint::Diagnostic> lint(const std::vector<std::string>& rel, std::vector<std::string> flags = {},
+                                          shardlint::LintStats* stats = nullptr) const {
+    shardlint::LintOptions options;
+    options.cxxFlags = std::move(flags);
+    options.jobs = 2;
+    shardlint::Linter linter(shardlint::rules::catalog(), options);
+    std::vector<std::string> paths;
+    for (const auto& r : rel) paths.push_back((path() / r).string());
+    return linter.lintFiles(paths, stats);
+  }
+};
+
+std::string codes(const std::vector<shardlint::Diagnostic>& ds) {
+  std::string out;
+  for (const auto& d : ds)
+    out += d.code + "@" + fs::path(d.location.path).filename().string() + ":" +
+           std::to_string(d.location.start.line + 1) + ":" + std::to_string(d.location.start.codepointColumn + 1) +
+           " ";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cxx: compile flags come from compile_commands.json, compile_flags.txt, `--`, or the default",
+          "[cxx]") {
+  if (!shardlint::cxx::available()) return;
+  SECTION("compile_commands.json in a build/ folder above the file") {
+    Project p;
+    p.write("src/train.cpp", kBuggy);
+    nlohmann::json db = nlohmann::json::array();
+    db.push_back({{"directory", (p.path() / "build").string()},
+                  {"file", (p.path() / "src" / "train.cpp").string()},
+                  {"command", "/usr/bin/c++ " + p.include() + " -std=c++17 -o train.o -c " +
+                                  (p.path() / "src" / "train.cpp").string()}});
+    p.write("build/compile_commands.json", db.dump());
+    auto flags = shardlint::cxx::findFlags((p.path() / "src" / "train.cpp").string(), {}, {});
+    CHECK(flags.origin.find("compile_commands.json") != std::string::npos);
+    CHECK(std::find(flags.args.begin(), flags.args.end(), p.include()) != flags.args.end());
+    CHECK(std::find(flags.args.begin(), flags.args.end(), "-c") == flags.args.end());
+    CHECK(codes(p.lint({"src/train.cpp"})) == "SL501@train.cpp:8:21 ");
+  }
+  SECTION("compile_flags.txt") {
+    Project p;
+    p.write("train.cpp", kBuggy);
+    p.write("compile_flags.txt", p.include() + "\n-std=c++17\n");
+    CHECK(codes(p.lint({"train.cpp"})) == "SL501@train.cpp:8:21 ");
+  }
+  SECTION("flags given after `--`, and without any: the default, where the header is not found") {
+    Project p;
+    p.write("train.cpp", kBuggy);
+    CHECK(codes(p.lint({"train.cpp"}, {p.include()})) == "SL501@train.cpp:8:21 ");
+    auto found = p.lint({"train.cpp"});
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].code == "SL001");
+    CHECK(found[0].message.find("'torch/mini.h' file not found") != std::string::npos);
+    CHECK(found[0].message.find("compile flags from the default") != std::string::npos);
+  }
+}
+
+TEST_CASE("cxx: a unit that does not compile gets one SL001; the other units are analysed", "[cxx]") {
+  if (!shardlint::cxx::available()) return;
+  Project p;
+  p.write("good.cpp", kBuggy);
+  p.write("bad.cpp", std::string("#include <torch/mini.h>\n// optim register_module\nint main() { undeclared(); }\n"));
+  shardlint::LintStats stats;
+  auto found = p.lint({"bad.cpp", "good.cpp"}, {p.include()}, &stats);
+  CHECK(codes(found) == "SL001@bad.cpp:3:14 SL501@good.cpp:8:21 ");
+  CHECK(found[0].message.find("use of undeclared identifier 'undeclared'") != std::string::npos);
+  CHECK(stats.cxxParsed == 2);
+}
+
+TEST_CASE("cxx: units no rule may apply to are not parsed", "[cxx]") {
+  if (!shardlint::cxx::available()) return;
+  Project p;
+  p.write("plain.cpp", "#include <vector>\nint main() { std::vector<int> v; return (int)v.size(); }\n");
+  p.write("no_registration.cpp", "#include <torch/mini.h>\nint main() { torch::optim::SGD s({}, 0.1); s.step(); }\n");
+  shardlint::LintStats stats;
+  CHECK(p.lint({"plain.cpp", "no_registration.cpp"}, {p.include()}, &stats).empty());
+  CHECK(stats.cxxUnits == 2);
+  CHECK(stats.cxxParsed == 0);
+}
+
+TEST_CASE("cxx: a header's registration is found through the unit that includes it", "[cxx]") {
+  if (!shardlint::cxx::available()) return;
+  Project p;
+  p.write("net.h",
+          "#pragma once\n#include <torch/mini.h>\nstruct Net : torch::nn::Module {\n"
+          "  void grow() { register_parameter(\"w\", torch::Tensor{}); }\n};\n");
+  p.write("train.cpp",
+          "#include \"net.h\"\nint main() {\n  Net net;\n  torch::optim::SGD opt(net.parameters(), 0.1);\n"
+          "  net.grow();\n  opt.zero_grad();\n}\n");
+  auto found = p.lint({"train.cpp"}, {p.include()});
+  REQUIRE(found.size() == 1);
+  CHECK(codes(found) == "SL501@train.cpp:4:21 ");
+  REQUIRE(found[0].notes.size() == 3);
+  CHECK(fs::path(found[0].notes[1].location.path).filename() == "net.h");
+  CHECK(found[0].notes[1].location.start.line == 3);
+}
+
+TEST_CASE("cxx: `// noqa` and `// shardlint: disable=` suppress; an unused directive is SL003", "[cxx]") {
+  if (!shardlint::cxx::available()) return;
+  Project p;
+  std::string noqa = kBuggy;
+  noqa.replace(noqa.find("0.1);"), 5, "0.1);  // noqa: SL501");
+  p.write("noqa.cpp", noqa);
+  std::string disable = kBuggy;
+  disable.replace(disable.find("  torch::optim::SGD"), 0, "  // shardlint: disable=SL501\n");
+  p.write("disable.cpp", disable);
+  std::string unused = std::string(kBuggy) + "// shardlint: disable=SL501\nint unused_below = 0;\n";
+  p.write("unused.cpp", unused);
+  CHECK(codes(p.lint({"noqa.cpp", "disable.cpp", "unused.cpp"}, {p.include()})) ==
+        "SL501@unused.cpp:8:21 SL003@unused.cpp:12:1 ");
+}
+
+TEST_CASE("cxx: findings in JSON and SARIF (validated), with the notes", "[cxx][formats]") {
+  if (!shardlint::cxx::available()) return;
+  Project p;
+  p.write("train.cpp", kBuggy);
+  std::string cd = "cd " + shellQuote(p.path().string()) + " && " + shellQuote(SHARDLINT_BINARY);
+  auto json = runShell(cd + " check --no-cache --format json train.cpp -- " + shellQuote(p.include()));
+  CHECK(json.code == 1);
+  auto j = nlohmann::json::parse(json.out);
+  REQUIRE(j["findings"].size() == 1);
+  CHECK(j["findings"][0]["code"] == "SL501");
+  CHECK(j["findings"][0]["notes"].size() == 3);
+  fs::path validator = fs::path(SHARDLINT_SOURCE_DIR) / "tools" / "node_modules" / ".bin" / "sarif-multitool";
+  if (!fs::exists(validator)) return;  // the sarif tests fail on their own when the tool is missing
+  auto sarif = runShell(cd + " check --no-cache --format sarif train.cpp -- " + shellQuote(p.include()) +
+                        " > out.sarif; " + shellQuote(validator.string()) + " validate out.sarif 2>&1");
+  INFO(sarif.out);
+  CHECK(sarif.code == 0);
+}
