@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "cxx/CxxFrontend.h"
 #include "TestSupport.h"
 
 namespace fs = std::filesystem;
@@ -875,4 +876,41 @@ TEST_CASE("lsp: Neovim 0.7 shows the diagnostics", "[lsp][nvim]") {
   // Neovim converts the UTF-16 character 28 to byte column 30 of the buffer line.
   CHECK(text.str().find("7:30 SL101 optimizer is built from the parameters of `model` before FSDP1") !=
         std::string::npos);
+}
+
+// C++ documents go through the C++ frontend; their quick fixes write `//` comments.
+TEST_CASE("lsp: C++ diagnostics and their `// noqa` quick fix", "[lsp][cxx]") {
+  if (!shardlint::cxx::available()) return;
+  TempDir dir;
+  dir.write("include/torch/mini.h",
+            "#pragma once\n#include <vector>\nnamespace torch { struct Tensor {}; namespace nn { struct Module {\n"
+            "  std::vector<Tensor> parameters() const { return {}; }\n"
+            "  Tensor register_parameter(const char*, Tensor t) { return t; } }; }\n"
+            "namespace optim { struct SGD { SGD(std::vector<Tensor>, double) {} void step() {} }; } }\n");
+  dir.write("compile_flags.txt", "-I" + (dir.path() / "include").string() + "\n");
+  const std::string text =
+      "#include <torch/mini.h>\n// optim register_module\nint main() {\n  torch::nn::Module net;\n"
+      "  torch::optim::SGD opt(net.parameters(), 0.1);\n  net.register_parameter(\"w\", torch::Tensor{});\n"
+      "  opt.step();\n}\n";
+  std::string uri = uriOf(dir.write("train.cpp", text));
+  LspProcess s;
+  s.initialize({}, dir.path());
+  s.open(uri, text);
+  json diags = s.published(uri, 1)["diagnostics"];
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0]["code"] == "SL501");
+  CHECK(diags[0]["range"]["start"] == json({{"line", 4}, {"character", 20}}));
+  s.request(5, "textDocument/codeAction",
+            {{"textDocument", {{"uri", uri}}},
+             {"range", diags[0]["range"]},
+             {"context", {{"diagnostics", json::array({diags[0]})}}}});
+  json actions = s.response(5)["result"];
+  REQUIRE(actions.size() == 2);
+  CHECK(actions[0]["title"] == "Suppress SL501 on this line (// noqa: SL501)");
+  json edit = actions[0]["edit"]["changes"][uri][0];
+  CHECK(edit["newText"] == "  // noqa: SL501");
+  CHECK(actions[1]["edit"]["changes"][uri][0]["newText"] == "// shardlint: noqa: SL501\n");
+  s.change(uri, 2, {{{"range", edit["range"]}, {"text", edit["newText"]}}});
+  CHECK(s.published(uri, 2)["diagnostics"].empty());
+  CHECK(s.shutdownAndExit() == 0);
 }

@@ -47,7 +47,7 @@ struct RpcError : std::runtime_error {
 };
 
 enum class Encoding { Utf16, Utf8 };
-enum class DocKind { Python, Config, Launch, Other };
+enum class DocKind { Python, Config, Launch, Cxx, Other };
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -59,6 +59,7 @@ DocKind kindOf(const std::string& path, const std::string& languageId) {
   std::string ext = lower(p.extension().string()), name = p.filename().string();
   if (ext == ".yaml" || ext == ".yml" || ext == ".json") return DocKind::Config;
   if (ext == ".sh" || name == "Makefile" || name == "makefile" || name == "GNUmakefile") return DocKind::Launch;
+  if (ext == ".cpp" || ext == ".cc" || ext == ".cxx") return DocKind::Cxx;
   if (ext == ".py" || ext == ".pyi" || languageId == "python") return DocKind::Python;
   return DocKind::Other;
 }
@@ -103,7 +104,8 @@ bool iprefix(std::string_view s, std::string_view prefix) {
 // `# noqa: CODES` section, or npos.
 size_t noqaCodesEnd(std::string_view text, size_t b, size_t e) {
   for (size_t pos = b; pos < e; ++pos) {
-    if (text[pos] != '#') continue;
+    // `#`, or the second `/` of `//` (C++)
+    if (text[pos] != '#' && !(text[pos] == '/' && pos > b && text[pos - 1] == '/')) continue;
     size_t i = pos + 1;
     while (i < e && (text[i] == ' ' || text[i] == '\t')) ++i;
     if (!iprefix(text.substr(i, e - i), "noqa")) continue;
@@ -841,17 +843,22 @@ class Server {
         if (syntax::PyKinds::instance().kind(n) == syntax::Kind::comment && ts_node_start_byte(n) >= begin)
           comment = ts_node_start_byte(n);
       }
+    } else if (d.kind == DocKind::Cxx) {
+      // C++: a `// noqa: ...` already at the end of the line gets the code; otherwise a new one.
+      std::string_view lineText = text.substr(begin, end - begin);
+      if (size_t at = lineText.rfind("// noqa"); at != std::string_view::npos) comment = begin + at;
     } else if (size_t at = hashCommentStart(text.substr(begin, end - begin)); at != std::string_view::npos) {
       comment = begin + at;
     }
     size_t codesEnd = comment == std::string_view::npos ? std::string_view::npos : noqaCodesEnd(text, comment, end);
-    json action = {{"title", "Suppress " + code + " on this line (# noqa: " + code + ")"},
+    std::string marker = d.kind == DocKind::Cxx ? "//" : "#";
+    json action = {{"title", "Suppress " + code + " on this line (" + marker + " noqa: " + code + ")"},
                    {"kind", "quickfix"},
                    {"diagnostics", json::array({diag})}};
     if (codesEnd != std::string_view::npos)
       action["edit"] = edit(d, index, static_cast<uint32_t>(codesEnd), ", " + code);
     else
-      action["edit"] = edit(d, index, end, "  # noqa: " + code);
+      action["edit"] = edit(d, index, end, "  " + marker + " noqa: " + code);
     return action;
   }
 
@@ -865,7 +872,7 @@ class Server {
     if (d.kind == DocKind::Python)
       for (uint32_t l = line; l < 2 && l < index.lineCount(); ++l)
         if (isEncodingLine(lineText(l))) line = l + 1;
-    std::string comment = "# shardlint: noqa: " + code;
+    std::string comment = (d.kind == DocKind::Cxx ? "// shardlint: noqa: " : "# shardlint: noqa: ") + code;
     json action = {{"title", "Suppress " + code + " in this file"},
                    {"kind", "quickfix"},
                    {"diagnostics", json::array({diag})}};
