@@ -32,6 +32,22 @@ class StrayParamGroup final : public Rule {
     ObjId root;  // the object as created (nn.Parameter(...), torch.zeros(...), Head())
   };
 
+  // A wrapped module that was stored, through attribute stores, into the source's object
+  // (`model.tok_embeddings = nn.Embedding(...)`, then `fully_shard(model.tok_embeddings)`: torchtune's
+  // resize_token_embeddings), or into an object the analysis only knows as a constant (it lost which
+  // module the helper got): either way the wrap cannot show that the source is a separate module.
+  static bool storedIntoSourceOrUnknown(const Store& st, ObjId wrapped, ObjId root) {
+    ObjId x = st.rootOf(wrapped);
+    for (int hops = 0; hops < 64; ++hops) {
+      ObjId owner = st.obj(x).owner;
+      if (owner == kNoObj) return false;
+      ObjId r = st.rootOf(owner);
+      if (r == root || st.obj(r).kind == semantic::ObjKind::Literal) return true;
+      x = r;
+    }
+    return false;
+  }
+
   // Is the source managed by some FSDP wrap: inside a wrapped module, having been
   // attached to it (`model.head = head`, `self.scale = nn.Parameter(...)`) before the wrap?
   static bool managed(const Store& st, const Lineage& src, ObjId root, const std::vector<const Event*>& wraps) {
@@ -46,6 +62,7 @@ class StrayParamGroup final : public Rule {
     }
     for (const Event* w : wraps) {
       if (w->target == kNoObj) continue;
+      if (storedIntoSourceOrUnknown(st, w->target, root)) return true;
       Lineage t = lineageOf(st, w->target);
       if (!within(src, t) && !within(t, moduleOfSource(src))) continue;
       // The wrap took this very object: storing it somewhere later (a checkpoint helper's
