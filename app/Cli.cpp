@@ -412,10 +412,15 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   bool preflight = false;
   int masterPort = 0;
   CLI::App* probeCmd = app.add_subcommand(
-      "probe", "Lint, then check every SL101, SL102 and SL103 finding at runtime (torch.distributed.run)");
+      "probe", "Lint, then check every SL101, SL102 and SL103 finding at runtime (torch.distributed.run), or "
+               "SL501 findings on a LibTorch program (--mode cxx)");
   probeCmd->add_option("paths", pa.paths, "Files or directories to lint (--mode script runs the first)");
-  probeCmd->add_option("--mode", po.mode, "replay (a generated program per finding, default) or script")
-      ->check(CLI::IsMember({"replay", "script"}));
+  probeCmd->add_option("--mode", po.mode,
+                       "replay (a generated program per finding, default), script, or cxx (SL501 findings, on your "
+                       "LibTorch program: --build, --run)")
+      ->check(CLI::IsMember({"replay", "script", "cxx"}));
+  probeCmd->add_option("--build", po.buildCommand, "--mode cxx: the shell command that builds the program");
+  probeCmd->add_option("--run", po.runCommand, "--mode cxx: the shell command that runs the program");
   probeCmd->add_option("--nproc", po.nproc, "Ranks per node (default 2)")->check(CLI::Range(1, 1024));
   probeCmd->add_option("--backend", po.backend, "auto (default), nccl or gloo")
       ->check(CLI::IsMember({"auto", "nccl", "gloo"}));

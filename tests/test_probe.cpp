@@ -1099,3 +1099,36 @@ TEST_CASE("probe preflight: $SHARDLINT_PREFLIGHT overrides where the preflight i
     ::unsetenv("SHARDLINT_PREFLIGHT");
   CHECK(preflightPath() != "/opt/elsewhere/shardlint-preflight");
 }
+
+// `--mode cxx`: the verdict from the report the preloaded library writes (runtime_probe/cxx).
+TEST_CASE("probe: C++ verdicts from the probe library's report", "[probe][cxx]") {
+  using shardlint::probe::cxxVerdict;
+  using shardlint::probe::Verdict;
+  auto param = [](const char* name, bool after, bool optimized, bool grad, bool moved) {
+    return std::string("{\"name\": \"") + name + "\", \"module\": \"Net\", \"after_optimizer\": " +
+           (after ? "true" : "false") + ", \"optimized\": " + (optimized ? "true" : "false") +
+           ", \"requires_grad\": true, \"has_grad\": " + (grad ? "true" : "false") + ", \"moved\": " +
+           (moved ? "true" : "false") + "}";
+  };
+  auto report = [](int groups, const std::vector<std::string>& params) {
+    std::string out = "{\"param_groups\": " + std::to_string(groups) + ", \"parameters\": [";
+    for (size_t i = 0; i < params.size(); ++i) out += (i ? "," : "") + params[i];
+    return out + "]}";
+  };
+  auto late = cxxVerdict(report(1, {param("w", false, true, true, true), param("head", true, false, true, false)}));
+  CHECK(late.verdict == Verdict::Confirmed);
+  CHECK(late.evidence.find("Net.head") != std::string::npos);
+  CHECK(late.evidence.find("1 of 1 optimized parameters moved") != std::string::npos);
+  // Everything registered late was added to the optimizer (add_param_group, or a new optimizer).
+  CHECK(cxxVerdict(report(2, {param("w", false, true, true, true), param("head", true, true, true, true)})).verdict ==
+        Verdict::NotReproduced);
+  // No optimizer at all; late parameters that never got a gradient; a gradient but no step.
+  CHECK(cxxVerdict(report(0, {param("w", false, false, true, false)})).verdict == Verdict::NotReached);
+  CHECK(cxxVerdict(report(1, {param("w", false, true, true, true), param("head", true, false, false, false)})).verdict ==
+        Verdict::NotReached);
+  CHECK(cxxVerdict(report(1, {param("w", false, true, true, false), param("head", true, false, true, false)})).verdict ==
+        Verdict::NotReached);
+  // An optimizer built before any parameter existed (a constructor's initialiser list).
+  CHECK(cxxVerdict(report(1, {param("fc", true, false, true, false)})).verdict == Verdict::Confirmed);
+  CHECK(cxxVerdict("not json").verdict == Verdict::ProbeError);
+}

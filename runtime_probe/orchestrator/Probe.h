@@ -183,10 +183,20 @@ struct ProbeOptions {
   bool keep = false;  // keep the per-finding temp dirs
   std::optional<int> masterPort;
   std::string nnodes, rdzvEndpoint, srun;
+  std::string buildCommand, runCommand;  // cxx mode: shell commands that build and run the program
   std::string script;                   // script mode: the entry script (the first PATH)
   std::vector<std::string> scriptArgs;  // after `--`
   double torchProbeTimeout = 120;       // the `python -c` environment probe
 };
+
+// The verdict of a C++ probe run from the report the preloaded library wrote (runtime_probe/cxx):
+// confirmed when parameters registered after the first optimizer was built are in no optimizer and
+// did not move while optimized ones moved; not-reproduced when every parameter registered after an
+// optimizer is in one; not-reached when no optimizer was built or nothing moved (no step ran).
+ProbeResult cxxVerdict(const std::string& reportJson);
+// The C++ probe library: $SHARDLINT_CXX_PROBE_LIB, next to the executable, or where the build put it
+// ("" when it was not built: no LibTorch).
+std::string cxxProbeLibrary();
 
 // Where the instrumentation package lives (runtime_probe/python): $SHARDLINT_PROBE_PYTHONPATH,
 // next to the executable (../runtime_probe/python, ../share/shardlint/python), or the source tree.
@@ -200,6 +210,8 @@ class Session {
   int run(std::vector<Diagnostic>& diags);
   // 0 when every finding was probed and not reproduced (or there are none), else 1.
   int exitCode(const std::vector<Diagnostic>& diags) const;
+  // `--mode cxx`: SL501 findings, checked on the user's own LibTorch program.
+  int runCxx(std::vector<Diagnostic>& diags);
   const std::map<size_t, ProbeResult>& results() const { return results_; }
   const ProbeOptions& options() const { return options_; }
 
