@@ -33,8 +33,6 @@ namespace shardlint::cxx {
 namespace fs = std::filesystem;
 using namespace clang;
 
-bool available() { return true; }
-
 // ------------------------------------------------------------------ flags
 
 namespace {
@@ -91,8 +89,9 @@ std::vector<std::string> argumentsOf(const tooling::CompileCommand& cmd, const s
 
 }  // namespace
 
-CompileFlags findFlags(const std::string& path, const std::vector<std::string>& extra,
-                       const std::vector<std::string>& defaults) {
+namespace {
+CompileFlags findFlagsImpl(const std::string& path, const std::vector<std::string>& extra,
+                           const std::vector<std::string>& defaults) {
   std::string file = normal(path);
   CompileFlags flags;
   std::error_code ec;
@@ -133,6 +132,7 @@ CompileFlags findFlags(const std::string& path, const std::vector<std::string>& 
   }
   return flags;
 }
+}  // namespace
 
 // ------------------------------------------------------------------ the model
 
@@ -624,8 +624,9 @@ void collectComments(Builder& b, std::vector<Comment>& out) {
 
 }  // namespace
 
-ParseResult parse(const std::string& path, const std::string& text, const CompileFlags& flags,
-                  const std::vector<std::string>& projectDirs) {
+namespace {
+ParseResult parseImpl(const std::string& path, const std::string& text, const CompileFlags& flags,
+                      const std::vector<std::string>& projectDirs) {
   auto started = std::chrono::steady_clock::now();
   ParseResult result;
   Builder b;
@@ -675,4 +676,11 @@ ParseResult parse(const std::string& path, const std::string& text, const Compil
   return result;
 }
 
+const FrontendApi kApi{kFrontendApiVersion, findFlagsImpl, parseImpl};
+}  // namespace
+
 }  // namespace shardlint::cxx
+
+extern "C" __attribute__((visibility("default"))) const shardlint::cxx::FrontendApi* shardlint_cxx_frontend_api() {
+  return &shardlint::cxx::kApi;
+}

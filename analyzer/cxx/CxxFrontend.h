@@ -1,6 +1,9 @@
 // The C++ frontend: a translation unit parsed with Clang (LibTooling), reduced to the plain model
-// of CxxModel.h. Built only when CMake finds Clang (SHARDLINT_CXX); without it `available()` is
-// false and `parse` reports that the frontend is not built.
+// of CxxModel.h. The Clang part is a separate shared module (libshardlint_cxx.so, built only when
+// CMake finds Clang: SHARDLINT_CXX), loaded with dlopen the first time a C++ unit is parsed, so
+// that runs without C++ files never load LLVM (about 100 ms and 60 MB at start-up). These
+// functions live in the engine (CxxLoader.cpp) and forward to the module; without it `available()`
+// is false.
 #pragma once
 #include <string>
 #include <vector>
@@ -52,5 +55,16 @@ struct ParseResult {
 // Thread-safe: each call has its own Clang instance.
 ParseResult parse(const std::string& path, const std::string& text, const CompileFlags& flags,
                   const std::vector<std::string>& projectDirs);
+
+// What the module exports (`shardlint_cxx_frontend_api`), and where the loader looks for it:
+// $SHARDLINT_CXX_FRONTEND, next to the executable, then where the build put it.
+struct FrontendApi {
+  int version;
+  CompileFlags (*findFlags)(const std::string&, const std::vector<std::string>&, const std::vector<std::string>&);
+  ParseResult (*parse)(const std::string&, const std::string&, const CompileFlags&, const std::vector<std::string>&);
+};
+constexpr int kFrontendApiVersion = 1;
+// Why the module could not be loaded ("" when it was, or has not been tried).
+std::string loadProblem();
 
 }  // namespace shardlint::cxx

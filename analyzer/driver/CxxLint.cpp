@@ -124,9 +124,8 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
         if (!u.parse) continue;
         SourceFile empty(u.path, "");
         out.push_back(makeDiagnostic(*sl002, makeLocation(empty, {0, 0}),
-                                     "file skipped: this shardlint was built without the C++ frontend (Clang "
-                                     "LibTooling 14 was not found at build time; scripts/setup.sh installs it); " +
-                                         std::to_string(toParse) + " C++ translation unit(s) were not analysed"));
+                                     "file skipped: " + cxx::loadProblem() + "; " + std::to_string(toParse) +
+                                         " C++ translation unit(s) were not analysed"));
         break;  // said once
       }
     }
@@ -205,7 +204,7 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
 }
 
 std::string dumpCxxModel(const std::string& path, std::string text, const RuleCatalog& catalog) {
-  if (!cxx::available()) return "the C++ frontend is not built\n";
+  if (!cxx::available()) return cxx::loadProblem() + "\n";
   std::vector<std::string> defaults = catalog.cxxDefaultFlags ? catalog.cxxDefaultFlags() : std::vector<std::string>{};
   cxx::CompileFlags flags = cxx::findFlags(path, {}, defaults);
   std::error_code ec;
