@@ -52,6 +52,30 @@ std::vector<Expectation> sidecarExpectations(const fs::path& file) {
   return out;
 }
 
+// Every finding of `diags` that lies in `path` must match one expectation (code, line, column and the
+// message regex), and every expectation must be matched.
+void checkExpectations(const std::string& name, const std::vector<shardlint::Diagnostic>& diags,
+                       const std::vector<Expectation>& expected, const std::string* onlyPath = nullptr) {
+  std::vector<bool> matched(expected.size(), false);
+  for (const auto& d : diags) {
+    if (onlyPath && d.location.path != *onlyPath) continue;
+    uint32_t line = d.location.start.line + 1, col = d.location.start.codepointColumn + 1;
+    auto it = std::find_if(expected.begin(), expected.end(), [&](const Expectation& e) {
+      size_t i = static_cast<size_t>(&e - expected.data());
+      return !matched[i] && e.code == d.code && e.line == line && e.column == col &&
+             (!e.messageRegex || std::regex_search(d.message, std::regex(*e.messageRegex)));
+    });
+    INFO("unexpected finding " << name << ":" << line << ":" << col << ": " << d.code << " " << d.message);
+    CHECK(it != expected.end());
+    if (it != expected.end()) matched[static_cast<size_t>(it - expected.begin())] = true;
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("missing finding " << name << ":" << expected[i].line << ":" << expected[i].column << ": "
+                            << expected[i].code);
+    CHECK(matched[i]);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("fixtures: every finding expected, every expectation found", "[fixtures]") {
@@ -75,24 +99,7 @@ TEST_CASE("fixtures: every finding expected, every expectation found", "[fixture
         CHECK(std::any_of(expected.begin(), expected.end(),
                           [&](const Expectation& e) { return e.code == name.substr(0, 5); }));
       }
-      auto diags = linter.lintText(name, text);
-      std::vector<bool> matched(expected.size(), false);
-      for (const auto& d : diags) {
-        uint32_t line = d.location.start.line + 1, col = d.location.start.codepointColumn + 1;
-        auto it = std::find_if(expected.begin(), expected.end(), [&](const Expectation& e) {
-          size_t i = static_cast<size_t>(&e - expected.data());
-          return !matched[i] && e.code == d.code && e.line == line && e.column == col &&
-                 (!e.messageRegex || std::regex_search(d.message, std::regex(*e.messageRegex)));
-        });
-        INFO("unexpected finding " << name << ":" << line << ":" << col << ": " << d.code << " " << d.message);
-        CHECK(it != expected.end());
-        if (it != expected.end()) matched[static_cast<size_t>(it - expected.begin())] = true;
-      }
-      for (size_t i = 0; i < expected.size(); ++i) {
-        INFO("missing finding " << name << ":" << expected[i].line << ":" << expected[i].column << ": "
-                                << expected[i].code);
-        CHECK(matched[i]);
-      }
+      checkExpectations(name, linter.lintText(name, text), expected);
     }
   }
 }
@@ -124,23 +131,7 @@ TEST_CASE("fixtures: C++ units with the real LibTorch headers", "[fixtures][cxx]
       auto expected = shardlint::testing::parseExpectations(readFile(path));
       bool ok = name.find("_ok.cpp") != std::string::npos;
       CHECK(ok == expected.empty());
-      std::vector<bool> matched(expected.size(), false);
-      for (const auto& d : diags) {
-        if (d.location.path != path) continue;
-        uint32_t line = d.location.start.line + 1, col = d.location.start.codepointColumn + 1;
-        auto it = std::find_if(expected.begin(), expected.end(), [&](const Expectation& e) {
-          return !matched[static_cast<size_t>(&e - expected.data())] && e.code == d.code && e.line == line &&
-                 e.column == col;
-        });
-        INFO("unexpected finding " << name << ":" << line << ":" << col << ": " << d.code << " " << d.message);
-        CHECK(it != expected.end());
-        if (it != expected.end()) matched[static_cast<size_t>(it - expected.begin())] = true;
-      }
-      for (size_t i = 0; i < expected.size(); ++i) {
-        INFO("missing finding " << name << ":" << expected[i].line << ":" << expected[i].column << ": "
-                                << expected[i].code);
-        CHECK(matched[i]);
-      }
+      checkExpectations(name, diags, expected, &path);
     }
   }
   // Findings in the shared header would point outside the fixtures.
