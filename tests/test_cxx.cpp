@@ -122,7 +122,7 @@ TEST_CASE("cxx: compile flags come from compile_commands.json, compile_flags.txt
   }
 }
 
-TEST_CASE("cxx: a unit that does not compile gets one SL001; the other units are analysed", "[cxx]") {
+TEST_CASE("cxx: a unit that does not compile gets one SL001 and the other units are analysed", "[cxx]") {
   if (!shardlint::cxx::available()) return;
   Project p;
   p.write("good.cpp", kBuggy);
@@ -162,7 +162,7 @@ TEST_CASE("cxx: a header's registration is found through the unit that includes 
   CHECK(found[0].notes[1].location.start.line == 3);
 }
 
-TEST_CASE("cxx: `// noqa` and `// shardlint: disable=` suppress; an unused directive is SL003", "[cxx]") {
+TEST_CASE("cxx: `// noqa` and `// shardlint: disable=` suppress, and an unused directive is SL003", "[cxx]") {
   if (!shardlint::cxx::available()) return;
   Project p;
   std::string noqa = kBuggy;

@@ -55,7 +55,7 @@ std::string render(const std::vector<shardlint::Diagnostic>& diags) {
 
 }  // namespace
 
-TEST_CASE("faults: an exception while analysing one file is SL002 for it; the others' findings survive",
+TEST_CASE("faults: an exception while analysing one file is SL002 for it and the others' findings survive",
           "[faults]") {
   shardlint::testing::TempDir dir("shardlint-faults-");
   writeProject(dir.path());
