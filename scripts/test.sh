@@ -2,8 +2,8 @@
 # Sets up (idempotent), builds and runs the whole test suite in build/, then the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer (leak checks on) and the ThreadSanitizer test of the
 # parallel driver (scripts/test-sanitize.sh; its builds are build-asan/ and build-tsan/). On a clean
-# clone of a 2-core machine the whole command took 21.6 minutes (2 December 2026), most of it the two
-# sanitizer builds. SHARDLINT_SANITIZE_RUN=0 skips the sanitizer half (a quick local run).
+# clone of a 2-core machine the whole command took 35 minutes (2 December 2026), most of it the two
+# sanitizer builds and the sanitized suite. SHARDLINT_SANITIZE_RUN=0 skips the sanitizer half (a quick local run).
 # Arguments go to both ctest runs.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
