@@ -58,7 +58,6 @@ struct Event {
   // left side of an assignment. Unknown otherwise (a temporary, an argument).
   Path result;
   int32_t target = -1;  // Call: the index in Program::functions of a callee defined in the project
-  bool inLoop = false;  // inside a loop body of its function
 };
 
 struct Function {

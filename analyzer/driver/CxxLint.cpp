@@ -22,7 +22,7 @@ bool isCxxPath(const std::string& path) {
 
 namespace {
 
-// The folder `#include "name"` in `from` refers to first: the including file's own.
+// The names in the `#include "name"` lines of `text` (quoted includes; angle includes are left out).
 std::vector<std::string> quotedIncludes(std::string_view text) {
   std::vector<std::string> out;
   size_t pos = 0;
