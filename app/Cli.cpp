@@ -129,6 +129,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     else if (const char* env = std::getenv("SHARDLINT_CACHE_DIR"); env && *env) options.cacheDir = env;
     else options.cacheDir = ((cfg.path ? cfg.path->parent_path() : fs::current_path()) / ".shardlint_cache").string();
     options.cacheKey = std::string("shardlint ") + SHARDLINT_VERSION + " " + executableFingerprint();
+    options.pchCacheDir = options.cacheDir;
   }
   options.cxxFlags = a.cxxFlags;
   Linter linter(catalog, std::move(options));
@@ -255,6 +256,9 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     if (stats.cxxUnits)
       std::fprintf(stderr, "  C++ units       %zu parsed with Clang (of %zu; %.2fs in all, slowest %.2fs)\n",
                    stats.cxxParsed, stats.cxxUnits, stats.cxxParseSeconds, stats.cxxMaxSeconds);
+    if (stats.cxxPchBuilt || stats.cxxPchUsed)
+      std::fprintf(stderr, "  C++ headers     %zu unit(s) with a precompiled header; %zu built (%.2fs)\n",
+                   stats.cxxPchUsed, stats.cxxPchBuilt, stats.cxxPchSeconds);
   }
   if (internalError) {
     std::cerr << "shardlint: internal error: " << *internalError

@@ -3,6 +3,7 @@
 // names SL501 knows, nothing else), so each unit parses in milliseconds; fixtures/cxx/ (test_fixtures)
 // runs the rule on the real LibTorch headers.
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,6 +11,7 @@
 #include "Registry.h"
 #include "TestSupport.h"
 #include "cxx/CxxFrontend.h"
+#include "driver/CxxPrecompiled.h"
 #include "driver/Linter.h"
 
 namespace fs = std::filesystem;
@@ -194,4 +196,118 @@ TEST_CASE("cxx: findings in JSON and SARIF (validated), with the notes", "[cxx][
                         " > out.sarif; " + shellQuote(validator.string()) + " validate out.sarif 2>&1");
   INFO(sarif.out);
   CHECK(sarif.code == 0);
+}
+
+TEST_CASE("cxx: the system includes a unit starts with, for a precompiled header", "[cxx][pch]") {
+  using shardlint::leadingSystemIncludes;
+  CHECK(leadingSystemIncludes("// a comment\n\n#include <torch/torch.h>\n#  include  <vector> // why\nint x;\n") ==
+        "#include <torch/torch.h>\n#include <vector>\n");
+  CHECK(leadingSystemIncludes("\xEF\xBB\xBF/* a\n block */\n#include <a.h>\r\n/* c */ #include <b.h>\n") ==
+        "#include <a.h>\n#include <b.h>\n");
+  // Stops at the first line that is not a system include: a quoted include, a macro, code.
+  CHECK(leadingSystemIncludes("#include <a.h>\n#include \"local.h\"\n#include <b.h>\n") == "#include <a.h>\n");
+  CHECK(leadingSystemIncludes("#define NDEBUG\n#include <a.h>\n") == "");
+  CHECK(leadingSystemIncludes("#include <a.h> /* x */\n") == "");
+  CHECK(leadingSystemIncludes("#include <a.h\n") == "");
+  CHECK(leadingSystemIncludes("#include <>\n") == "");
+  CHECK(leadingSystemIncludes("#include <a.h> \\\n") == "");
+  CHECK(leadingSystemIncludes("/* never closed\n#include <a.h>\n") == "");
+  CHECK(leadingSystemIncludes("") == "");
+}
+
+namespace {
+// A project whose LibTorch stand-in lives outside it (a library folder), linted with a cache
+// folder, so that its units get a precompiled header. The units are in src/: a unit's folder and
+// the one above it are the project, and the library is elsewhere under the temporary folder.
+struct PchProject : Project {
+  TempDir library{"shardlint-cxx-lib-"};
+  PchProject() { library.write("include/torch/mini.h", kMiniTorch); }
+  std::string libraryInclude() const { return "-I" + (library.path() / "include").string(); }
+  fs::path pchDir() const { return path() / "cache" / "cxx-pch"; }
+  size_t count(const std::string& ext) const {
+    size_t n = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(pchDir(), ec), end; !ec && it != end; it.increment(ec))
+      n += it->path().extension() == ext;
+    return n;
+  }
+  std::vector<shardlint::Diagnostic> lintCached(const std::vector<std::string>& rel, shardlint::LintStats& stats,
+                                                std::vector<std::string> flags = {}) const {
+    shardlint::LintOptions options;
+    options.cxxFlags = flags.empty() ? std::vector<std::string>{libraryInclude()} : std::move(flags);
+    options.jobs = 2;
+    options.pchCacheDir = (path() / "cache").string();
+    options.cacheKey = "test";
+    shardlint::Linter linter(shardlint::rules::catalog(), options);
+    std::vector<std::string> paths;
+    for (const auto& r : rel) paths.push_back((path() / "src" / r).string());
+    stats = {};
+    return linter.lintFiles(paths, &stats);
+  }
+};
+}  // namespace
+
+TEST_CASE("cxx: precompiled headers are built once, reused, and never change the findings", "[cxx][pch]") {
+  if (!shardlint::cxx::available()) return;
+  PchProject p;
+  p.write("src/a.cpp", kBuggy);
+  p.write("src/b.cpp", std::string("// the same headers, another unit\n") + kBuggy);
+  p.write("src/bad.cpp", "#include <torch/mini.h>\n// optim register_module\nint main() { undeclared(); }\n");
+  const std::string expected = "SL501@a.cpp:8:21 SL501@b.cpp:9:21 SL001@bad.cpp:3:14 ";
+  shardlint::LintStats stats;
+  SECTION("one build for the units that share headers and flags, then loaded by later runs") {
+    CHECK(codes(p.lintCached({"a.cpp", "b.cpp", "bad.cpp"}, stats)) == expected);
+    CHECK(stats.cxxPchBuilt == 1);
+    CHECK(stats.cxxPchUsed == 2);  // bad.cpp fails with it and is parsed again without it
+    CHECK(p.count(".pch") == 1);
+    CHECK(fs::exists(p.path() / "cache" / ".gitignore"));
+    CHECK(codes(p.lintCached({"a.cpp", "b.cpp", "bad.cpp"}, stats)) == expected);
+    CHECK(stats.cxxPchBuilt == 0);
+    CHECK(stats.cxxPchUsed == 2);
+    CHECK(p.count(".pch") == 1);  // a unit that does not compile does not discard it
+    // Other flags, another precompiled header; for one unit, only the second time it is asked for.
+    CHECK(codes(p.lintCached({"a.cpp"}, stats, {p.libraryInclude(), "-DOTHER"})) == "SL501@a.cpp:8:21 ");
+    CHECK(stats.cxxPchBuilt + stats.cxxPchUsed == 0);
+    CHECK(p.count(".seen") == 1);
+    CHECK(codes(p.lintCached({"a.cpp"}, stats, {p.libraryInclude(), "-DOTHER"})) == "SL501@a.cpp:8:21 ");
+    CHECK(stats.cxxPchBuilt == 1);
+    CHECK(stats.cxxPchUsed == 1);
+    CHECK(p.count(".pch") == 2);
+    CHECK(p.count(".seen") == 0);
+  }
+  SECTION("a header changed since: Clang refuses the precompiled header, the findings stay, the next run rebuilds") {
+    CHECK(codes(p.lintCached({"a.cpp", "b.cpp", "bad.cpp"}, stats)) == expected);
+    p.library.write("include/torch/mini.h", std::string(kMiniTorch) + "namespace torch { struct Added {}; }\n");
+    CHECK(codes(p.lintCached({"a.cpp", "b.cpp", "bad.cpp"}, stats)) == expected);
+    CHECK(stats.cxxPchUsed == 0);
+    CHECK(p.count(".pch") == 0);
+    CHECK(codes(p.lintCached({"a.cpp", "b.cpp", "bad.cpp"}, stats)) == expected);
+    CHECK(stats.cxxPchBuilt == 1);
+    CHECK(stats.cxxPchUsed == 2);
+  }
+  SECTION("headers that reach the project's own files are not precompiled (the model needs their bodies)") {
+    p.write("include/torch/mini.h", kMiniTorch);  // in the project this time (p.include())
+    CHECK(codes(p.lintCached({"a.cpp", "b.cpp", "bad.cpp"}, stats, {p.include()})) == expected);
+    CHECK(stats.cxxPchBuilt == 0);
+    CHECK(stats.cxxPchUsed == 0);
+    CHECK(p.count(".pch") == 0);
+    CHECK(p.count(".none") == 1);
+    CHECK(codes(p.lintCached({"a.cpp", "b.cpp", "bad.cpp"}, stats, {p.include()})) == expected);
+    CHECK(stats.cxxPchBuilt == 0);  // the refusal is remembered
+  }
+  SECTION("units without a leading system include, and --no-cache, get none") {
+    p.write("src/quoted.cpp", std::string("#include \"torch/mini.h\"\n") + (std::strchr(kBuggy, '\n') + 1));
+    CHECK(codes(p.lintCached({"quoted.cpp"}, stats)) == "SL501@quoted.cpp:8:21 ");
+    CHECK(stats.cxxPchBuilt + stats.cxxPchUsed == 0);
+    p.lint({"src/a.cpp"}, {p.libraryInclude()}, &stats);
+    CHECK(stats.cxxPchBuilt + stats.cxxPchUsed == 0);
+    CHECK(!fs::exists(p.pchDir()));
+  }
+  SECTION("only the most recently used precompiled headers are kept") {
+    for (int i = 0; i < 14; ++i)
+      p.lintCached({"a.cpp", "b.cpp"}, stats, {p.libraryInclude(), "-DVARIANT=" + std::to_string(i)});
+    CHECK(stats.cxxPchBuilt == 1);
+    CHECK(p.count(".pch") == 12);
+    CHECK(p.count(".h") == 12);
+  }
 }

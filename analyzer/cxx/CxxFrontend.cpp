@@ -9,6 +9,7 @@
 #include <clang/Basic/SourceManager.h>
 #include <clang/Frontend/CompilerInstance.h>
 #include <clang/Frontend/FrontendAction.h>
+#include <clang/Frontend/FrontendActions.h>
 #include <clang/Lex/Lexer.h>
 #include <clang/Tooling/ArgumentsAdjusters.h>
 #include <clang/Tooling/CompilationDatabase.h>
@@ -625,8 +626,36 @@ void collectComments(Builder& b, std::vector<Comment>& out) {
 }  // namespace
 
 namespace {
+
+// A file system of its own per Clang run: the shared real one would change the process's working
+// directory when the compile command's directory is set (and so every thread's). `memory` takes
+// files that override the disk's.
+llvm::IntrusiveRefCntPtr<FileManager> fileManager(const CompileFlags& flags,
+                                                  llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> memory) {
+  std::unique_ptr<llvm::vfs::FileSystem> physical = llvm::vfs::createPhysicalFileSystem();
+  llvm::IntrusiveRefCntPtr<llvm::vfs::OverlayFileSystem> overlay(
+      new llvm::vfs::OverlayFileSystem(llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(physical.release())));
+  if (memory) overlay->pushOverlay(memory);
+  if (!flags.directory.empty()) overlay->setCurrentWorkingDirectory(flags.directory);
+  return llvm::IntrusiveRefCntPtr<FileManager>(new FileManager(FileSystemOptions(), overlay));
+}
+
+// The driver command line up to the input: the resource folder, C++17 unless the flags choose a
+// standard, the flags, and no warnings (only errors matter here).
+std::vector<std::string> commandLine(const CompileFlags& flags) {
+  std::vector<std::string> argv = {"clang++"};
+  std::string resourceDir = SHARDLINT_CLANG_RESOURCE_DIR;
+  if (!resourceDir.empty()) argv.push_back("-resource-dir=" + resourceDir);
+  bool hasStd = false;
+  for (const auto& a : flags.args) hasStd = hasStd || a.rfind("-std=", 0) == 0;
+  if (!hasStd) argv.push_back("-std=c++17");
+  argv.insert(argv.end(), flags.args.begin(), flags.args.end());
+  argv.push_back("-Wno-everything");
+  return argv;
+}
+
 ParseResult parseImpl(const std::string& path, const std::string& text, const CompileFlags& flags,
-                      const std::vector<std::string>& projectDirs) {
+                      const std::vector<std::string>& projectDirs, const std::string& pch) {
   auto started = std::chrono::steady_clock::now();
   ParseResult result;
   Builder b;
@@ -635,26 +664,16 @@ ParseResult parseImpl(const std::string& path, const std::string& text, const Co
   b.program.files.push_back(File{path, text});
   std::string absolute = normal(path);
 
-  // A file system of its own per parse: the shared real one would change the process's working
-  // directory when the compile command's directory is set (and so every thread's).
-  std::unique_ptr<llvm::vfs::FileSystem> physical = llvm::vfs::createPhysicalFileSystem();
-  llvm::IntrusiveRefCntPtr<llvm::vfs::OverlayFileSystem> overlay(
-      new llvm::vfs::OverlayFileSystem(llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem>(physical.release())));
   llvm::IntrusiveRefCntPtr<llvm::vfs::InMemoryFileSystem> memory(new llvm::vfs::InMemoryFileSystem);
-  overlay->pushOverlay(memory);
-  if (!flags.directory.empty()) overlay->setCurrentWorkingDirectory(flags.directory);
   memory->addFile(absolute, 0, llvm::MemoryBuffer::getMemBufferCopy(text, absolute));
-  llvm::IntrusiveRefCntPtr<FileManager> files(new FileManager(FileSystemOptions(), overlay));
+  llvm::IntrusiveRefCntPtr<FileManager> files = fileManager(flags, memory);
 
-  std::vector<std::string> argv = {"clang++"};
-  std::string resourceDir = SHARDLINT_CLANG_RESOURCE_DIR;
-  if (!resourceDir.empty()) argv.push_back("-resource-dir=" + resourceDir);
-  bool hasStd = false;
-  for (const auto& a : flags.args) hasStd = hasStd || a.rfind("-std=", 0) == 0;
-  if (!hasStd) argv.push_back("-std=c++17");
-  argv.insert(argv.end(), flags.args.begin(), flags.args.end());
+  std::vector<std::string> argv = commandLine(flags);
   argv.push_back("-fsyntax-only");
-  argv.push_back("-Wno-everything");  // only errors matter here
+  if (!pch.empty()) {
+    argv.push_back("-include-pch");
+    argv.push_back(pch);
+  }
   argv.push_back(absolute);
 
   FirstError errors(b);
@@ -676,7 +695,81 @@ ParseResult parseImpl(const std::string& path, const std::string& text, const Co
   return result;
 }
 
-const FrontendApi kApi{kFrontendApiVersion, findFlagsImpl, parseImpl};
+// Clang's PCH writer with function bodies skipped. Afterwards `projectFile` is the first file it
+// read, other than the header itself, that lies under one of the project folders ("" if none).
+// (ToolInvocation destroys the action when it has run: the answer goes to the caller's string.)
+class PchAction : public GeneratePCHAction {
+ public:
+  PchAction(const std::string& header, const std::vector<std::string>& projectDirs, std::string& projectFile)
+      : header_(header), projectDirs_(projectDirs), projectFile_(projectFile) {}
+  bool BeginInvocation(CompilerInstance& ci) override {
+    ci.getFrontendOpts().SkipFunctionBodies = true;
+    return GeneratePCHAction::BeginInvocation(ci);
+  }
+  void EndSourceFileAction() override {
+    SourceManager& sm = getCompilerInstance().getSourceManager();
+    for (auto it = sm.fileinfo_begin(); it != sm.fileinfo_end() && projectFile_.empty(); ++it) {
+      const FileEntry* entry = it->getFirst();
+      llvm::StringRef real = entry->tryGetRealPathName();
+      std::string name = normal(real.empty() ? entry->getName().str() : real.str());
+      if (name == header_) continue;
+      for (const auto& d : projectDirs_)
+        if (under(name, d)) projectFile_ = name;
+    }
+    GeneratePCHAction::EndSourceFileAction();
+  }
+
+ private:
+  const std::string& header_;
+  const std::vector<std::string>& projectDirs_;
+  std::string& projectFile_;
+};
+
+class CountErrors : public DiagnosticConsumer {
+ public:
+  void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic& info) override {
+    DiagnosticConsumer::HandleDiagnostic(level, info);
+    if (level >= DiagnosticsEngine::Error && first.empty()) {
+      llvm::SmallString<256> text;
+      info.FormatDiagnostic(text);
+      first = text.str().str();
+    }
+  }
+  std::string first;
+};
+
+PchResult buildPchImpl(const std::string& header, const CompileFlags& flags, const std::string& output,
+                       const std::vector<std::string>& projectDirs) {
+  auto started = std::chrono::steady_clock::now();
+  PchResult result;
+  std::vector<std::string> dirs;
+  for (const auto& d : projectDirs) dirs.push_back(normal(d));
+  llvm::IntrusiveRefCntPtr<FileManager> files = fileManager(flags, nullptr);
+  std::vector<std::string> argv = commandLine(flags);
+  for (const char* a : {"-x", "c++-header"}) argv.emplace_back(a);
+  std::string headerPath = normal(header);
+  argv.push_back(headerPath);
+  argv.push_back("-o");
+  argv.push_back(output);
+  std::string projectFile;
+  auto action = std::make_unique<PchAction>(headerPath, dirs, projectFile);
+  CountErrors errors;
+  tooling::ToolInvocation invocation(argv, std::unique_ptr<FrontendAction>(std::move(action)), files.get(),
+                                     std::make_shared<PCHContainerOperations>());
+  invocation.setDiagnosticConsumer(&errors);
+  bool ran = invocation.run();
+  if (!ran || !errors.first.empty()) {
+    result.problem = errors.first.empty() ? "Clang could not precompile the headers" : errors.first;
+  } else if (!projectFile.empty()) {
+    result.problem = "the headers reach the project file " + projectFile;
+  } else {
+    result.ok = true;
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+const FrontendApi kApi{kFrontendApiVersion, findFlagsImpl, parseImpl, buildPchImpl};
 }  // namespace
 
 }  // namespace shardlint::cxx

@@ -52,18 +52,35 @@ struct ParseResult {
 // Parses `text` as the file `path` with `flags`. Functions are modelled when they are defined in
 // the main file or in a header under one of `projectDirs` (absolute, lexically normal); other
 // headers are parsed for their declarations only (their function bodies are skipped).
-// Thread-safe: each call has its own Clang instance.
+// `pch`, when not empty, is a precompiled header (buildPch) of the headers the file includes
+// first; Clang refuses one whose headers or flags changed, and the result then fails (the
+// caller parses again without it). Thread-safe: each call has its own Clang instance.
 ParseResult parse(const std::string& path, const std::string& text, const CompileFlags& flags,
-                  const std::vector<std::string>& projectDirs);
+                  const std::vector<std::string>& projectDirs, const std::string& pch = {});
+
+struct PchResult {
+  bool ok = false;
+  std::string problem;  // why there is none, when !ok
+  double seconds = 0;
+};
+
+// Precompiles the header file `header` with `flags` into `output` (written in place: the caller
+// renames it into view). Function bodies are skipped, as in parse(). Refused (ok false) when the
+// header does not compile or reaches a file under one of `projectDirs`: the project's own
+// declarations must come from parsing, where the model sees them.
+PchResult buildPch(const std::string& header, const CompileFlags& flags, const std::string& output,
+                   const std::vector<std::string>& projectDirs);
 
 // What the module exports (`shardlint_cxx_frontend_api`), and where the loader looks for it:
 // $SHARDLINT_CXX_FRONTEND, next to the executable, then where the build put it.
 struct FrontendApi {
   int version;
   CompileFlags (*findFlags)(const std::string&, const std::vector<std::string>&, const std::vector<std::string>&);
-  ParseResult (*parse)(const std::string&, const std::string&, const CompileFlags&, const std::vector<std::string>&);
+  ParseResult (*parse)(const std::string&, const std::string&, const CompileFlags&, const std::vector<std::string>&,
+                       const std::string&);
+  PchResult (*buildPch)(const std::string&, const CompileFlags&, const std::string&, const std::vector<std::string>&);
 };
-constexpr int kFrontendApiVersion = 1;
+constexpr int kFrontendApiVersion = 2;
 // Why the module could not be loaded ("" when it was, or has not been tried).
 std::string loadProblem();
 

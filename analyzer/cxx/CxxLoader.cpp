@@ -68,12 +68,20 @@ CompileFlags findFlags(const std::string& path, const std::vector<std::string>& 
 }
 
 ParseResult parse(const std::string& path, const std::string& text, const CompileFlags& flags,
-                  const std::vector<std::string>& projectDirs) {
-  if (const FrontendApi* a = api()) return a->parse(path, text, flags, projectDirs);
+                  const std::vector<std::string>& projectDirs, const std::string& pch) {
+  if (const FrontendApi* a = api()) return a->parse(path, text, flags, projectDirs, pch);
   ParseResult r;
   r.program.files.push_back(File{path, text});
   r.failed = true;
   r.error = loadProblem();
+  return r;
+}
+
+PchResult buildPch(const std::string& header, const CompileFlags& flags, const std::string& output,
+                   const std::vector<std::string>& projectDirs) {
+  if (const FrontendApi* a = api()) return a->buildPch(header, flags, output, projectDirs);
+  PchResult r;
+  r.problem = loadProblem();
   return r;
 }
 

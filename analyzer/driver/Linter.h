@@ -51,6 +51,10 @@ struct LintOptions {
   bool reportUnusedNoqa = false;
   // The persistent cache folder (driver/ResultCache.h); empty: no cache.
   std::string cacheDir;
+  // The cache folder precompiled headers of C++ units go to (its `cxx-pch/`,
+  // driver/CxxPrecompiled.h); empty: none. `shardlint check` uses `cacheDir`, the language
+  // server the workspace's cache folder (it has no cache of findings).
+  std::string pchCacheDir;
   // What identifies this shardlint build in cache keys (version, executable fingerprint).
   std::string cacheKey;
   // Settings the rules interpret, passed to every analysed file as facts
@@ -75,6 +79,9 @@ struct LintStats {
   size_t cxxParsed = 0;       // ... parsed with Clang (the others were ruled out by the pre-scan)
   double cxxParseSeconds = 0; // the sum over parsed units (they run in parallel)
   double cxxMaxSeconds = 0;   // the slowest unit
+  size_t cxxPchBuilt = 0;     // precompiled headers built (driver/CxxPrecompiled.h)
+  double cxxPchSeconds = 0;   // ... and the seconds spent on them
+  size_t cxxPchUsed = 0;      // units parsed with a precompiled header
   double prescanSeconds = 0;
   double analysisSeconds = 0;
 };

@@ -143,6 +143,19 @@ std::optional<std::vector<Diagnostic>> ResultCache::lookup(
   return it->second.findings;
 }
 
+std::string prepareCacheDir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return "cannot create " + dir.string() + " (" + ec.message() + ")";
+  // Like Ruff's cache folder: ignored by git, and marked as a cache for backup tools.
+  if (!fs::exists(dir / ".gitignore", ec)) atomicWriteFile(dir / ".gitignore", "# Created by shardlint\n*\n");
+  if (!fs::exists(dir / "CACHEDIR.TAG", ec))
+    atomicWriteFile(dir / "CACHEDIR.TAG",
+                    "Signature: 8a477f597d28d172789f06886806bc55\n"
+                    "# This file is a cache directory tag created by shardlint.\n");
+  return "";
+}
+
 void ResultCache::store(const std::string& path, uint64_t hash, const std::string& facts,
                         std::vector<std::pair<std::string, uint64_t>> deps, const std::vector<Diagnostic>& findings) {
   Item item{hash, facts, std::move(deps), findings};
@@ -152,15 +165,7 @@ void ResultCache::store(const std::string& path, uint64_t hash, const std::strin
 
 std::string ResultCache::save() const {
   if (!dirty_) return "";
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return "cannot create " + dir_.string() + " (" + ec.message() + ")";
-  // Like Ruff's cache folder: ignored by git, and marked as a cache for backup tools.
-  if (!fs::exists(dir_ / ".gitignore", ec)) atomicWriteFile(dir_ / ".gitignore", "# Created by shardlint\n*\n");
-  if (!fs::exists(dir_ / "CACHEDIR.TAG", ec))
-    atomicWriteFile(dir_ / "CACHEDIR.TAG",
-                    "Signature: 8a477f597d28d172789f06886806bc55\n"
-                    "# This file is a cache directory tag created by shardlint.\n");
+  if (std::string problem = prepareCacheDir(dir_); !problem.empty()) return problem;
   json files = json::object();
   size_t n = 0;
   for (const auto& [path, item] : items_) {

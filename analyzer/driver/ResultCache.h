@@ -20,6 +20,10 @@
 
 namespace shardlint {
 
+// Creates the cache folder `dir` with its `.gitignore` (everything) and `CACHEDIR.TAG`; "" when
+// it is there, else why not.
+std::string prepareCacheDir(const std::filesystem::path& dir);
+
 class ResultCache {
  public:
   // `key`: everything that is not per file (shardlint build, settings, the linted file set).

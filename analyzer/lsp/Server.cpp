@@ -25,6 +25,7 @@
 #include "driver/Config.h"
 #include "driver/Settings.h"
 #include "driver/Linter.h"
+#include "driver/ResultCache.h"
 #include "lsp/JsonRpc.h"
 #include "output/Emitters.h"
 #include "syntax/TreeSitter.h"
@@ -473,6 +474,13 @@ class Server {
       options.jobs = 1;
       cfg = FileConfig{};
     }
+    // Precompiled headers for C++ documents (a LibTorch unit parses in about half the time with
+    // one): in the cache folder `shardlint check` uses by default.
+    if (const char* env = std::getenv("SHARDLINT_CACHE_DIR"); env && *env) options.pchCacheDir = env;
+    else if (!root_.empty())
+      options.pchCacheDir =
+          ((cfg.path ? cfg.path->parent_path() : std::filesystem::path(root_)) / ".shardlint_cache").string();
+    options.cacheKey = std::string("shardlint ") + SHARDLINT_VERSION + " " + executableFingerprint();
     base_ = std::move(options);
     config_ = std::move(cfg);
     // The project index stays warm between edits: each lint re-reads only what changed (and
