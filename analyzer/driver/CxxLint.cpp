@@ -10,6 +10,7 @@
 #include "core/Parallel.h"
 #include "cxx/CxxFrontend.h"
 #include "driver/CxxPrecompiled.h"
+#include "driver/Linter.h"
 #include "driver/ModuleTable.h"
 #include "driver/Rule.h"
 #include "driver/Suppressions.h"
@@ -111,10 +112,7 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
     ++stats.filesRead;
     std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options.maxFileBytes);
     if (problem) {
-      if (reportSkips) {
-        SourceFile empty(u.path, "");
-        out.push_back(makeDiagnostic(*sl002, makeLocation(empty, {0, 0}), *problem));
-      }
+      if (reportSkips) out.push_back(skippedDiagnostic(*sl002, u.path, *problem));
       continue;
     }
     stats.bytesRead += r.text.size();
@@ -130,10 +128,9 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
     if (reportSkips) {
       for (const auto& u : units) {
         if (!u.parse) continue;
-        SourceFile empty(u.path, "");
-        out.push_back(makeDiagnostic(*sl002, makeLocation(empty, {0, 0}),
-                                     "file skipped: " + cxx::loadProblem() + "; " + std::to_string(toParse) +
-                                         " C++ translation unit(s) were not analysed"));
+        out.push_back(skippedDiagnostic(*sl002, u.path,
+                                        "file skipped: " + cxx::loadProblem() + "; " + std::to_string(toParse) +
+                                            " C++ translation unit(s) were not analysed"));
         break;  // said once
       }
     }
@@ -160,7 +157,7 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
         if (!u.pchKey.empty()) pchUnits.push_back(std::move(p));
       }
     } catch (const std::exception& e) {
-      u.failure = e.what();
+      u.failure = stoppedWhy(e);
     }
   }
   if (pchs && !pchUnits.empty()) {
@@ -186,7 +183,7 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
         ++pchUsed;
       }
     } catch (const std::exception& e) {
-      u.failure = e.what();
+      u.failure = stoppedWhy(e);
     }
   });
   stats.cxxPchUsed += pchUsed;
@@ -195,10 +192,7 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
   for (auto& u : units) {
     if (!u.parse) continue;
     if (!u.failure.empty()) {
-      if (reportSkips) {
-        SourceFile empty(u.path, "");
-        out.push_back(makeDiagnostic(*sl002, makeLocation(empty, {0, 0}), "analysis stopped: " + u.failure));
-      }
+      if (reportSkips) out.push_back(skippedDiagnostic(*sl002, u.path, u.failure));
       continue;
     }
     ++stats.cxxParsed;
@@ -221,9 +215,7 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
       try {
         rule->checkCxx(cx);
       } catch (const std::exception& e) {
-        if (reportSkips)
-          found.push_back(makeDiagnostic(*sl002, makeLocation(*files[0], {0, 0}),
-                                         std::string("analysis stopped: ") + e.what()));
+        if (reportSkips) found.push_back(skippedDiagnostic(*sl002, u.path, stoppedWhy(e)));
       }
     }
     // Suppression comments of every file of the unit; unused ones are reported for the unit's own

@@ -132,18 +132,6 @@ Diagnostic engineDiagnostic(const RuleInfo& info, const SourceFile& file, ByteRa
   return makeDiagnostic(info, makeLocation(file, range), std::move(message));
 }
 
-// The SL002 message for a file whose analysis threw `e`.
-std::string stoppedWhy(const std::exception& e) {
-  if (dynamic_cast<const std::bad_alloc*>(&e)) return std::string("analysis stopped: out of memory (") + e.what() + ")";
-  return std::string("analysis stopped: ") + e.what();
-}
-
-// A file that was not analysed (SL002): reported at its start.
-Diagnostic skippedDiagnostic(const RuleInfo& info, const std::string& path, std::string message) {
-  SourceFile empty(path, "");
-  return engineDiagnostic(info, empty, {0, 0}, std::move(message));
-}
-
 std::optional<Diagnostic> syntaxDiagnostic(const RuleInfo& info, const SourceFile& file, TSNode root) {
   auto err = syntax::firstSyntaxError(root);
   if (!err) return std::nullopt;
@@ -393,6 +381,16 @@ void finalizeDiagnostics(std::vector<Diagnostic>& all) {
 }
 
 }  // namespace
+
+std::string stoppedWhy(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return std::string("analysis stopped: out of memory (") + e.what() + ")";
+  return std::string("analysis stopped: ") + e.what();
+}
+
+Diagnostic skippedDiagnostic(const RuleInfo& info, const std::string& path, std::string message) {
+  SourceFile empty(path, "");
+  return engineDiagnostic(info, empty, {0, 0}, std::move(message));
+}
 
 static bool isLaunchPath(const std::string& path) {
   std::filesystem::path p(path);

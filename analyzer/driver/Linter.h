@@ -154,6 +154,11 @@ class Linter {
 // and every function summary (debugging aid behind `shardlint dump-model`).
 std::string dumpModel(const std::string& path, std::string text, const RuleCatalog& catalog);
 
+// For the driver's files: the SL002 message for a file whose analysis threw `e` (out of memory
+// said as such), and SL002 for a file that was not analysed, reported at its start.
+std::string stoppedWhy(const std::exception& e);
+Diagnostic skippedDiagnostic(const RuleInfo& info, const std::string& path, std::string message);
+
 // Module name used for qualified names of definitions in a file ("train" for train.py).
 std::string moduleNameFor(const std::string& path);
 
