@@ -3,6 +3,7 @@
 // names SL501 knows, nothing else), so each unit parses in milliseconds; fixtures/cxx/ (test_fixtures)
 // runs the rule on the real LibTorch headers.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -303,11 +304,27 @@ TEST_CASE("cxx: precompiled headers are built once, reused, and never change the
     CHECK(stats.cxxPchBuilt + stats.cxxPchUsed == 0);
     CHECK(!fs::exists(p.pchDir()));
   }
-  SECTION("only the most recently used precompiled headers are kept") {
-    for (int i = 0; i < 14; ++i)
-      p.lintCached({"a.cpp", "b.cpp"}, stats, {p.libraryInclude(), "-DVARIANT=" + std::to_string(i)});
-    CHECK(stats.cxxPchBuilt == 1);
-    CHECK(p.count(".pch") == 12);
-    CHECK(p.count(".h") == 12);
+}
+
+TEST_CASE("cxx: only the most recently used precompiled headers are kept", "[cxx][pch]") {
+  TempDir cache("shardlint-pch-");
+  fs::path dir = cache.path() / "cxx-pch";
+  auto now = fs::file_time_type::clock::now();
+  for (int i = 0; i < 14; ++i) {
+    std::string key = "k" + std::to_string(100 + i);
+    cache.write(fs::path("cxx-pch") / (key + ".h"), "#include <vector>\n");
+    fs::path pch = cache.write(fs::path("cxx-pch") / (key + ".pch"), "x");
+    fs::last_write_time(pch, now - std::chrono::minutes(100 - i));  // k113 is the newest
   }
+  shardlint::PchStore store(cache.path(), "test");
+  CHECK(!store.path("k100").empty());  // used now: the newest
+  store.trim(12);
+  CHECK(fs::exists(dir / "k100.pch"));
+  CHECK(fs::exists(dir / "k100.h"));
+  CHECK(!fs::exists(dir / "k101.pch"));  // the two oldest go, with their headers
+  CHECK(!fs::exists(dir / "k101.h"));
+  CHECK(!fs::exists(dir / "k102.pch"));
+  CHECK(fs::exists(dir / "k103.pch"));
+  CHECK(fs::exists(dir / "k113.pch"));
+  CHECK(store.path("k101").empty());
 }
