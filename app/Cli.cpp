@@ -27,6 +27,7 @@
 #include "driver/Settings.h"
 #include "driver/Linter.h"
 #include "driver/ResultCache.h"
+#include "driver/Fixer.h"
 #include "output/Emitters.h"
 #include "lsp/Server.h"
 #include "orchestrator/Probe.h"
@@ -50,6 +51,9 @@ struct CheckArgs {
   std::optional<std::string> cacheDir;
   unsigned jobs = 0;
   std::vector<std::string> cxxFlags;  // after `--`: compile flags for C++ files
+  // Fixes (driver/Fixer.h): --fix writes them, --diff prints them, --fix-only writes them and
+  // reports nothing else, --unsafe-fixes adds the unsafe ones, --show-fixes lists them.
+  bool fix = false, diff = false, fixOnly = false, unsafeFixes = false, showFixes = false;
 };
 
 long peakRssKb() {
@@ -68,6 +72,78 @@ namespace shardlint {
 namespace {
 
 const char* allocatorName() { return tc_malloc ? "tcmalloc_minimal" : "glibc malloc"; }
+
+// --fix / --fix-only / --diff: applies the fixes of `all` to a fixed point (each round lints the
+// fixed texts again, as in-memory overlays, without the cache), then writes the files or prints
+// the diff. `all` becomes the findings left. Returns the exit code when the run ends here.
+std::optional<int> runFixes(const RuleCatalog& catalog, const FileConfig& cfg, const CheckArgs& a,
+                            const LintOptions& options, const std::vector<std::string>& files,
+                            std::vector<Diagnostic>& all, std::optional<std::string>& internalError) {
+  std::vector<Diagnostic> notLinted;  // folder-level findings the linter does not make again
+  for (const auto& d : all)
+    if (std::find(files.begin(), files.end(), d.location.path) == files.end()) notLinted.push_back(d);
+  LintOptions base = options;
+  base.cacheDir.clear();
+  auto relint = [&](const std::map<std::string, std::string>& texts) {
+    LintOptions o = base;
+    for (const auto& [path, text] : texts) o.overlays[absolutePathKey(path)] = text;
+    Linter again(catalog, std::move(o));
+    std::vector<Diagnostic> found;
+    try {
+      found = again.lintFiles(files);
+    } catch (const LintInternalError& e) {
+      internalError = e.what();
+      found = e.partial;
+    }
+    applyFindingSettings(catalog, cfg, found);
+    return found;
+  };
+  std::vector<Diagnostic> first = all;
+  FixRun run = fixToFixedPoint(all, a.unsafeFixes, relint);
+  for (const auto& path : run.unreadable) std::cerr << "shardlint: " << path << ": not fixed: it cannot be read\n";
+  all = std::move(run.remaining);
+  all.insert(all.end(), notLinted.begin(), notLinted.end());
+  sortDiagnostics(all);
+  auto plural = [](size_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  size_t fixable = 0, unsafeLeft = 0;
+  for (const auto& d : all)
+    if (d.fix) ++(d.fix->applicability == Applicability::Safe || a.unsafeFixes ? fixable : unsafeLeft);
+  std::string left = plural(all.size(), "finding", "findings") + " left" +
+                     (unsafeLeft ? " (" + plural(unsafeLeft, "more fix", "more fixes") + " with --unsafe-fixes)" : "");
+  if (a.diff) {
+    for (const auto& [path, texts] : run.changed) std::cout << unifiedDiff(path, texts.first, texts.second);
+    std::cout.flush();
+    if (!a.quiet)
+      std::cerr << "shardlint: would fix " << plural(run.fixed, "finding", "findings") << " in "
+                << plural(run.changed.size(), "file", "files") << "; " << left << "\n";
+    if (internalError) return kExitInternal;
+    return run.changed.empty() ? kExitClean : kExitFindings;
+  }
+  auto problems = writeFixedFiles(run);
+  if (!problems.empty()) {
+    // A file left alone keeps its first findings (the others are those of the fixed texts).
+    std::set<std::string> unwritten;
+    for (const auto& [path, why] : problems) {
+      std::cerr << "shardlint: " << path << ": not fixed: " << why << "\n";
+      unwritten.insert(path);
+    }
+    std::vector<Diagnostic> kept;
+    for (auto& d : all)
+      if (!unwritten.count(d.location.path)) kept.push_back(std::move(d));
+    for (auto& d : first)
+      if (unwritten.count(d.location.path)) kept.push_back(std::move(d));
+    all = std::move(kept);
+    sortDiagnostics(all);
+  }
+  if (!a.quiet)
+    std::cerr << "shardlint: fixed " << plural(run.fixed, "finding", "findings") << " in "
+              << plural(run.changed.size() - problems.size(), "file", "files") << "; " << left << "\n";
+  if (internalError) return std::nullopt;  // the findings are written, then 101
+  if (a.fixOnly) return problems.empty() ? kExitClean : kExitFindings;
+  return std::nullopt;
+}
 
 // `probe`: the runtime probe runs on the findings and its verdicts join the output (shardlint probe).
 int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nullptr) {
@@ -150,6 +226,9 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
       all.push_back(makeDiagnostic(*sl002, makeLocation(SourceFile(dir, ""), {0, 0}),
                                    "folder skipped: it cannot be read (permission denied); its files were not linted"));
   applyFindingSettings(catalog, cfg, all);  // per-file-ignores, then severity overrides
+  if ((a.fix || a.fixOnly || a.diff) && !internalError) {
+    if (std::optional<int> rc = runFixes(catalog, cfg, a, linter.options(), found.files, all, internalError)) return *rc;
+  }
   if (a.baseline && !internalError) {
     // The first run writes the baseline; later runs report only findings not in it.
     namespace fs = std::filesystem;
@@ -220,6 +299,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     output::TextStyle style;
     style.summary = !quiet;
     style.color = !noColor && std::getenv("NO_COLOR") == nullptr && isatty(STDOUT_FILENO);
+    style.showFixes = a.showFixes;
     output::writeText(std::cout, all, summary, style);
   }
   std::cout.flush();
@@ -367,6 +447,11 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   check->add_option("--cache-dir", ca.cacheDir,
                     "Cache folder (default: SHARDLINT_CACHE_DIR, else .shardlint_cache next to the configuration "
                     "file, else in the current directory)");
+  check->add_flag("--fix", ca.fix, "Apply the safe fixes, then report what is left");
+  check->add_flag("--unsafe-fixes", ca.unsafeFixes, "With --fix, --fix-only or --diff: apply the unsafe fixes too");
+  check->add_flag("--fix-only", ca.fixOnly, "Apply the fixes and report nothing else (exit 0 unless a file was not written)");
+  check->add_flag("--diff", ca.diff, "Print a unified diff of the fixes instead of writing them (exit 1 when there is one)");
+  check->add_flag("--show-fixes", ca.showFixes, "Text format: print the fix of each finding that has one");
   check->add_flag("--stats", ca.stats, "Print files seen/parsed, bytes, time per phase and peak RSS to stderr");
   // One value per occurrence (repeatable), so paths can follow: `--select SL101 train.py`.
   check->add_option("--select", select, "Rules to enable: codes, names or code prefixes (comma-separated)")

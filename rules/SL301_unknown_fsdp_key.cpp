@@ -1,6 +1,7 @@
 // SL301 unknown-fsdp-key: a key inside `fsdp_config` that the consumer ignores silently.
 #include <algorithm>
 
+#include "config/ConfigFixes.h"
 #include "config/ConfigRule.h"
 #include "config/FsdpKeys.h"
 
@@ -41,15 +42,31 @@ class UnknownFsdpKey final : public ConfigRule {
       if (!trainer)
         for (const auto& r : accelerateRenamedKeys())
           if (r.old == lookup) suggestion = std::string(r.replacement), renamed = true;
-      size_t best = 99;
+      size_t best = 99, atBest = 0;
       if (!renamed)
-        for (const auto& key : table)
-          if (size_t d = editDistance(lookup, key.name); d < best) best = d, suggestion = std::string(key.name);
+        for (const auto& key : table) {
+          size_t d = editDistance(lookup, key.name);
+          if (d < best) best = d, atBest = 0, suggestion = std::string(key.name);
+          atBest += d == best;
+        }
       std::string msg = "`" + name + "` is not a key " + consumer + " reads in `fsdp_config`; it is silently ignored";
+      bool close = best <= std::max<size_t>(2, lookup.size() / 4);
       if (renamed && suggestion.rfind("fsdp_", 0) == 0) msg += " (it was renamed); use `" + suggestion + "`";
       else if (renamed) msg += "; it is not read from config files (" + suggestion + ")";
-      else if (best <= std::max<size_t>(2, lookup.size() / 4)) msg += "; did you mean `" + suggestion + "`?";
-      cx.report(info(), k.range, msg);
+      else if (close) msg += "; did you mean `" + suggestion + "`?";
+      // The fix renames the key to the renamed one, or to the unique nearest known key. The
+      // setting then takes effect where it was ignored: behaviour changes, so it is unsafe.
+      std::optional<Fix> fix;
+      if ((renamed && suggestion.rfind("fsdp_", 0) == 0) || (!renamed && close && atBest == 1)) {
+        std::string to = suggestion;
+        bool prefixed = name.rfind("fsdp_", 0) == 0;
+        if (trainer && prefixed) to = "fsdp_" + to;  // the file's own spelling
+        if (!trainer && !prefixed && s.role == Role::Axolotl) to = std::string(bareKey(to));
+        if (!s.section->get(to))
+          if (auto text = stringText(cx.file(), k, to))
+            fix = Fix{"Rename `" + name + "` to `" + to + "`", Applicability::Unsafe, {cx.edit(k.range, *text)}};
+      }
+      cx.report(info(), k.range, msg, {}, fix);
     }
   }
 

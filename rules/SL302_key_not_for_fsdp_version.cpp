@@ -1,6 +1,7 @@
 // SL302 key-not-for-fsdp-version: an FSDP1-only key or value with fsdp_version 2, or the reverse.
 #include <algorithm>
 
+#include "config/ConfigFixes.h"
 #include "config/ConfigRule.h"
 #include "config/FsdpKeys.h"
 
@@ -19,6 +20,15 @@ bool truthValue(const std::string& value) {
   for (const char* ok : {"y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0"})
     if (v == ok) return true;
   return false;
+}
+
+// The FSDP2 `reshard_after_forward` an FSDP1 sharding strategy stands for (accelerate reads names
+// and their numbers): FULL_SHARD resharded after forward, SHARD_GRAD_OP not; the others have none.
+const char* reshardFor(const std::string& strategy) {
+  std::string v = lower(strategy);
+  if (v == "full_shard" || v == "1") return "true";
+  if (v == "shard_grad_op" || v == "2") return "false";
+  return nullptr;
 }
 
 class KeyNotForFsdpVersion final : public ConfigRule {
@@ -46,6 +56,31 @@ class KeyNotForFsdpVersion final : public ConfigRule {
     }
   }
 
+  // An FSDP1 key on FSDP2: `sharding_strategy` becomes the `reshard_after_forward` it stands for
+  // (the setting then applies where it was ignored: unsafe); any other key is removed, which
+  // changes nothing accelerate does (safe). YAML block mappings only.
+  std::optional<Fix> fsdp1KeyFix(ConfigContext& cx, const FsdpSettings& s, const YNode& k, const YNode& v,
+                                 const std::string& name) {
+    if (syntaxOf(cx.file()) != Syntax::Yaml) return std::nullopt;
+    if (name == "fsdp_sharding_strategy" && v.isScalar() && !s.entry("reshard_after_forward")) {
+      if (const char* to = reshardFor(v.value)) {
+        std::string key = k.value.rfind("fsdp_", 0) == 0 ? "fsdp_reshard_after_forward" : "reshard_after_forward";
+        return Fix{"Replace with `" + key + ": " + to + "`", Applicability::Unsafe,
+                   {cx.edit(k.range, key), cx.edit(v.range, to)}};
+      }
+    }
+    if (auto lines = yamlEntryLines(cx.file(), k, v))
+      return Fix{"Remove `" + k.value + "`", Applicability::Safe, {cx.edit(*lines, "")}};
+    return std::nullopt;
+  }
+
+  // `reshard_after_forward: FULL_SHARD` on FSDP2 raises at launch; the bool it stands for is safe.
+  std::optional<Fix> reshardValueFix(ConfigContext& cx, const YNode& v) {
+    const char* to = reshardFor(v.value);
+    if (!to) return std::nullopt;
+    return Fix{std::string("Write `") + to + "`", Applicability::Safe, {cx.edit(v.range, to)}};
+  }
+
   void check(ConfigContext& cx, const FsdpSettings& s) override {
     if (!s.section || s.role == Role::TrainerJson) return;
     if (s.role == Role::Plugin) {
@@ -63,7 +98,7 @@ class KeyNotForFsdpVersion final : public ConfigRule {
         cx.report(info(), k.range,
                   "`" + k.value + "` is an FSDP1 setting but this config uses `fsdp_version: 2`, where accelerate "
                   "does not apply it (silently, or with a warning at most); remove it or use the FSDP2 equivalent",
-                  std::move(notes));
+                  std::move(notes), fsdp1KeyFix(cx, s, k, v, name));
       } else if (s.version == 1 && key->fsdp2 && !key->fsdp1) {
         cx.report(info(), k.range,
                   "`" + k.value + "` is an FSDP2 setting but this config uses FSDP1 (`fsdp_version` absent or 1), "
@@ -74,7 +109,7 @@ class KeyNotForFsdpVersion final : public ConfigRule {
                   "`fsdp_reshard_after_forward: " + v.value + "` is an FSDP1 sharding strategy; with FSDP2 it must "
                   "be true or false, and accelerate's `str_to_bool` raises `ValueError: invalid truth value " +
                   lower(v.value) + "`; use true (FULL_SHARD) or false (SHARD_GRAD_OP)",
-                  std::move(notes));
+                  std::move(notes), reshardValueFix(cx, v));
       }
     }
   }

@@ -1,4 +1,5 @@
 // SL303 layer-class-list-format: `fsdp_transformer_layer_cls_to_wrap` split on commas without strip.
+#include "config/ConfigFixes.h"
 #include "config/ConfigRule.h"
 
 namespace shardlint::rules {
@@ -22,12 +23,26 @@ class LayerClassListFormat final : public ConfigRule {
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
+    // The fix: the names stripped, empty entries dropped. accelerate crashes on the value as
+    // written, so nothing that runs today changes: safe.
+    std::string fixedValue;
+    for (const auto& q : parts) {
+      std::string t = q;
+      t.erase(0, t.find_first_not_of(" \t"));
+      t.erase(t.find_last_not_of(" \t") + 1);
+      if (!t.empty()) fixedValue += (fixedValue.empty() ? "" : ",") + t;
+    }
+    std::optional<Fix> fix;
+    if (!fixedValue.empty())
+      if (auto text = stringText(cx.file(), e->second, fixedValue))
+        fix = Fix{"Write `" + fixedValue + "`", Applicability::Safe, {cx.edit(e->second.range, *text)}};
     for (const auto& p : parts) {
       if (p.empty()) {
         cx.report(info(), e->second.range,
                   "`" + e->first.value + "` has an empty entry (`" + v +
                       "`); accelerate splits it on commas and looks up an empty class name, which raises "
-                      "`ValueError: Could not find the transformer layer class  in the model.`; remove the extra comma");
+                      "`ValueError: Could not find the transformer layer class  in the model.`; remove the extra comma",
+                  {}, fix);
         return;
       }
       if (p.front() == ' ' || p.back() == ' ' || p.front() == '\t') {
@@ -35,16 +50,8 @@ class LayerClassListFormat final : public ConfigRule {
                   "`" + e->first.value + "` has whitespace around a class name (`" + p +
                       "`); accelerate splits on commas without stripping, so `" + p +
                       "` matches no module and it raises `ValueError: Could not find the transformer layer class " + p +
-                      " in the model.`; write the names without spaces (`" + [&] {
-                        std::string fixed;
-                        for (const auto& q : parts) {
-                          std::string t = q;
-                          t.erase(0, t.find_first_not_of(" \t"));
-                          t.erase(t.find_last_not_of(" \t") + 1);
-                          fixed += (fixed.empty() ? "" : ",") + t;
-                        }
-                        return fixed;
-                      }() + "`)");
+                      " in the model.`; write the names without spaces (`" + fixedValue + "`)",
+                  {}, fix);
         return;
       }
     }

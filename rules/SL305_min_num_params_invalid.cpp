@@ -1,12 +1,47 @@
 // SL305 min-num-params-invalid: fsdp_min_num_params that is not an int after PyYAML resolution, or 0 with SIZE_BASED_WRAP.
 #include <cctype>
 #include <cstdio>
+#include <optional>
+#include <string>
 
+#include "config/ConfigFixes.h"
 #include "config/ConfigRule.h"
 
 namespace shardlint::rules {
 namespace {
 using namespace config;
+
+// The digits of `text` read as a number (`1e8`, `1.5e8`, `100000000.0`) when it is a whole number
+// that fits an int: what the value was meant to be. nullopt for anything else.
+std::optional<std::string> integerDigits(const std::string& text) {
+  if (text.empty() || text.size() > 64) return std::nullopt;
+  for (char c : text)
+    if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-' &&
+        c != '_')
+      return std::nullopt;
+  std::string plain;
+  for (char c : text)
+    if (c != '_') plain += c;
+  double d = 0;
+  size_t used = 0;
+  try {
+    d = std::stod(plain, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (used != plain.size() || d < 0 || d > 9.0e15 || d != static_cast<double>(static_cast<long long>(d)))
+    return std::nullopt;
+  return std::to_string(static_cast<long long>(d));
+}
+
+// Replaces the value with the integer it stands for. The value as written makes the launch fail,
+// so nothing that runs today changes: safe.
+std::optional<Fix> integerFix(ConfigContext& cx, const YNode& v) {
+  if (!v.isScalar()) return std::nullopt;
+  auto digits = integerDigits(v.value);
+  if (!digits) return std::nullopt;
+  return Fix{"Write `" + *digits + "`", Applicability::Safe, {cx.edit(v.range, *digits)}};
+}
 
 class MinNumParamsInvalid final : public ConfigRule {
  public:
@@ -29,7 +64,8 @@ class MinNumParamsInvalid final : public ConfigRule {
         cx.report(info(), v.range,
                   "`--" + e->first.value + " " + t + "` is not an integer: the launcher passes the text on and the "
                   "plugin's `int('" + t + "')` fails with `ValueError: invalid literal for int() with base 10`; "
-                  "write the integer out");
+                  "write the integer out",
+                  {}, integerFix(cx, v));
       return;
     }
     Resolved r = shardlint::config::resolveYaml11(v);
@@ -40,7 +76,8 @@ class MinNumParamsInvalid final : public ConfigRule {
         cx.report(info(), v.range,
                   "`" + e->first.value + "` is the string \"" + v.value +
                       "\"; transformers passes it to the size-based wrap policy, which compares it with a number and "
-                      "fails with `TypeError`; write a number without quotes");
+                      "fails with `TypeError`; write a number without quotes",
+                  {}, integerFix(cx, v));
       return;
     }
     if (r.type == Resolved::Type::Int) {
@@ -69,7 +106,8 @@ class MinNumParamsInvalid final : public ConfigRule {
     cx.report(info(), v.range,
               "`" + e->first.value + ": " + shown + "` is not an integer: " + why +
                   ", and the launcher's `int(...)` fails with `ValueError: invalid literal for int() with base 10: '" +
-                  shown + "'`; write the integer out (`" + fixed + "`)");
+                  shown + "'`; write the integer out (`" + fixed + "`)",
+              {}, integerFix(cx, v));
   }
 };
 }  // namespace

@@ -15,6 +15,8 @@ std::string_view severityName(Severity s) {
   return "error";
 }
 
+std::string_view applicabilityName(Applicability a) { return a == Applicability::Safe ? "safe" : "unsafe"; }
+
 Location makeLocation(const SourceFile& file, ByteRange range) {
   Location loc;
   loc.path = file.path;

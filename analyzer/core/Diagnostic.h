@@ -1,5 +1,6 @@
 // The diagnostic model every emitter reads.
 #pragma once
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,23 @@ struct Note {
   std::string message;
 };
 
+// A text edit: the bytes of `location` (in the finding's own file) replaced by `text`.
+struct Edit {
+  Location location;
+  std::string text;
+};
+
+// Whether applying a fix keeps the program's meaning apart from the repaired mistake (`safe`:
+// applied by `--fix`), or changes behaviour the user must review (`unsafe`: `--unsafe-fixes`).
+enum class Applicability { Safe, Unsafe };
+std::string_view applicabilityName(Applicability a);
+
+struct Fix {
+  std::string title;  // what it does, imperative ("Rename `x` to `y`")
+  Applicability applicability = Applicability::Safe;
+  std::vector<Edit> edits;  // in the finding's file, not overlapping
+};
+
 struct Diagnostic {
   std::string code;  // "SL101"
   std::string name;  // "optimizer-before-wrap"
@@ -31,6 +49,7 @@ struct Diagnostic {
   Location location;
   std::string message;
   std::vector<Note> notes;
+  std::optional<Fix> fix;
 };
 
 Diagnostic makeDiagnostic(const struct RuleInfo& info, Location location, std::string message,

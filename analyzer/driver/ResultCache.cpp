@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-constexpr int kFormat = 1;       // bump when the file layout changes
+constexpr int kFormat = 2;       // bump when the file layout changes
 constexpr size_t kMaxItems = 50000;
 
 std::string hex(uint64_t v) {
@@ -120,6 +120,14 @@ void ResultCache::load() {
         d.location = locationFrom(f.at("location"));
         d.message = f.at("message").get<std::string>();
         for (const auto& n : f.at("notes")) d.notes.push_back(Note{locationFrom(n.at("location")), n.at("message").get<std::string>()});
+        if (f.contains("fix")) {
+          const json& x = f.at("fix");
+          Fix fix;
+          fix.title = x.at("title").get<std::string>();
+          fix.applicability = x.at("safe").get<bool>() ? Applicability::Safe : Applicability::Unsafe;
+          for (const auto& e : x.at("edits")) fix.edits.push_back(Edit{locationFrom(e.at(0)), e.at(1).get<std::string>()});
+          d.fix = std::move(fix);
+        }
         item.findings.push_back(std::move(d));
       }
       items_[path] = std::move(item);
@@ -178,6 +186,13 @@ std::string ResultCache::save() const {
       for (const auto& note : d.notes) notes.push_back({{"location", location(note.location)}, {"message", note.message}});
       findings.push_back({{"code", d.code}, {"name", d.name}, {"severity", static_cast<int>(d.severity)},
                           {"location", location(d.location)}, {"message", d.message}, {"notes", notes}});
+      if (d.fix) {
+        json edits = json::array();
+        for (const auto& e : d.fix->edits) edits.push_back({location(e.location), e.text});
+        findings.back()["fix"] = {{"title", d.fix->title},
+                                  {"safe", d.fix->applicability == Applicability::Safe},
+                                  {"edits", edits}};
+      }
     }
     files[path] = {{"hash", hex(item.hash)}, {"facts", item.facts}, {"deps", deps}, {"findings", findings}};
   }

@@ -60,9 +60,13 @@ class ConfigContext {
   const SourceFile& file() const { return file_; }
   const std::vector<config::YNode>& documents() const { return docs_; }
   Note note(ByteRange range, std::string message) const { return Note{makeLocation(file_, range), std::move(message)}; }
-  void report(const RuleInfo& info, ByteRange range, std::string message, std::vector<Note> notes = {}) {
+  void report(const RuleInfo& info, ByteRange range, std::string message, std::vector<Note> notes = {},
+              std::optional<Fix> fix = std::nullopt) {
     out_.push_back(makeDiagnostic(info, makeLocation(file_, range), std::move(message), std::move(notes)));
+    out_.back().fix = std::move(fix);
   }
+  // An edit of this file's bytes `range`.
+  Edit edit(ByteRange range, std::string text) const { return Edit{makeLocation(file_, range), std::move(text)}; }
 
  private:
   const SourceFile& file_;

@@ -25,6 +25,10 @@ void writeText(std::ostream& os, const std::vector<Diagnostic>& diags, const Run
     for (const auto& n : d.notes)
       os << "  " << c(kBold) << position(n.location) << ":" << c(kReset) << " " << c(kCyan) << "note" << c(kReset)
          << ": " << n.message << "\n";
+    if (style.showFixes && d.fix)
+      os << "  " << c(kCyan) << "fix" << c(kReset) << " (" << applicabilityName(d.fix->applicability)
+         << (d.fix->applicability == Applicability::Safe ? ", --fix" : ", --unsafe-fixes") << "): " << d.fix->title
+         << "\n";
   }
   if (style.summary) writeSummary(os, diags.size(), summary);
 }
@@ -37,6 +41,22 @@ void writeSummary(std::ostream& os, size_t findings, const RunSummary& summary) 
   os << "Found " << findings << (findings == 1 ? " finding" : " findings") << " in "
      << summary.filesWithFindings << (summary.filesWithFindings == 1 ? " file" : " files") << " ("
      << summary.filesChecked << " checked).\n";
+}
+
+nlohmann::json fixJson(const Diagnostic& d) {
+  using nlohmann::json;
+  if (!d.fix) return nullptr;
+  json edits = json::array();
+  for (const auto& e : d.fix->edits)
+    edits.push_back({{"path", e.location.path},
+                     {"line", e.location.start.line + 1},
+                     {"column", e.location.start.codepointColumn + 1},
+                     {"end_line", e.location.end.line + 1},
+                     {"end_column", e.location.end.codepointColumn + 1},
+                     {"content", e.text}});
+  return {{"applicability", std::string(applicabilityName(d.fix->applicability))},
+          {"message", d.fix->title},
+          {"edits", edits}};
 }
 
 void writeJson(std::ostream& os, const std::vector<Diagnostic>& diags, const RunSummary& summary,
@@ -60,7 +80,8 @@ void writeJson(std::ostream& os, const std::vector<Diagnostic>& diags, const Run
                         {"end_line", d.location.end.line + 1},
                         {"end_column", d.location.end.codepointColumn + 1},
                         {"message", d.message},
-                        {"notes", notes}});
+                        {"notes", notes},
+                        {"fix", fixJson(d)}});
     ++byCode[d.code];
   }
   json out = {{"version", std::string(version)},

@@ -18,6 +18,7 @@ struct RunSummary {
 struct TextStyle {
   bool color = false;
   bool summary = true;
+  bool showFixes = false;  // a `fix (safe|unsafe): ...` line under each finding that has one
 };
 
 // `path:line:col: severity: message [CODE name]`, notes indented below, then a summary line.
@@ -25,6 +26,10 @@ void writeText(std::ostream& os, const std::vector<Diagnostic>& diags, const Run
                const TextStyle& style);
 // `No findings in N files.` / `Found N findings in M files (K checked).`
 void writeSummary(std::ostream& os, size_t findings, const RunSummary& summary);
+
+// A finding's fix as JSON ({"applicability", "message", "edits": [{path, line, column, end_line,
+// end_column, content}]}; 1-based code point columns), or null.
+nlohmann::json fixJson(const Diagnostic& d);
 
 // One JSON object: {"version", "findings": [...], "summary": {...}}.
 void writeJson(std::ostream& os, const std::vector<Diagnostic>& diags, const RunSummary& summary,

@@ -1,0 +1,258 @@
+// Fixes: applying edits (overlaps, fixed point), the `.fixed` expected output of every fixture with a
+// fix (byte for byte), the unified diff, and the CLI options --fix, --diff, --fix-only,
+// --unsafe-fixes and --show-fixes, with the file-safety guarantees (mode kept, a file changed on
+// disk left alone, a writer killed midway leaves the original).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "Registry.h"
+#include "TestSupport.h"
+#include "config/Yaml.h"
+#include "core/AtomicWrite.h"
+#include "driver/Fixer.h"
+#include "driver/Linter.h"
+
+namespace fs = std::filesystem;
+using shardlint::testing::readFile;
+using shardlint::testing::runShell;
+using shardlint::testing::shellQuote;
+using shardlint::testing::TempDir;
+
+namespace {
+
+shardlint::Diagnostic withFix(const std::string& path, uint32_t begin, uint32_t end, std::string text,
+                              shardlint::Applicability a = shardlint::Applicability::Safe) {
+  shardlint::Diagnostic d;
+  d.code = "SL999";
+  d.location.path = path;
+  shardlint::Edit e;
+  e.location.path = path;
+  e.location.range = {begin, end};
+  e.text = std::move(text);
+  d.fix = shardlint::Fix{"test", a, {e}};
+  return d;
+}
+
+// Flattens a configuration document into "a.b.c" -> scalar text (sequences by index).
+void flatten(const shardlint::config::YNode& n, const std::string& at, std::map<std::string, std::string>& out) {
+  using K = shardlint::config::YNode::Kind;
+  if (n.kind == K::Map) {
+    for (const auto& [k, v] : n.entries) flatten(v, at + "." + k.value, out);
+  } else if (n.kind == K::Seq) {
+    for (size_t i = 0; i < n.items.size(); ++i) flatten(n.items[i], at + "[" + std::to_string(i) + "]", out);
+  } else {
+    out[at] = n.value;
+  }
+}
+
+std::map<std::string, std::string> flatConfig(const std::string& path, const std::string& text) {
+  std::map<std::string, std::string> out;
+  shardlint::SourceFile f(path, text);
+  auto docs = shardlint::config::parseYaml(f);
+  for (size_t i = 0; i < docs.size(); ++i) flatten(docs[i], std::to_string(i), out);
+  return out;
+}
+
+std::vector<fs::path> fixtures() {
+  std::vector<fs::path> out;
+  for (const char* dir : {"python", "config"})
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / dir)) {
+      std::string ext = e.path().extension().string();
+      if (ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json" || ext == ".sh") out.push_back(e.path());
+    }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("fixes: edits apply in order, overlapping or no-op fixes wait for a later round", "[fixes]") {
+  const std::string text = "abcdefghij";
+  std::vector<shardlint::Diagnostic> diags{withFix("f", 6, 8, "XY"), withFix("f", 1, 3, "B"),
+                                           withFix("f", 2, 4, "overlaps"), withFix("f", 9, 9, ""),
+                                           withFix("f", 0, 0, "<"), withFix("g", 0, 1, "other file"),
+                                           withFix("f", 4, 5, "E", shardlint::Applicability::Unsafe)};
+  auto safe = shardlint::applyFixes("f", text, diags, false);
+  CHECK(safe.text == "<aBdefXYij");
+  CHECK(safe.count == 3);
+  auto all = shardlint::applyFixes("f", text, diags, true);
+  CHECK(all.text == "<aBdEfXYij");
+  CHECK(all.count == 4);
+}
+
+TEST_CASE("fixes: a unified diff with context, and none for equal texts", "[fixes]") {
+  std::string before, after;
+  for (int i = 1; i <= 20; ++i) {
+    before += "line " + std::to_string(i) + "\n";
+    after += i == 5 ? "five\n" : i == 17 ? "" : "line " + std::to_string(i) + "\n";
+  }
+  CHECK(shardlint::unifiedDiff("a.yaml", before, before).empty());
+  CHECK(shardlint::unifiedDiff("a.yaml", before, after) ==
+        "--- a.yaml\n+++ a.yaml\n"
+        "@@ -2,7 +2,7 @@\n line 2\n line 3\n line 4\n-line 5\n+five\n line 6\n line 7\n line 8\n"
+        "@@ -14,7 +14,6 @@\n line 14\n line 15\n line 16\n-line 17\n line 18\n line 19\n line 20\n");
+  CHECK(shardlint::unifiedDiff("b", "x", "y") ==
+        "--- b\n+++ b\n@@ -1,1 +1,1 @@\n-x\n\\ No newline at end of file\n+y\n\\ No newline at end of file\n");
+}
+
+TEST_CASE("fixes: every fixture with a fix has its `.fixed` output, byte for byte, at a fixed point", "[fixes][fixtures]") {
+  const auto& catalog = shardlint::rules::catalog();
+
+  for (const auto& path : fixtures()) {
+    DYNAMIC_SECTION(path.filename().string()) {
+      shardlint::Linter linter(catalog, {});
+      auto first = linter.lintFiles({path.string()});
+      auto relint = [&](const std::map<std::string, std::string>& texts) {
+        shardlint::LintOptions o;
+        for (const auto& [p, t] : texts) o.overlays[shardlint::absolutePathKey(p)] = t;
+        return shardlint::Linter(catalog, o).lintFiles({path.string()});
+      };
+      shardlint::FixRun run = shardlint::fixToFixedPoint(first, /*unsafe=*/true, relint);
+      fs::path expected = path.string() + ".fixed";
+      auto it = run.changed.find(path.string());
+      if (it == run.changed.end()) {
+        INFO("a fixture without fixes has no .fixed file");
+        CHECK(!fs::exists(expected));
+      } else {
+
+        INFO("expected " << expected << ", got:\n" << it->second.second);
+        REQUIRE(fs::exists(expected));
+        CHECK(it->second.second == readFile(expected));
+        // A fixed point: fixing the fixed text changes nothing.
+        for (const auto& d : run.remaining) CHECK_FALSE((d.fix && d.location.path == path.string()));
+        CHECK(run.rounds <= 2);
+        std::string ext = path.extension().string();
+        if (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+          // It still loads, and means the same except for the edited keys.
+          std::map<std::string, std::string> before, after;
+          REQUIRE_NOTHROW(before = flatConfig(path.string(), it->second.first));
+          REQUIRE_NOTHROW(after = flatConfig(path.string(), it->second.second));
+          size_t differing = 0;
+          for (const auto& [k, v] : before) differing += !after.count(k) || after.at(k) != v;
+          for (const auto& [k, v] : after) differing += !before.count(k);
+          CHECK(differing <= 2 * run.fixed);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("fixes: the fixture set covers each rule's fix", "[fixes][fixtures]") {
+  // Every `.fixed` file belongs to a fixture, and each rule with a fix has at least one.
+  std::set<std::string> rules;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / "fixtures")) {
+    if (e.path().extension() != ".fixed") continue;
+    fs::path fixture = e.path();
+    fixture.replace_extension();
+    CHECK(fs::exists(fixture));
+    rules.insert(e.path().filename().string().substr(0, 5));
+  }
+  for (const char* code : {"SL301", "SL302", "SL303", "SL305"}) {
+    INFO(code);
+    CHECK(rules.count(code));
+  }
+}
+
+TEST_CASE("fixes: files are written only when unchanged on disk, keeping their mode", "[fixes]") {
+  TempDir dir("shardlint-fixes-");
+  fs::path a = dir.write("a.yaml", "x: 1\n");
+  fs::path b = dir.write("b.yaml", "y: 2\n");
+  REQUIRE(::chmod(a.c_str(), 0640) == 0);
+  shardlint::FixRun run;
+  run.changed[a.string()] = {"x: 1\n", "x: 10\n"};
+  run.changed[b.string()] = {"y: 1\n", "y: 10\n"};  // b holds something else now
+  auto problems = shardlint::writeFixedFiles(run);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].first == b.string());
+  CHECK(problems[0].second.find("changed on disk") != std::string::npos);
+  CHECK(readFile(a) == "x: 10\n");
+  CHECK(readFile(b) == "y: 2\n");
+  struct stat st {};
+  REQUIRE(::stat(a.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0640);
+}
+
+TEST_CASE("cli: --fix, --diff, --fix-only, --unsafe-fixes, --show-fixes", "[cli][fixes]") {
+  TempDir dir("shardlint-fix-cli-");
+  const fs::path src = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "config";
+  auto copy = [&](const std::string& name) {
+    fs::copy_file(src / name, dir.path() / name, fs::copy_options::overwrite_existing);
+    return dir.path() / name;
+  };
+  std::string cd = "cd " + shellQuote(dir.path().string()) + " && ";
+  std::string bin = shellQuote(SHARDLINT_BINARY) + " check --no-cache ";
+
+  SECTION("--fix applies the safe fixes, reports what is left, and a second --fix changes nothing") {
+    fs::path f = copy("SL303_accelerate_space_after_comma.yaml");
+    REQUIRE(::chmod(f.c_str(), 0604) == 0);
+    auto r = runShell(cd + bin + "--fix SL303_accelerate_space_after_comma.yaml 2>&1");
+    INFO(r.out);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("fixed 1 finding in 1 file; 0 findings left") != std::string::npos);
+    CHECK(readFile(f) == readFile(src / "SL303_accelerate_space_after_comma.yaml.fixed"));
+    struct stat st {};
+    REQUIRE(::stat(f.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0604);
+    auto again = runShell(cd + bin + "--fix SL303_accelerate_space_after_comma.yaml 2>&1");
+    CHECK(again.code == 0);
+    CHECK(again.out.find("fixed 0 findings in 0 files") != std::string::npos);
+    CHECK(readFile(f) == readFile(src / "SL303_accelerate_space_after_comma.yaml.fixed"));
+  }
+  SECTION("--diff prints the fixes without writing; exit 1 when there is one") {
+    fs::path f = copy("SL305_scientific_notation.yaml");
+    const std::string before = readFile(f);
+    auto r = runShell(cd + bin + "--diff SL305_scientific_notation.yaml 2>/dev/null");
+    CHECK(r.code == 1);
+    CHECK(r.out.find("--- SL305_scientific_notation.yaml\n+++ SL305_scientific_notation.yaml\n") == 0);
+    CHECK(r.out.find("\n-  fsdp_min_num_params: 1e8\n+  fsdp_min_num_params: 100000000\n") != std::string::npos);
+    CHECK(readFile(f) == before);
+    // The diff applies with patch(1) and gives the .fixed file.
+    auto patched = runShell(cd + bin + "--diff SL305_scientific_notation.yaml 2>/dev/null | patch -p0 -s && echo ok");
+    CHECK(patched.out == "ok\n");
+    CHECK(readFile(f) == readFile(src / "SL305_scientific_notation.yaml.fixed"));
+    CHECK(runShell(cd + bin + "--diff SL305_scientific_notation.yaml 2>/dev/null").out.empty());
+    CHECK(runShell(cd + bin + "--diff SL305_scientific_notation.yaml 2>/dev/null").code == 0);
+  }
+  SECTION("unsafe fixes only with --unsafe-fixes; --fix-only exits 0 and reports nothing else") {
+    fs::path f = copy("SL301_accelerate_typo.yaml");
+    const std::string before = readFile(f);
+    auto shown = runShell(cd + bin + "--show-fixes SL301_accelerate_typo.yaml");
+    CHECK(shown.code == 1);
+    CHECK(shown.out.find("  fix (unsafe, --unsafe-fixes): Rename `fsdp_offload_param` to `fsdp_offload_params`\n") !=
+          std::string::npos);
+    auto only = runShell(cd + bin + "--fix-only SL301_accelerate_typo.yaml 2>&1");
+    INFO(only.out);
+    CHECK(only.code == 0);
+    CHECK(only.out.find("2 more fixes with --unsafe-fixes") != std::string::npos);
+    CHECK(only.out.find("error:") == std::string::npos);
+    CHECK(readFile(f) == before);
+    auto unsafe = runShell(cd + bin + "--fix --unsafe-fixes SL301_accelerate_typo.yaml 2>&1");
+    CHECK(unsafe.code == 0);
+    CHECK(readFile(f) == readFile(src / "SL301_accelerate_typo.yaml.fixed"));
+  }
+  SECTION("JSON output carries each fix with its applicability and edits") {
+    copy("SL305_trainer_quoted.json");
+    auto r = runShell(cd + bin + "--format json SL305_trainer_quoted.json");
+    auto doc = nlohmann::json::parse(r.out);
+    REQUIRE(doc["findings"].size() == 1);
+    const auto& fix = doc["findings"][0]["fix"];
+    CHECK(fix["applicability"] == "safe");
+    REQUIRE(fix["edits"].size() == 1);
+    CHECK(fix["edits"][0]["content"] == "20000000");
+    CHECK(fix["edits"][0]["line"] == 2);
+    CHECK(fix["edits"][0]["column"] == 26);
+    CHECK(fix["edits"][0]["end_column"] == 36);
+  }
+  SECTION("a writer killed midway leaves the original file") {
+    fs::path f = copy("SL303_trailing_comma.yaml");
+    const std::string before = readFile(f);
+    auto r = runShell(cd + "SHARDLINT_TEST_ABORT_WRITE=1 " + bin + "--fix SL303_trailing_comma.yaml >/dev/null 2>&1");
+    CHECK(r.code == shardlint::kAbortWriteExitCode);
+    CHECK(readFile(f) == before);
+  }
+}
