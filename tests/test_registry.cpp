@@ -57,7 +57,7 @@ TEST_CASE("registry: every rule has a doc page with the required sections", "[re
     REQUIRE(!doc.empty());
     CHECK(doc.rfind("# " + std::string(info.code) + " " + std::string(info.name), 0) == 0);
     size_t last = 0;
-    for (const char* heading : {"## What it does", "## Why is this bad", "## Example", "## Use instead",
+    for (const char* heading : {"## What it does", "## Why is this bad", "## Example", "## Use instead", "## Fix",
                                 "## Limitations", "## How to silence", "## References"}) {
       size_t at = doc.find(heading);
       INFO(heading);
