@@ -260,7 +260,7 @@ TEST_CASE("lsp: initialize advertises capabilities and negotiates the position e
     CHECK(caps["textDocumentSync"]["save"]["includeText"] == false);
     CHECK(caps["diagnosticProvider"]["interFileDependencies"] == true);
     CHECK(caps["diagnosticProvider"]["workspaceDiagnostics"] == false);
-    CHECK(caps["codeActionProvider"]["codeActionKinds"] == json::array({"quickfix"}));
+    CHECK(caps["codeActionProvider"]["codeActionKinds"] == json::array({"quickfix", "source.fixAll.shardlint"}));
     CHECK(result["serverInfo"]["name"] == "shardlint");
     CHECK(!result["serverInfo"]["version"].get<std::string>().empty());
     CHECK(s.shutdownAndExit() == 0);
@@ -340,6 +340,73 @@ TEST_CASE("lsp: positions in UTF-8 when negotiated", "[lsp]") {
   CHECK(p["diagnostics"][0]["range"]["end"] == pos(7, 76));
   s.change(uri, 2, {LspProcess::edit(rangeOf(7, 18, 7, 18), "a = 0; ")});  // byte 18 is `optimizer`
   requireSl101At(s.published(uri, 2)["diagnostics"], 7, 37);
+  CHECK(s.shutdownAndExit() == 0);
+}
+
+TEST_CASE("lsp: a finding's fix is a preferred quick fix, and fix-all applies every safe one", "[lsp][fixes]") {
+  TempDir dir;
+  LspProcess s;
+  s.initialize({}, dir.path());
+  const fs::path fixtures = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "config";
+  auto actions = [&](int id, const std::string& uri, const json& context, const json& range) {
+    s.request(id, "textDocument/codeAction", {{"textDocument", {{"uri", uri}}}, {"range", range}, {"context", context}});
+    json r = s.response(id);
+    REQUIRE(r.contains("result"));
+    return r["result"];
+  };
+
+  SECTION("the quick fix comes first, marked preferred, and applying it clears the finding") {
+    std::string text = shardlint::testing::readFile(fixtures / "SL303_accelerate_space_after_comma.yaml");
+    std::string uri = uriOf(dir.write("accelerate.yaml", text));
+    s.open(uri, text);
+    json diag = s.published(uri, 1)["diagnostics"][0];
+    CHECK(diag["code"] == "SL303");
+    json got = actions(20, uri, {{"diagnostics", json::array({diag})}}, diag["range"]);
+    REQUIRE(got.size() == 4);  // the fix, the two suppressions, and (no `only` given) fix-all
+    CHECK(got[3]["kind"] == "source.fixAll.shardlint");
+    CHECK(got[0]["title"] == "Write `Qwen2VLDecoderLayer,Qwen2VLVisionBlock`");
+    CHECK(got[0]["kind"] == "quickfix");
+    CHECK(got[0]["isPreferred"] == true);
+    json edits = got[0]["edit"]["changes"][uri];
+    REQUIRE(edits.size() == 1);
+    CHECK(edits[0]["newText"] == "Qwen2VLDecoderLayer,Qwen2VLVisionBlock");
+    s.change(uri, 2, {{{"range", edits[0]["range"]}, {"text", edits[0]["newText"]}}});
+    CHECK(s.published(uri, 2)["diagnostics"].empty());
+  }
+
+  SECTION("an unsafe fix is offered, not preferred") {
+    std::string text = shardlint::testing::readFile(fixtures / "SL301_accelerate_typo.yaml");
+    std::string uri = uriOf(dir.write("typo.yaml", text));
+    s.open(uri, text);
+    json diag = s.published(uri, 1)["diagnostics"][0];
+    json got = actions(21, uri, {{"diagnostics", json::array({diag})}, {"only", json::array({"quickfix"})}},
+                       diag["range"]);
+    REQUIRE(!got.empty());
+    CHECK(got[0]["title"] == "Rename `fsdp_offload_param` to `fsdp_offload_params` (unsafe)");
+    CHECK(got[0]["isPreferred"] == false);
+  }
+
+  SECTION("source.fixAll.shardlint: one edit with every safe fix, the unsafe finding left") {
+    std::string text = shardlint::testing::readFile(fixtures / "SL302_fsdp2_fsdp1_leftovers.yaml");
+    std::string uri = uriOf(dir.write("leftovers.yaml", text));
+    s.open(uri, text);
+    REQUIRE(s.published(uri, 1)["diagnostics"].size() == 3);
+    json got = actions(22, uri, {{"diagnostics", json::array()}, {"only", json::array({"source.fixAll"})}},
+                       rangeOf(0, 0, 0, 0));
+    REQUIRE(got.size() == 1);
+    CHECK(got[0]["kind"] == "source.fixAll.shardlint");
+    CHECK(got[0]["title"] == "Fix all safe shardlint findings (2)");
+    json edits = got[0]["edit"]["changes"][uri];
+    REQUIRE(edits.size() == 1);
+    s.change(uri, 2, {{{"range", edits[0]["range"]}, {"text", edits[0]["newText"]}}});
+    json left = s.published(uri, 2)["diagnostics"];
+    REQUIRE(left.size() == 1);  // fsdp_sharding_strategy: its fix is unsafe
+    CHECK(left[0]["code"] == "SL302");
+    // Asking for quick fixes only gives no fix-all.
+    json quickOnly = actions(23, uri, {{"diagnostics", json::array()}, {"only", json::array({"quickfix"})}},
+                             rangeOf(0, 0, 0, 0));
+    CHECK(quickOnly.empty());
+  }
   CHECK(s.shutdownAndExit() == 0);
 }
 

@@ -65,7 +65,7 @@ AppliedFixes applyFixes(const std::string& path, const std::string& text, const 
 
 FixRun fixToFixedPoint(std::vector<Diagnostic> first, bool unsafe,
                        const std::function<std::vector<Diagnostic>(const std::map<std::string, std::string>&)>& relint,
-                       int maxRounds) {
+                       int maxRounds, const std::map<std::string, std::string>& texts) {
   FixRun run;
   run.remaining = std::move(first);
   std::map<std::string, std::string> current;  // path -> text now (fixed so far)
@@ -78,7 +78,9 @@ FixRun fixToFixedPoint(std::vector<Diagnostic> first, bool unsafe,
       auto it = current.find(path);
       if (it == current.end()) {
         std::string text;
-        if (!readFileBytes(path, text)) {
+        if (auto given = texts.find(path); given != texts.end()) {
+          text = given->second;
+        } else if (!readFileBytes(path, text)) {
           if (std::find(run.unreadable.begin(), run.unreadable.end(), path) == run.unreadable.end())
             run.unreadable.push_back(path);
           continue;

@@ -33,10 +33,11 @@ struct FixRun {
 };
 // Applies the allowed fixes of `first` (the findings of a lint run), then lints again with the
 // fixed texts (`relint`: overlays by path -> the findings), and so on until no fix applies or
-// `maxRounds` rounds have run.
+// `maxRounds` rounds have run. A file's text comes from `texts` (an editor's buffer) when it is
+// there, else from the disk.
 FixRun fixToFixedPoint(std::vector<Diagnostic> first, bool unsafe,
                        const std::function<std::vector<Diagnostic>(const std::map<std::string, std::string>&)>& relint,
-                       int maxRounds = 4);
+                       int maxRounds = 4, const std::map<std::string, std::string>& texts = {});
 
 // Writes the fixed files of `run`: each atomically, and only when the file still holds the text
 // that was read (else it is left alone). Returns (path, why) for each file not written.

@@ -24,6 +24,7 @@
 #include "core/SourceFile.h"
 #include "driver/Config.h"
 #include "driver/Settings.h"
+#include "driver/Fixer.h"
 #include "driver/Linter.h"
 #include "driver/ResultCache.h"
 #include "lsp/JsonRpc.h"
@@ -148,8 +149,12 @@ struct Document {
   TreePtr tree;  // Python documents: the tree for `text`, re-parsed incrementally
   bool treeFromView = false;  // parsed from syntax::lineBreakView(text): the next parse starts afresh
   json diagnostics = json::array();
+  std::vector<Diagnostic> findings;  // what `diagnostics` was made from, index for index (their fixes)
   bool linted = false;
 };
+
+// The code action kind of "fix all safe shardlint findings" (like ESLint's and Ruff's).
+constexpr const char* kFixAllKind = "source.fixAll.shardlint";
 
 class Server {
  public:
@@ -439,7 +444,7 @@ class Server {
         {"textDocumentSync", {{"openClose", true}, {"change", 2}, {"save", {{"includeText", false}}}}},
         {"diagnosticProvider",
          {{"identifier", "shardlint"}, {"interFileDependencies", true}, {"workspaceDiagnostics", false}}},
-        {"codeActionProvider", {{"codeActionKinds", json::array({"quickfix"})}}},
+        {"codeActionProvider", {{"codeActionKinds", json::array({"quickfix", kFixAllKind})}}},
     };
     return {{"capabilities", capabilities}, {"serverInfo", {{"name", "shardlint"}, {"version", SHARDLINT_VERSION}}}};
   }
@@ -692,8 +697,11 @@ class Server {
     return o;
   }
 
-  json lint(const Document& d, const Linter& linter) {
+  // The document's findings as LSP diagnostics; `findings` (when given) gets the same findings,
+  // index for index.
+  json lint(const Document& d, const Linter& linter, std::vector<Diagnostic>* findings = nullptr) {
     json out = json::array();
+    if (findings) findings->clear();
     if (d.kind == DocKind::Other || excluded(d.path)) return out;
     auto t0 = std::chrono::steady_clock::now();
     if (!table_) table_ = std::make_unique<ModuleTable>(Linter(catalog_, base_).tableConfig(false));
@@ -703,6 +711,7 @@ class Server {
     for (auto& diag : all) {
       if (absolutePathKey(diag.location.path) != d.path) continue;  // reported with the file it points into
       out.push_back(toLsp(diag));
+      if (findings) findings->push_back(std::move(diag));
     }
     if (trace_)
       std::fprintf(stderr, "shardlint server: lint of %s: %.2f ms, %zu diagnostics\n", d.path.c_str(),
@@ -736,7 +745,7 @@ class Server {
       othersPending_.erase(uri);
       Document& d = it->second;
       try {
-        d.diagnostics = lint(d, linter);
+        d.diagnostics = lint(d, linter, &d.findings);
       } catch (const std::exception& e) {
         log(1, "internal error while linting " + d.path + ": " + e.what());
       }
@@ -752,7 +761,7 @@ class Server {
       Document& d = it->second;
       json fresh;
       try {
-        fresh = lint(d, linter);
+        fresh = lint(d, linter, &d.findings);
       } catch (const std::exception& e) {
         log(1, "internal error while linting " + d.path + ": " + e.what());
         continue;
@@ -794,33 +803,90 @@ class Server {
     if (it == docs_.end()) return actions;
     const Document& d = it->second;
     const json context = params.value("context", json::object());
+    // Kinds asked for: quick fixes (a finding's fix, then suppressions) and "fix all".
+    bool quick = true, fixAll = true;
     if (auto only = context.find("only"); only != context.end() && only->is_array()) {
-      bool wanted = false;
-      for (const auto& k : *only)
-        if (k.is_string() && (k == "quickfix" || k == "")) wanted = true;
-      if (!wanted) return actions;
+      quick = fixAll = false;
+      for (const auto& k : *only) {
+        if (!k.is_string()) continue;
+        std::string kind = k.get<std::string>();
+        quick = quick || kind == "quickfix" || kind.empty();
+        fixAll = fixAll || kind == "source" || kind == "source.fixAll" || kind == kFixAllKind;
+      }
     }
-    // JSON has no comments: nothing to offer there.
-    if (d.kind == DocKind::Other || lower(fs::path(d.path).extension().string()) == ".json") return actions;
+    if (d.kind == DocKind::Other) return actions;
     LineIndex index(d.text);
-    std::set<std::pair<std::string, uint32_t>> lineDone;
-    std::set<std::string> fileDone;
-    for (const auto& cd : context.value("diagnostics", json::array())) {
-      if (!cd.is_object() || !cd.contains("code") || !cd.contains("range")) continue;
-      if (cd.contains("source") && cd["source"] != "shardlint") continue;
-      const json code = cd["code"];
-      if (!code.is_string()) continue;
-      const json* ours = nullptr;
-      for (const auto& mine : d.diagnostics)
-        if (mine["code"] == code && sameRange(mine["range"], cd["range"])) ours = &mine;
-      if (!ours) continue;
-      std::string c = code.get<std::string>();
-      uint32_t line = (*ours)["range"]["start"]["line"].get<uint32_t>();
-      if (line >= index.lineCount()) continue;
-      if (lineDone.insert({c, line}).second) actions.push_back(lineAction(d, index, *ours, c, line));
-      if (fileDone.insert(c).second) actions.push_back(fileAction(d, index, *ours, c));
+    if (quick) {
+      // JSON has no comments: no suppressions there.
+      bool comments = lower(fs::path(d.path).extension().string()) != ".json";
+      std::set<std::pair<std::string, uint32_t>> lineDone;
+      std::set<std::string> fileDone;
+      for (const auto& cd : context.value("diagnostics", json::array())) {
+        if (!cd.is_object() || !cd.contains("code") || !cd.contains("range")) continue;
+        if (cd.contains("source") && cd["source"] != "shardlint") continue;
+        const json code = cd["code"];
+        if (!code.is_string()) continue;
+        size_t ours = d.diagnostics.size();
+        for (size_t i = 0; i < d.diagnostics.size(); ++i)
+          if (d.diagnostics[i]["code"] == code && sameRange(d.diagnostics[i]["range"], cd["range"])) ours = i;
+        if (ours == d.diagnostics.size()) continue;
+        const json& diag = d.diagnostics[ours];
+        if (ours < d.findings.size() && d.findings[ours].fix)
+          if (json edit = fixEdit(d, index, {&*d.findings[ours].fix}); !edit.is_null()) {
+            const Fix& fix = *d.findings[ours].fix;
+            actions.push_back({{"title", fix.title + (fix.applicability == Applicability::Safe ? "" : " (unsafe)")},
+                               {"kind", "quickfix"},
+                               {"diagnostics", json::array({diag})},
+                               {"isPreferred", fix.applicability == Applicability::Safe},
+                               {"edit", edit}});
+          }
+        if (!comments) continue;
+        std::string c = code.get<std::string>();
+        uint32_t line = diag["range"]["start"]["line"].get<uint32_t>();
+        if (line >= index.lineCount()) continue;
+        if (lineDone.insert({c, line}).second) actions.push_back(lineAction(d, index, diag, c, line));
+        if (fileDone.insert(c).second) actions.push_back(fileAction(d, index, diag, c));
+      }
+    }
+    if (fixAll) {
+      // Every safe fix of the document, to a fixed point, as `shardlint check --fix` applies them.
+      std::vector<Diagnostic> first = d.findings;
+      auto relint = [&](const std::map<std::string, std::string>& texts) {
+        LintOptions o = optionsWithOverlays();
+        for (const auto& [p, t] : texts) o.overlays[absolutePathKey(p)] = t;
+        Linter linter(catalog_, std::move(o));
+        std::vector<Diagnostic> found = linter.lintFiles({d.path});
+        applyFindingSettings(catalog_, config_, found,
+                             [&](const std::string& p) { return settingsPath(absolutePathKey(p)); });
+        return found;
+      };
+      // The document's text is the editor's, not the disk's.
+      FixRun run = fixToFixedPoint(first, /*unsafe=*/false, relint, 4, {{d.path, d.text}});
+      auto changed = run.changed.find(d.path);
+      if (changed != run.changed.end()) {
+        json whole = {{"start", position(index.resolve(0))},
+                      {"end", position(index.resolve(static_cast<uint32_t>(d.text.size())))}};
+        actions.push_back({{"title", "Fix all safe shardlint findings (" + std::to_string(run.fixed) + ")"},
+                           {"kind", kFixAllKind},
+                           {"edit", {{"changes", {{d.uri, json::array({{{"range", whole},
+                                                                          {"newText", changed->second.second}}})}}}}}});
+      }
     }
     return actions;
+  }
+
+  // The workspace edit of fixes whose edits are all in document `d` (null when one is not).
+  json fixEdit(const Document& d, const LineIndex& index, const std::vector<const Fix*>& fixes) const {
+    json edits = json::array();
+    for (const Fix* fix : fixes)
+      for (const auto& e : fix->edits) {
+        if (absolutePathKey(e.location.path) != d.path || e.location.range.end > d.text.size()) return nullptr;
+        edits.push_back({{"range",
+                          {{"start", position(index.resolve(e.location.range.begin))},
+                           {"end", position(index.resolve(e.location.range.end))}}},
+                         {"newText", e.text}});
+      }
+    return {{"changes", {{d.uri, edits}}}};
   }
 
   static bool sameRange(const json& a, const json& b) {
