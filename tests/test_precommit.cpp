@@ -52,6 +52,20 @@ TEST_CASE("pre-commit: the hook blocks a commit with a bug and lets a clean one 
     INFO(good.out);
     CHECK(good.code == 0);
   }
+  SECTION("shardlint-fix applies the safe fixes; pre-commit reports the modified file, then passes") {
+    fs::path fixture = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "config" / "SL303_accelerate_space_after_comma.yaml";
+    fs::copy_file(fixture, repo / "accelerate.yaml");
+    REQUIRE(sh(env + "git add accelerate.yaml").code == 0);
+    std::string run = env + "pre-commit try-repo '" + std::string(SHARDLINT_SOURCE_DIR) + "' shardlint-fix --files accelerate.yaml";
+    Run fixed = sh(run);
+    INFO(fixed.out);
+    CHECK(fixed.code != 0);
+    CHECK(fixed.out.find("files were modified by this hook") != std::string::npos);
+    CHECK(shardlint::testing::readFile(repo / "accelerate.yaml") == shardlint::testing::readFile(fixture.string() + ".fixed"));
+    Run again = sh(run);
+    INFO(again.out);
+    CHECK(again.code == 0);
+  }
   SECTION("installed as a git hook at this checkout's HEAD") {
     Run head = sh("git -C '" + std::string(SHARDLINT_SOURCE_DIR) + "' rev-parse HEAD");
     REQUIRE(head.code == 0);
