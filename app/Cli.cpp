@@ -54,6 +54,10 @@ struct CheckArgs {
   // Fixes (driver/Fixer.h): --fix writes them, --diff prints them, --fix-only writes them and
   // reports nothing else, --unsafe-fixes adds the unsafe ones, --show-fixes lists them.
   bool fix = false, diff = false, fixOnly = false, unsafeFixes = false, showFixes = false;
+  std::optional<std::string> outputFile;     // write the report there (atomically) instead of stdout
+  bool exitZero = false;                     // exit 0 even with findings
+  bool statistics = false;                   // a count per rule instead of the findings
+  std::optional<std::string> stdinFilename;  // with the path `-`: lint stdin as this file
 };
 
 long peakRssKb() {
@@ -73,12 +77,46 @@ namespace {
 
 const char* allocatorName() { return tc_malloc ? "tcmalloc_minimal" : "glibc malloc"; }
 
+// --statistics: the number of findings per rule, most first (then by code), and how many have a fix.
+void writeStatistics(std::ostream& os, const std::vector<Diagnostic>& all, bool json) {
+  struct Row {
+    std::string code, name;
+    size_t count = 0, fixable = 0;
+  };
+  std::map<std::string, Row> byCode;
+  for (const auto& d : all) {
+    Row& r = byCode[d.code];
+    r.code = d.code;
+    r.name = d.name;
+    ++r.count;
+    r.fixable += d.fix.has_value();
+  }
+  std::vector<Row> rows;
+  for (auto& [code, r] : byCode) rows.push_back(std::move(r));
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& x, const Row& y) { return x.count > y.count; });
+  if (json) {
+    nlohmann::json doc = nlohmann::json::array();
+    for (const auto& r : rows)
+      doc.push_back({{"code", r.code}, {"name", r.name}, {"count", r.count}, {"fixable", r.fixable}});
+    os << doc.dump(2) << "\n";
+    return;
+  }
+  size_t width = 1;
+  for (const auto& r : rows) width = std::max(width, std::to_string(r.count).size());
+  for (const auto& r : rows) {
+    std::string n = std::to_string(r.count);
+    os << std::string(width - n.size(), ' ') << n << "  " << r.code << "  " << (r.fixable ? "[*] " : "    ")
+       << r.name << "\n";
+  }
+}
+
 // --fix / --fix-only / --diff: applies the fixes of `all` to a fixed point (each round lints the
 // fixed texts again, as in-memory overlays, without the cache), then writes the files or prints
 // the diff. `all` becomes the findings left. Returns the exit code when the run ends here.
 std::optional<int> runFixes(const RuleCatalog& catalog, const FileConfig& cfg, const CheckArgs& a,
                             const LintOptions& options, const std::vector<std::string>& files,
-                            std::vector<Diagnostic>& all, std::optional<std::string>& internalError) {
+                            std::vector<Diagnostic>& all, std::optional<std::string>& internalError,
+                            const std::map<std::string, std::string>& texts) {
   std::vector<Diagnostic> notLinted;  // folder-level findings the linter does not make again
   for (const auto& d : all)
     if (std::find(files.begin(), files.end(), d.location.path) == files.end()) notLinted.push_back(d);
@@ -99,7 +137,7 @@ std::optional<int> runFixes(const RuleCatalog& catalog, const FileConfig& cfg, c
     return found;
   };
   std::vector<Diagnostic> first = all;
-  FixRun run = fixToFixedPoint(all, a.unsafeFixes, relint);
+  FixRun run = fixToFixedPoint(all, a.unsafeFixes, relint, 4, texts);
   for (const auto& path : run.unreadable) std::cerr << "shardlint: " << path << ": not fixed: it cannot be read\n";
   all = std::move(run.remaining);
   all.insert(all.end(), notLinted.begin(), notLinted.end());
@@ -181,7 +219,27 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     return kExitUsage;
   }
   if (paths.empty()) paths.push_back(".");
-  DiscoveryResult found = discover(paths);
+  // `-`: the text comes from stdin and is linted as --stdin-filename (its settings, its project).
+  bool fromStdin = std::find(paths.begin(), paths.end(), "-") != paths.end();
+  std::string stdinText;
+  if (fromStdin) {
+    if (paths.size() != 1 || !a.stdinFilename) {
+      std::cerr << "shardlint: error: `-` (stdin) needs --stdin-filename NAME and no other path\n";
+      return kExitUsage;
+    }
+    if (a.fix || a.fixOnly) {
+      std::cerr << "shardlint: error: --fix and --fix-only do not write stdin back; use --diff with stdin\n";
+      return kExitUsage;
+    }
+    stdinText.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    options.overlays[absolutePathKey(*a.stdinFilename)] = stdinText;
+  } else if (a.stdinFilename) {
+    std::cerr << "shardlint: error: --stdin-filename needs the path `-`\n";
+    return kExitUsage;
+  }
+  DiscoveryResult found;
+  if (fromStdin) found.files = {*a.stdinFilename};
+  else found = discover(paths);
   auto discovered = Clock::now();
   for (const auto& missing : found.errors) {
     std::error_code ec;
@@ -199,7 +257,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   }
 
   // The persistent cache of findings (analyzer/driver/ResultCache.h), like Ruff's.
-  if (!a.noCache) {
+  if (!a.noCache && !fromStdin) {  // stdin's text is not a file the cache could key
     namespace fs = std::filesystem;
     if (a.cacheDir) options.cacheDir = *a.cacheDir;
     else if (const char* env = std::getenv("SHARDLINT_CACHE_DIR"); env && *env) options.cacheDir = env;
@@ -227,7 +285,10 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                                    "folder skipped: it cannot be read (permission denied); its files were not linted"));
   applyFindingSettings(catalog, cfg, all);  // per-file-ignores, then severity overrides
   if ((a.fix || a.fixOnly || a.diff) && !internalError) {
-    if (std::optional<int> rc = runFixes(catalog, cfg, a, linter.options(), found.files, all, internalError)) return *rc;
+    std::map<std::string, std::string> texts;
+    if (fromStdin) texts[*a.stdinFilename] = stdinText;
+    if (std::optional<int> rc = runFixes(catalog, cfg, a, linter.options(), found.files, all, internalError, texts))
+      return *rc;
   }
   if (a.baseline && !internalError) {
     // The first run writes the baseline; later runs report only findings not in it.
@@ -279,28 +340,40 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   for (const auto& d : all) withFindings.insert(d.location.path);
   summary.filesWithFindings = withFindings.size();
   auto analysed = Clock::now();
-  if (format == "json" && probe) {
+  // The report goes to stdout, or (--output-file) to a file written atomically.
+  std::ostringstream report;
+  std::ostream& out = a.outputFile ? static_cast<std::ostream&>(report) : std::cout;
+  bool terminal = !a.outputFile && isatty(STDOUT_FILENO);
+  if (a.statistics) {
+    writeStatistics(out, all, format == "json");
+  } else if (format == "json" && probe) {
     std::ostringstream plain;
     output::writeJson(plain, all, summary, SHARDLINT_VERSION);
-    std::cout << probe::addProbeToJson(plain.str(), all, probe->results());
+    out << probe::addProbeToJson(plain.str(), all, probe->results());
   } else if (format == "json") {
-    output::writeJson(std::cout, all, summary, SHARDLINT_VERSION);
+    output::writeJson(out, all, summary, SHARDLINT_VERSION);
   } else if (format == "sarif") {
-    output::writeSarif(std::cout, all, catalog.infos, SHARDLINT_VERSION);
+    output::writeSarif(out, all, catalog.infos, SHARDLINT_VERSION);
   } else if (format == "github") {
-    output::writeGithub(std::cout, all);
+    output::writeGithub(out, all);
   } else if (format == "lsp") {
-    output::writeLspJson(std::cout, all, catalog.infos);
+    output::writeLspJson(out, all, catalog.infos);
   } else if (format == "concise") {
     output::TextStyle style;
     style.summary = !quiet;
-    output::writeConcise(std::cout, all, summary, style);
+    output::writeConcise(out, all, summary, style);
   } else {
     output::TextStyle style;
     style.summary = !quiet;
-    style.color = !noColor && std::getenv("NO_COLOR") == nullptr && isatty(STDOUT_FILENO);
+    style.color = !noColor && std::getenv("NO_COLOR") == nullptr && terminal;
     style.showFixes = a.showFixes;
-    output::writeText(std::cout, all, summary, style);
+    output::writeText(out, all, summary, style);
+  }
+  if (a.outputFile) {
+    if (std::string err = atomicWriteFile(*a.outputFile, report.str()); !err.empty()) {
+      std::cerr << "shardlint: error: cannot write " << *a.outputFile << ": " << err << "\n";
+      return kExitUsage;
+    }
   }
   std::cout.flush();
   if (a.stats) {
@@ -346,7 +419,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     return kExitInternal;
   }
   if (probe) return probe->exitCode(all);
-  return all.empty() ? kExitClean : kExitFindings;
+  return all.empty() || a.exitZero ? kExitClean : kExitFindings;
 }
 
 // `parse-check` (hidden, for scripts/parse_diff.py): only "does each file parse without error
@@ -452,6 +525,12 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   check->add_flag("--fix-only", ca.fixOnly, "Apply the fixes and report nothing else (exit 0 unless a file was not written)");
   check->add_flag("--diff", ca.diff, "Print a unified diff of the fixes instead of writing them (exit 1 when there is one)");
   check->add_flag("--show-fixes", ca.showFixes, "Text format: print the fix of each finding that has one");
+  check->add_option("-o,--output-file", ca.outputFile, "Write the report to FILE (atomically) instead of stdout");
+  check->add_flag("--exit-zero", ca.exitZero, "Exit 0 even when there are findings (errors still exit 2 or 101)");
+  check->add_flag("--statistics", ca.statistics,
+                  "Print the number of findings per rule instead of the findings ([*]: some have a fix)");
+  check->add_option("--stdin-filename", ca.stdinFilename,
+                    "With the path `-`: lint stdin as this file (its settings, project and suppressions apply)");
   check->add_flag("--stats", ca.stats, "Print files seen/parsed, bytes, time per phase and peak RSS to stderr");
   // One value per occurrence (repeatable), so paths can follow: `--select SL101 train.py`.
   check->add_option("--select", select, "Rules to enable: codes, names or code prefixes (comma-separated)")

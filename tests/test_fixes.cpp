@@ -256,3 +256,57 @@ TEST_CASE("cli: --fix, --diff, --fix-only, --unsafe-fixes, --show-fixes", "[cli]
     CHECK(readFile(f) == before);
   }
 }
+
+TEST_CASE("cli: --output-file, --exit-zero, --statistics, --stdin-filename", "[cli]") {
+  TempDir dir("shardlint-cli-conv-");
+  const fs::path src = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "config";
+  for (const char* name : {"SL303_trailing_comma.yaml", "SL305_scientific_notation.yaml", "SL301_accelerate_typo.yaml"})
+    fs::copy_file(src / name, dir.path() / name);
+  std::string cd = "cd " + shellQuote(dir.path().string()) + " && ";
+  std::string bin = shellQuote(SHARDLINT_BINARY) + " check --no-cache ";
+
+  SECTION("--output-file writes the report there, in any format, and the exit code stays") {
+    auto r = runShell(cd + bin + "--format json -o report.json . 2>&1");
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    auto doc = nlohmann::json::parse(readFile(dir.path() / "report.json"));
+    CHECK(doc["findings"].size() == 4);
+    CHECK(runShell(cd + bin + "--output-file report.txt -q SL303_trailing_comma.yaml").code == 1);
+    CHECK(readFile(dir.path() / "report.txt").find("SL303_trailing_comma.yaml:15:39: error:") == 0);
+    auto bad = runShell(cd + bin + "-o no/such/folder/r.txt . 2>&1");
+    CHECK(bad.code == 2);
+    CHECK(bad.out.find("cannot write no/such/folder/r.txt") != std::string::npos);
+  }
+  SECTION("--exit-zero: findings are reported, the exit code is 0; usage errors stay 2") {
+    auto r = runShell(cd + bin + "--exit-zero .");
+    CHECK(r.code == 0);
+    CHECK(r.out.find("Found 4 findings") != std::string::npos);
+    CHECK(runShell(cd + bin + "--exit-zero missing.yaml 2>/dev/null").code == 2);
+  }
+  SECTION("--statistics: a count per rule, most first, [*] where a fix exists") {
+    auto r = runShell(cd + bin + "--statistics .");
+    CHECK(r.code == 1);
+    CHECK(r.out == "2  SL301  [*] unknown-fsdp-key\n1  SL303  [*] layer-class-list-format\n"
+                   "1  SL305  [*] min-num-params-invalid\n");
+    auto j = nlohmann::json::parse(runShell(cd + bin + "--statistics --format json .").out);
+    REQUIRE(j.size() == 3);
+    CHECK(j[0] == nlohmann::json({{"code", "SL301"}, {"name", "unknown-fsdp-key"}, {"count", 2}, {"fixable", 2}}));
+  }
+  SECTION("--stdin-filename: stdin is linted as that file; --diff works on it, --fix is refused") {
+    auto r = runShell(cd + "cat SL305_scientific_notation.yaml | " + bin + "- --stdin-filename conf/accelerate.yaml");
+    CHECK(r.code == 1);
+    CHECK(r.out.find("conf/accelerate.yaml:11:24: error:") == 0);
+    auto d = runShell(cd + "cat SL305_scientific_notation.yaml | " + bin +
+                      "--diff - --stdin-filename conf/accelerate.yaml 2>/dev/null");
+    CHECK(d.code == 1);
+    CHECK(d.out.find("+  fsdp_min_num_params: 100000000\n") != std::string::npos);
+    auto fix = runShell(cd + "cat SL305_scientific_notation.yaml | " + bin + "--fix - --stdin-filename c.yaml 2>&1");
+    CHECK(fix.code == 2);
+    CHECK(runShell(cd + "echo x | " + bin + "- 2>&1").code == 2);
+    CHECK(runShell(cd + bin + "--stdin-filename c.yaml . 2>&1").code == 2);
+    // A suppression in the piped text applies, as in the file.
+    auto quiet = runShell(cd + "sed 's/1e8$/1e8  # noqa: SL305/' SL305_scientific_notation.yaml | " + bin +
+                          "- --stdin-filename c.yaml");
+    CHECK(quiet.code == 0);
+  }
+}
