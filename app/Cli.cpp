@@ -58,6 +58,7 @@ struct CheckArgs {
   bool exitZero = false;                     // exit 0 even with findings
   bool statistics = false;                   // a count per rule instead of the findings
   std::optional<std::string> stdinFilename;  // with the path `-`: lint stdin as this file
+  bool noSnippets = false;                   // text format: no source line under each finding
 };
 
 long peakRssKb() {
@@ -367,6 +368,19 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     style.summary = !quiet;
     style.color = !noColor && std::getenv("NO_COLOR") == nullptr && terminal;
     style.showFixes = a.showFixes;
+    // Snippets from the files as they are now (fixed, when --fix wrote them), or stdin's text.
+    std::map<std::string, std::optional<std::string>> texts;
+    style.snippets = !a.noSnippets;
+    style.source = [&](const std::string& path) -> const std::string* {
+      auto it = texts.find(path);
+      if (it == texts.end()) {
+        std::string text;
+        if (fromStdin && path == *a.stdinFilename) it = texts.emplace(path, stdinText).first;
+        else it = texts.emplace(path, readFileBytes(path, text) ? std::optional<std::string>(std::move(text))
+                                                               : std::nullopt).first;
+      }
+      return it->second ? &*it->second : nullptr;
+    };
     output::writeText(out, all, summary, style);
   }
   if (a.outputFile) {
@@ -526,6 +540,7 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   check->add_flag("--diff", ca.diff, "Print a unified diff of the fixes instead of writing them (exit 1 when there is one)");
   check->add_flag("--show-fixes", ca.showFixes, "Text format: print the fix of each finding that has one");
   check->add_option("-o,--output-file", ca.outputFile, "Write the report to FILE (atomically) instead of stdout");
+  check->add_flag("--no-snippets", ca.noSnippets, "Text format: no source line and caret under each finding");
   check->add_flag("--exit-zero", ca.exitZero, "Exit 0 even when there are findings (errors still exit 2 or 101)");
   check->add_flag("--statistics", ca.statistics,
                   "Print the number of findings per rule instead of the findings ([*]: some have a fix)");

@@ -251,10 +251,14 @@ TEST_CASE("cli: text format", "[cli]") {
   auto ls = lines(r.out);
   REQUIRE(ls.size() >= 3);
   CHECK(std::regex_match(ls.front(), std::regex(R"(^train\.py:6:7: error: .* \[SL101 optimizer-before-wrap\]$)")));
+  // The snippet: the line, then carets under the range (like Ruff and rustc).
+  REQUIRE(ls.size() >= 5);
+  CHECK(ls[1] == "  6 | opt = torch.optim.AdamW(model.parameters())");
+  CHECK(ls[2] == "    |       " + std::string(37, '^'));
   // Notes: indented by two spaces, `path:line:col: note: message`.
   std::regex noteRe(R"(^  train\.py:\d+:\d+: note: .+$)");
   size_t notes = 0;
-  for (size_t i = 1; i + 1 < ls.size(); ++i) {
+  for (size_t i = 3; i + 1 < ls.size(); ++i) {
     INFO("line " << i << ": " << ls[i]);
     CHECK(ls[i].rfind("  ", 0) == 0);
     CHECK(ls[i].find(": note: ") != std::string::npos);
@@ -265,6 +269,13 @@ TEST_CASE("cli: text format", "[cli]") {
   CHECK(ls.back() == "Found 1 finding in 1 file (1 checked).");
   CHECK(r.out.back() == '\n');
 
+  SECTION("--no-snippets and the concise format have no source lines") {
+    Result plain = run(dir, "check --no-snippets train.py");
+    CHECK(plain.code == 1);
+    CHECK(lines(plain.out).size() == ls.size() - 2);
+    CHECK(plain.out.find(" | ") == std::string::npos);
+    CHECK(run(dir, "check --format concise train.py").out.find(" | ") == std::string::npos);
+  }
   SECTION("--quiet drops the summary") {
     Result q = run(dir, "check --quiet train.py");
     CHECK(q.code == 1);

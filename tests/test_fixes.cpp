@@ -16,6 +16,7 @@
 #include "core/AtomicWrite.h"
 #include "driver/Fixer.h"
 #include "driver/Linter.h"
+#include "output/Emitters.h"
 
 namespace fs = std::filesystem;
 using shardlint::testing::readFile;
@@ -309,4 +310,22 @@ TEST_CASE("cli: --output-file, --exit-zero, --statistics, --stdin-filename", "[c
                           "- --stdin-filename c.yaml");
     CHECK(quiet.code == 0);
   }
+}
+
+TEST_CASE("formats: a snippet keeps tabs, counts code points, and stops at the line's end", "[formats]") {
+  const std::string text = "first\n\tx = \"\xC3\xA9\" + yy\nlast";
+  shardlint::SourceFile f("t.py", text);
+  // `yy` on line 2: tab, then `x = "é" + ` (é is two bytes).
+  uint32_t at = static_cast<uint32_t>(text.find("yy"));
+  auto loc = shardlint::makeLocation(f, {at, at + 2});
+  CHECK(shardlint::output::snippet(loc, text, false) == "  2 | \tx = \"\xC3\xA9\" + yy\n    | \t          ^^\n");
+  // A range running past the line is cut at its end; an empty range gets one caret.
+  auto multi = shardlint::makeLocation(f, {0, static_cast<uint32_t>(text.size())});
+  CHECK(shardlint::output::snippet(multi, text, false) == "  1 | first\n    | ^^^^^\n");
+  auto empty = shardlint::makeLocation(f, {static_cast<uint32_t>(text.size()), static_cast<uint32_t>(text.size())});
+  CHECK(shardlint::output::snippet(empty, text, false) == "  3 | last\n    |     ^\n");
+  // A line over 1,000 bytes is not shown.
+  std::string wide(2000, 'a');
+  shardlint::SourceFile w("w.py", wide);
+  CHECK(shardlint::output::snippet(shardlint::makeLocation(w, {5, 6}), wide, false).empty());
 }

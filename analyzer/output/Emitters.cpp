@@ -22,6 +22,8 @@ void writeText(std::ostream& os, const std::vector<Diagnostic>& diags, const Run
   for (const auto& d : diags) {
     os << c(kBold) << position(d.location) << ":" << c(kReset) << " " << c(kRed) << severityName(d.severity)
        << c(kReset) << ": " << d.message << " [" << d.code << " " << d.name << "]\n";
+    if (style.snippets && style.source)
+      if (const std::string* text = style.source(d.location.path)) os << snippet(d.location, *text, style.color);
     for (const auto& n : d.notes)
       os << "  " << c(kBold) << position(n.location) << ":" << c(kReset) << " " << c(kCyan) << "note" << c(kReset)
          << ": " << n.message << "\n";
@@ -31,6 +33,32 @@ void writeText(std::ostream& os, const std::vector<Diagnostic>& diags, const Run
          << "\n";
   }
   if (style.summary) writeSummary(os, diags.size(), summary);
+}
+
+std::string snippet(const Location& loc, const std::string& text, bool color) {
+  uint32_t begin = loc.range.begin;
+  if (begin > text.size() || loc.start.byteColumn > begin) return "";
+  size_t lineStart = begin - loc.start.byteColumn;
+  if (lineStart > 0 && text[lineStart - 1] != '\n') return "";  // not the line the location names
+  size_t lineEnd = text.find('\n', lineStart);
+  if (lineEnd == std::string::npos) lineEnd = text.size();
+  if (lineEnd > lineStart && text[lineEnd - 1] == '\r') --lineEnd;
+  if (lineEnd - lineStart > 1000) return "";
+  std::string_view line(text.data() + lineStart, lineEnd - lineStart);
+  auto isContinuation = [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) == 0x80; };
+  std::string pad;
+  for (size_t i = 0; i < loc.start.byteColumn && i < line.size(); ++i)
+    if (line[i] == '\t') pad += '\t';
+    else if (!isContinuation(line[i])) pad += ' ';
+  size_t end = std::min<size_t>(loc.range.end >= begin ? loc.range.end : begin, lineEnd) - lineStart;
+  size_t carets = 0;
+  for (size_t i = loc.start.byteColumn; i < end && i < line.size(); ++i) carets += !isContinuation(line[i]);
+  std::string number = std::to_string(loc.start.line + 1);
+  std::string gutter(number.size(), ' ');
+  std::string out = "  " + number + " | " + std::string(line) + "\n";
+  out += "  " + gutter + " | " + pad + (color ? kRed : "") + std::string(std::max<size_t>(carets, 1), '^') +
+         (color ? kReset : "") + "\n";
+  return out;
 }
 
 void writeSummary(std::ostream& os, size_t findings, const RunSummary& summary) {

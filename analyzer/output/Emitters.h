@@ -19,7 +19,15 @@ struct TextStyle {
   bool color = false;
   bool summary = true;
   bool showFixes = false;  // a `fix (safe|unsafe): ...` line under each finding that has one
+  // Source snippets: the finding's line and a caret line under its range (text format). `source`
+  // gives a file's text by the path findings use (null: none, no snippet).
+  bool snippets = false;
+  std::function<const std::string*(const std::string& path)> source;
 };
+
+// The snippet of `loc` in `text`: `  N | the line` and `    |     ^^^^` (tabs kept so the carets line
+// up), or "" when the line is not in the text or is too long to show (over 1,000 bytes).
+std::string snippet(const Location& loc, const std::string& text, bool color);
 
 // `path:line:col: severity: message [CODE name]`, notes indented below, then a summary line.
 void writeText(std::ostream& os, const std::vector<Diagnostic>& diags, const RunSummary& summary,
