@@ -1,6 +1,7 @@
 #include "core/SourceFile.h"
 #include "core/AtomicWrite.h"
 #include "Cli.h"
+#include "Watch.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <cstdio>
@@ -59,6 +61,7 @@ struct CheckArgs {
   bool statistics = false;                   // a count per rule instead of the findings
   std::optional<std::string> stdinFilename;  // with the path `-`: lint stdin as this file
   bool noSnippets = false;                   // text format: no source line under each finding
+  bool watch = false;                        // lint again on every change, printing what changed
 };
 
 long peakRssKb() {
@@ -184,6 +187,122 @@ std::optional<int> runFixes(const RuleCatalog& catalog, const FileConfig& cfg, c
   return std::nullopt;
 }
 
+// --watch: after the first report, lints again whenever a file under the paths changes (inotify) and
+// prints only what changed: the new findings in full, the ones gone as one line each. Runs until
+// it is interrupted.
+int watchForChanges(const RuleCatalog& catalog, const FileConfig& cfg, const CheckArgs& a, const LintOptions& options,
+                    const std::vector<std::string>& paths, std::vector<Diagnostic> previous) {
+  namespace fs = std::filesystem;
+  DirectoryWatcher watcher;
+  if (!watcher.ok()) {
+    std::cerr << "shardlint: error: --watch: cannot watch for changes (inotify)\n";
+    return kExitUsage;
+  }
+  auto key = [](const std::vector<Diagnostic>& ds) {
+    std::vector<std::string> prints = output::fingerprints(ds);
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < ds.size(); ++i) keys.push_back(ds[i].code + "|" + ds[i].location.path + "|" + prints[i]);
+    return keys;
+  };
+  auto watchFolders = [&](const std::vector<std::string>& files) {
+    std::set<std::string> dirs;
+    for (const auto& p : paths) {
+      std::error_code ec;
+      if (fs::is_directory(p, ec)) {
+        dirs.insert(p);
+        for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
+             !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+          std::string name = it->path().filename().string();
+          if (it->is_directory(ec) && (name.empty() || name[0] == '.' || name == "build" || name == "node_modules" ||
+                                       name == "__pycache__")) {
+            it.disable_recursion_pending();
+            continue;
+          }
+          if (it->is_directory(ec)) dirs.insert(it->path().string());
+        }
+      } else {
+        dirs.insert(fs::path(p).parent_path().empty() ? "." : fs::path(p).parent_path().string());
+      }
+    }
+    for (const auto& f : files) dirs.insert(fs::path(f).parent_path().empty() ? "." : fs::path(f).parent_path().string());
+    for (const auto& d : dirs) watcher.add(d);
+  };
+  watchFolders({});
+  std::cerr << "shardlint: watching for changes (Ctrl-C to stop)\n";
+  bool color = !a.noColor && std::getenv("NO_COLOR") == nullptr && isatty(STDOUT_FILENO);
+  // The files discovery would lint, and the settings files.
+  auto relevant = [](const std::string& name) {
+    std::string ext = fs::path(name).extension().string();
+    return ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json" || ext == ".sh" || ext == ".toml" ||
+           ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".h" || ext == ".hpp" || ext == ".mk" ||
+           name == "Makefile" || name == "makefile" || name == "GNUmakefile";
+  };
+  while (watcher.waitForChange(relevant)) {
+    DiscoveryResult found = discover(paths);
+    if (!cfg.exclude.empty()) {
+      std::vector<std::string> kept;
+      for (const auto& f : found.files)
+        if (!isExcluded(cfg, f)) kept.push_back(f);
+      found.files = std::move(kept);
+    }
+    watchFolders(found.files);  // folders created since
+    std::vector<Diagnostic> now;
+    try {
+      now = Linter(catalog, options).lintFiles(found.files);
+    } catch (const LintInternalError& e) {
+      std::cerr << "shardlint: internal error: " << e.what() << "\n";
+      now = e.partial;
+    }
+    applyFindingSettings(catalog, cfg, now);
+    std::vector<std::string> before = key(previous), after = key(now);
+    std::multiset<std::string> had(before.begin(), before.end()), has(after.begin(), after.end());
+    std::vector<Diagnostic> added;
+    for (size_t i = 0; i < now.size(); ++i)
+      if (auto it = had.find(after[i]); it != had.end()) had.erase(it);
+      else added.push_back(now[i]);
+    std::vector<const Diagnostic*> gone;
+    for (size_t i = 0; i < previous.size(); ++i)
+      if (auto it = has.find(before[i]); it != has.end()) has.erase(it);
+      else gone.push_back(&previous[i]);
+    if (added.empty() && gone.empty()) {  // only what changed is printed
+      previous = std::move(now);
+      continue;
+    }
+    char stamp[16] = "";
+    std::time_t t = std::time(nullptr);
+    std::strftime(stamp, sizeof stamp, "%H:%M:%S", std::localtime(&t));
+    std::cout << "[" << stamp << "] " << now.size() << (now.size() == 1 ? " finding" : " findings") << " ("
+              << added.size() << " new, " << gone.size() << " gone)\n";
+    output::RunSummary none;
+    output::TextStyle style;
+    style.summary = false;
+    style.color = color;
+    if (a.format == "concise") {
+      output::writeConcise(std::cout, added, none, style);
+    } else {
+      style.snippets = !a.noSnippets;
+      std::map<std::string, std::string> texts;
+      style.source = [&](const std::string& path) -> const std::string* {
+        auto it = texts.find(path);
+        if (it == texts.end()) {
+          std::string text;
+          if (!readFileBytes(path, text)) return nullptr;
+          it = texts.emplace(path, std::move(text)).first;
+        }
+        return &it->second;
+      };
+      output::writeText(std::cout, added, none, style);
+    }
+    for (const Diagnostic* d : gone)
+      std::cout << "gone: " << d->location.path << ":" << d->location.start.line + 1 << ":"
+                << d->location.start.codepointColumn + 1 << ": " << d->code << " " << d->name << "\n";
+    std::cout.flush();
+    previous = std::move(now);
+  }
+  std::cerr << "shardlint: error: --watch: the watch on the files failed\n";
+  return kExitUsage;
+}
+
 // `probe`: the runtime probe runs on the findings and its verdicts join the output (shardlint probe).
 int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nullptr) {
   using Clock = std::chrono::steady_clock;
@@ -191,6 +310,12 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   std::vector<std::string>& paths = a.paths;
   const std::string& format = a.format;
   bool quiet = a.quiet, noColor = a.noColor;
+  if (a.watch && (a.fix || a.fixOnly || a.diff || a.outputFile || a.baseline || a.statistics || a.stdinFilename ||
+                  probe || (format != "text" && format != "concise"))) {
+    std::cerr << "shardlint: error: --watch prints findings as text or concise; it does not combine with --fix, "
+                 "--fix-only, --diff, --output-file, --baseline, --statistics or stdin\n";
+    return kExitUsage;
+  }
   FileConfig cfg;
   try {
     cfg = loadConfig(std::filesystem::current_path(), a.config);
@@ -433,6 +558,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     return kExitInternal;
   }
   if (probe) return probe->exitCode(all);
+  if (a.watch) return watchForChanges(catalog, cfg, a, linter.options(), paths, all);
   return all.empty() || a.exitZero ? kExitClean : kExitFindings;
 }
 
@@ -540,6 +666,7 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   check->add_flag("--diff", ca.diff, "Print a unified diff of the fixes instead of writing them (exit 1 when there is one)");
   check->add_flag("--show-fixes", ca.showFixes, "Text format: print the fix of each finding that has one");
   check->add_option("-o,--output-file", ca.outputFile, "Write the report to FILE (atomically) instead of stdout");
+  check->add_flag("-w,--watch", ca.watch, "Lint again on every file change, printing only what changed (Ctrl-C to stop)");
   check->add_flag("--no-snippets", ca.noSnippets, "Text format: no source line and caret under each finding");
   check->add_flag("--exit-zero", ca.exitZero, "Exit 0 even when there are findings (errors still exit 2 or 101)");
   check->add_flag("--statistics", ca.statistics,

@@ -329,3 +329,38 @@ TEST_CASE("formats: a snippet keeps tabs, counts code points, and stops at the l
   shardlint::SourceFile w("w.py", wide);
   CHECK(shardlint::output::snippet(shardlint::makeLocation(w, {5, 6}), wide, false).empty());
 }
+
+TEST_CASE("cli: --watch lints again on changes and prints only what changed", "[cli][watch]") {
+  TempDir dir("shardlint-watch-");
+  const fs::path src = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "config";
+  fs::create_directories(dir.path() / "tree" / "sub");
+  fs::copy_file(src / "SL303_trailing_comma.yaml", dir.path() / "tree" / "sub" / "a.yaml");
+  std::string bin = shellQuote(SHARDLINT_BINARY);
+  // Waits (at most 20 s) for a line in a file; the output goes outside the watched tree.
+  auto waitFor = [](const std::string& what, const std::string& file) {
+    return "for i in $(seq 200); do grep -q " + shellQuote(what) + " " + file + " && break; sleep 0.1; done; ";
+  };
+  std::string script =
+      "cd " + shellQuote(dir.path().string()) + " && (" + bin +
+      " check --no-cache --watch tree > out.txt 2> err.txt & echo $! > pid) && " + waitFor("watching", "err.txt") +
+      "cp " + shellQuote((src / "SL305_scientific_notation.yaml").string()) + " tree/sub/b.yaml; " +
+      waitFor("1 new", "out.txt") + "echo noise > tree/notes.txt; cp " +
+      shellQuote((src / "SL303_trailing_comma.yaml.fixed").string()) + " tree/sub/a.yaml; " +
+      waitFor("gone:", "out.txt") + "kill $(cat pid); cat out.txt";
+  auto r = runShell(script);
+  INFO(r.out);
+  // The first report in full, then one block per change.
+  CHECK(r.out.find("sub/a.yaml:15:39: error:") == r.out.find("tree/sub/a.yaml:15:39: error:") + 5);
+  CHECK(r.out.find("Found 1 finding in 1 file (1 checked).\n") != std::string::npos);
+  CHECK(r.out.find("] 2 findings (1 new, 0 gone)\ntree/sub/b.yaml:11:24: error:") != std::string::npos);
+  CHECK(r.out.find("] 1 finding (0 new, 1 gone)\ngone: tree/sub/a.yaml:15:39: SL303 layer-class-list-format\n") !=
+        std::string::npos);
+  // Nothing else: the unrelated file and unchanged findings print nothing.
+  size_t blocks = 0;
+  for (size_t at = r.out.find("] "); at != std::string::npos; at = r.out.find("] ", at + 1))
+    blocks += r.out.compare(at, 3, "] 1") == 0 || r.out.compare(at, 3, "] 2") == 0;
+  CHECK(blocks == 2);
+  auto bad = runShell(bin + " check --watch --fix tree 2>&1");
+  CHECK(bad.code == 2);
+  CHECK(bad.out.find("--watch") != std::string::npos);
+}
