@@ -43,12 +43,44 @@ class OrigParamsFalseWithPrebuiltOptimizer final : public Rule {
           loc.end = loc.start;
           extra.push_back(Note{loc, "the setting that decides it"});
         }
-        reportStale(cx, info(), st, s, std::move(msg), std::move(extra));
+        reportStale(cx, info(), st, s, std::move(msg), std::move(extra), pluginFix(cx, st, s));
       }
     }
   }
 
  private:
+  // The plugin built in code without `use_orig_params`: the fix adds `use_orig_params=True` to its
+  // call, in the file the finding is in. Unsafe: accelerate then keeps the original parameters, a
+  // change to how the model is sharded that the user should review (and the optimizer is then
+  // re-pointed at the sharded parameters by `prepare`).
+  std::optional<Fix> pluginFix(RuleContext& cx, const Store& st, const StaleOptimizer& s) {
+    if (s.wrap->attr("orig_from") != "code-default") return std::nullopt;
+    std::string_view call = s.wrap->attr("plugin_call");
+    size_t colon = call.find(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    uint32_t file = 0, end = 0;
+    try {
+      file = static_cast<uint32_t>(std::stoul(std::string(call.substr(0, colon))));
+      end = static_cast<uint32_t>(std::stoul(std::string(call.substr(colon + 1))));
+    } catch (...) {
+      return std::nullopt;
+    }
+    if (file != st.obj(s.optimizer).origin.primaryIn(s.wrap->origin).file) return std::nullopt;  // another file
+    const std::string& text = cx.file(file).text;
+    if (end == 0 || end > text.size() || text[end - 1] != ')') return std::nullopt;
+    // Insert before the closing parenthesis, after the last argument (and its trailing comma).
+    size_t at = end - 1;
+    while (at > 0 && (text[at - 1] == ' ' || text[at - 1] == '\t' || text[at - 1] == '\n' || text[at - 1] == '\r')) --at;
+    std::string insert;
+    if (text[at - 1] == '(') insert = "use_orig_params=True";
+    else if (text[at - 1] == ',') insert = " use_orig_params=True";
+    else insert = ", use_orig_params=True";
+    if (s.wrap->attr("plugin_args") == "0" && text[at - 1] != '(') return std::nullopt;  // not the call we think
+    semantic::Site where{file, ByteRange{static_cast<uint32_t>(at), static_cast<uint32_t>(at)}};
+    return Fix{"Pass `use_orig_params=True` to `FullyShardedDataParallelPlugin`", Applicability::Unsafe,
+               {cx.edit(where, insert)}};
+  }
+
   const RuleInfo* info_;
 };
 

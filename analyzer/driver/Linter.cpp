@@ -37,8 +37,9 @@ const SourceFile& RuleContext::file(uint32_t id) const {
 }
 
 void RuleContext::report(const RuleInfo& info, const semantic::Site& primary, std::string message,
-                         std::vector<Note> notes) {
+                         std::vector<Note> notes, std::optional<Fix> fix) {
   out_.push_back(makeDiagnostic(info, locate(primary), std::move(message), std::move(notes)));
+  out_.back().fix = std::move(fix);
 }
 
 const RuleInfo* RuleCatalog::find(std::string_view codeOrName) const {

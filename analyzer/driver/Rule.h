@@ -35,7 +35,10 @@ class RuleContext {
   semantic::FileAnalysis& analysis() { return analysis_; }
   Location locate(const semantic::Site& site) const { return makeLocation(file(site.file), site.range); }
   Note note(const semantic::Site& site, std::string message) const { return Note{locate(site), std::move(message)}; }
-  void report(const RuleInfo& info, const semantic::Site& primary, std::string message, std::vector<Note> notes = {});
+  void report(const RuleInfo& info, const semantic::Site& primary, std::string message, std::vector<Note> notes = {},
+              std::optional<Fix> fix = std::nullopt);
+  // An edit of `site`'s bytes (in the file of `site.file`).
+  Edit edit(const semantic::Site& site, std::string text) const { return Edit{locate(site), std::move(text)}; }
   // Where findings go (for rules that check settings written in code with a ConfigContext).
   std::vector<Diagnostic>& sink() { return out_; }
 

@@ -85,7 +85,7 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
       std::map<std::string, std::string, std::less<>> attrs{{"api", "accelerate"},     {"fsdp_version", fsdp},
                                                             {"replaces", replaces},    {"prepare", prepareId},
                                                             {"call", call},            {"orig_from", origFrom}};
-      for (const char* k : {"config", "config_line", "config_col"})
+      for (const char* k : {"config", "config_line", "config_col", "plugin_call", "plugin_args"})
         if (acc.hasTag(k)) attrs[k] = std::string(acc.tag(k));
       site.in.domainEvent("wrap", m, site.origin, std::move(attrs));
       if (fsdp == "2") {
@@ -383,6 +383,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
     obj.tags["fsdp_plugin"] = "1";
     obj.tags["fsdp_version"] = literalOf(st, site.kwarg("fsdp_version")).value_or("1");
     obj.tags["use_orig_params"] = literalOf(st, site.kwarg("use_orig_params")).value_or("");
+    // Where the call ends (a fix adds `use_orig_params=True` there): "file:end", and whether it has arguments.
+    obj.tags["plugin_call"] = std::to_string(site.origin.file) + ":" + std::to_string(site.origin.range.end);
+    obj.tags["plugin_args"] = site.args.empty() && site.kwargs.empty() ? "0" : "1";
     site.result = {o};
     return true;
   }
@@ -410,6 +413,8 @@ bool FsdpCallModel::onCall(CallSite& site) {
         } else {
           st.obj(o).tags["use_orig_params"] = "False";  // FullyShardedDataParallelPlugin() defaults to false
           st.obj(o).tags["orig_from"] = "code-default";
+          for (const char* k : {"plugin_call", "plugin_args"})
+            if (po.hasTag(k)) st.obj(o).tags[k] = std::string(po.tag(k));
         }
       }
     }

@@ -121,7 +121,7 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
 }
 
 void reportStale(RuleContext& cx, const RuleInfo& info, const Store& st, const StaleOptimizer& s, std::string message,
-                 std::vector<Note> extraNotes) {
+                 std::vector<Note> extraNotes, std::optional<Fix> fix) {
   const auto& o = st.obj(s.optimizer);
   const Event* w = s.wrap;
   std::vector<Note> notes;
@@ -141,7 +141,7 @@ void reportStale(RuleContext& cx, const RuleInfo& info, const Store& st, const S
   if (primary != o.origin.site()) notes.push_back(cx.note(o.origin.site(), "the optimizer is constructed here"));
   notes.push_back(cx.note(s.use->origin.primaryIn(o.origin), "the stale optimizer is used here"));
   for (auto& n : extraNotes) notes.push_back(std::move(n));
-  cx.report(info, primary, std::move(message), std::move(notes));
+  cx.report(info, primary, std::move(message), std::move(notes), std::move(fix));
 }
 
 }  // namespace shardlint::rules::fsdp

@@ -24,6 +24,6 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
 // Reports at the construction (or the call that builds it, next to the wrap; or in
 // the class when a class both builds and wraps), with notes at the wrap and the use.
 void reportStale(RuleContext& cx, const RuleInfo& info, const Store& st, const StaleOptimizer& s, std::string message,
-                 std::vector<Note> extraNotes = {});
+                 std::vector<Note> extraNotes = {}, std::optional<Fix> fix = std::nullopt);
 
 }  // namespace shardlint::rules::fsdp
