@@ -1,6 +1,7 @@
 // SL103 unsharded-params: trainable parameters the optimizer holds are left
 // outside every FSDP unit (blocks sharded but not the root; ignored_* params).
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "Registry.h"
@@ -152,6 +153,61 @@ class UnshardedParams final : public Rule {
     return false;
   }
 
+  // The fix: `fully_shard(<root>)` on a line of its own after the statement that shards the last
+  // block (the loop around it, when there is one), at that statement's indentation, with the
+  // blocks' mesh and policies. Only where that is plainly
+  // possible: the call and the optimizer in the linted file and in one function, the optimizer
+  // built after that statement, the root a plain name or attribute path. Unsafe: sharding the root
+  // changes what the step computes (the gradients of those parameters are then reduced).
+  std::optional<Fix> rootFix(RuleContext& cx, const Event& lastWrap, const semantic::Obj& optimizer, const std::string& root) {
+    uint32_t fileId = cx.analysis().module().fileId();
+    semantic::Site call = lastWrap.origin.site(), built = optimizer.origin.site();
+    if (call.file != fileId || built.file != fileId) return std::nullopt;
+    for (char c : root)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return std::nullopt;
+    if (root.empty() || std::isdigit(static_cast<unsigned char>(root[0]))) return std::nullopt;
+    const std::string& text = cx.file().text;
+    TSNode node = ts_node_descendant_for_byte_range(cx.root(), call.range.begin, call.range.end);
+    while (!ts_node_is_null(node) && (std::string_view(ts_node_type(node)) != "call" ||
+                                      ts_node_start_byte(node) != call.range.begin ||
+                                      ts_node_end_byte(node) != call.range.end))
+      node = ts_node_parent(node);
+    if (ts_node_is_null(node)) return std::nullopt;
+    TSNode callNode = node;
+    // The statement to follow: the outermost loop around the call within its function, else the
+    // call's own statement.
+    TSNode stmt = {};
+    for (TSNode n = ts_node_parent(callNode); !ts_node_is_null(n); n = ts_node_parent(n)) {
+      std::string_view type = ts_node_type(n);
+      if (type == "function_definition" || type == "class_definition" || type == "module") break;
+      if (type == "for_statement" || type == "while_statement") stmt = n;
+      else if (ts_node_is_null(stmt) && type == "expression_statement") stmt = n;
+    }
+    if (ts_node_is_null(stmt)) return std::nullopt;
+    if (cx.enclosingFunction(call) != cx.enclosingFunction(built) || built.range.begin < ts_node_end_byte(stmt))
+      return std::nullopt;
+    uint32_t start = ts_node_start_byte(stmt);
+    size_t lineStart = text.rfind('\n', start == 0 ? 0 : start - 1);
+    lineStart = lineStart == std::string::npos || start == 0 ? 0 : lineStart + 1;
+    std::string indent = text.substr(lineStart, start - lineStart);
+    if (indent.find_first_not_of(" \t") != std::string::npos) return std::nullopt;  // `x = 1; for ...`
+    std::string line = std::string(syntax::textOf(syntax::field(callNode, "function"), text)) + "(" + root;
+    // The arguments every unit must share (one mesh, one mixed-precision and offload policy); not
+    // the per-block ones (`reshard_after_forward`, often computed in the loop).
+    for (const auto& kw : syntax::keywordArguments(callNode)) {
+      std::string_view name = syntax::textOf(kw.name, text);
+      if (name == "mesh" || name == "mp_policy" || name == "offload_policy")
+        line += ", " + std::string(name) + "=" + std::string(syntax::textOf(kw.value, text));
+    }
+    line += ")";
+    // After the end of the statement's last line (a trailing comment stays where it is).
+    size_t nl = text.find('\n', ts_node_end_byte(stmt));
+    uint32_t at = static_cast<uint32_t>(nl == std::string::npos ? text.size() : nl + 1);
+    std::string insert = (nl == std::string::npos ? "\n" : "") + indent + line + "\n";
+    return Fix{"Add `" + line + "` after the blocks are sharded", Applicability::Unsafe,
+               {cx.edit(semantic::Site{fileId, ByteRange{at, at}}, insert)}};
+  }
+
   void check(RuleContext& cx, const Store& st) {
     auto wraps = domainEvents(st, "wrap");
     if (wraps.empty()) return;
@@ -215,7 +271,10 @@ class UnshardedParams final : public Rule {
             if (primary != first->origin.site())
               notes.push_back(cx.note(first->origin.site(), "`fully_shard` is applied to a submodule here"));
             notes.push_back(cx.note(o.origin.primaryIn(first->origin), "the optimizer takes all parameters of `" + key + "` here"));
-            cx.report(info(), primary, std::move(msg), std::move(notes));
+            const Event* last = *std::max_element(below.begin(), below.end(), [&](const Event* a, const Event* b) {
+              return st.points[static_cast<size_t>(a->point)].ordinal < st.points[static_cast<size_t>(b->point)].ordinal;
+            });
+            cx.report(info(), primary, std::move(msg), std::move(notes), rootFix(cx, *last, o, key));
           }
         }
         // (b) ignored_params / ignored_modules / ignored_states holding trainable optimized parameters.

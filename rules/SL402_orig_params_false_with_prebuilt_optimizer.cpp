@@ -72,7 +72,14 @@ class OrigParamsFalseWithPrebuiltOptimizer final : public Rule {
     size_t at = end - 1;
     while (at > 0 && (text[at - 1] == ' ' || text[at - 1] == '\t' || text[at - 1] == '\n' || text[at - 1] == '\r')) --at;
     std::string insert;
+    bool multiline = text.find('\n', at) < end - 1;  // the `)` on a line of its own
+    // The last argument's line indentation, for an argument on a line of its own.
+    size_t lineStart = text.rfind('\n', at - 1);
+    lineStart = lineStart == std::string::npos ? 0 : lineStart + 1;
+    std::string indent = text.substr(lineStart, text.find_first_not_of(" \t", lineStart) - lineStart);
     if (text[at - 1] == '(') insert = "use_orig_params=True";
+    else if (multiline && text[at - 1] == ',') insert = "\n" + indent + "use_orig_params=True,";
+    else if (multiline) insert = ",\n" + indent + "use_orig_params=True";
     else if (text[at - 1] == ',') insert = " use_orig_params=True";
     else insert = ", use_orig_params=True";
     if (s.wrap->attr("plugin_args") == "0" && text[at - 1] != '(') return std::nullopt;  // not the call we think
