@@ -2,6 +2,8 @@
 // before FSDP replaces or flattens them, and still used after the wrap.
 #include <algorithm>
 
+#include <set>
+
 #include "Registry.h"
 #include "fsdp/FsdpModel.h"
 #include "fsdp/Staleness.h"
@@ -56,8 +58,106 @@ class OptimizerBeforeWrap final : public Rule {
       std::string msg = "optimizer is built from the parameters of `" + render(st, s.module) + "` before " +
                         std::string(wrapApiName(*s.wrap)) + " wraps it; " + whatHappens(*s.wrap) + "; " +
                         fix(*s.wrap);
-      reportStale(cx, info(), st, s, std::move(msg));
+      reportStale(cx, info(), st, s, std::move(msg), {}, moveFix(cx, st, s));
     }
+  }
+
+  // The statement (a direct child of a block or the module) whose range contains `range`.
+  static TSNode statementAt(TSNode root, ByteRange range) {
+    TSNode n = ts_node_descendant_for_byte_range(root, range.begin, range.end);
+    while (!ts_node_is_null(n)) {
+      TSNode parent = ts_node_parent(n);
+      if (ts_node_is_null(parent)) return {};
+      std::string_view type = ts_node_type(parent);
+      if (type == "block" || type == "module") return n;
+      n = parent;
+    }
+    return {};
+  }
+
+  // Names a statement binds (assignment and loop targets, definitions, imports, `as` targets).
+  static std::set<std::string> boundNames(TSNode stmt, std::string_view text) {
+    std::set<std::string> out;
+    syntax::walk(stmt, [&](TSNode n) {
+      std::string_view type = ts_node_type(n);
+      TSNode target = {};
+      if (type == "assignment" || type == "augmented_assignment" || type == "for_statement") target = syntax::field(n, "left");
+      else if (type == "function_definition" || type == "class_definition") target = syntax::field(n, "name");
+      else if (type == "as_pattern" || type == "aliased_import") target = syntax::field(n, "alias");
+      else if (type == "import_statement" || type == "import_from_statement") target = n;
+      if (!ts_node_is_null(target))
+        syntax::walk(target, [&](TSNode t) {
+          if (std::string_view(ts_node_type(t)) == "identifier") out.insert(std::string(syntax::textOf(t, text)));
+          return true;
+        });
+      return true;
+    });
+    return out;
+  }
+
+  static std::set<std::string> identifiers(TSNode stmt, std::string_view text) {
+    std::set<std::string> out;
+    syntax::walk(stmt, [&](TSNode n) {
+      if (std::string_view(ts_node_type(n)) == "identifier") out.insert(std::string(syntax::textOf(n, text)));
+      return true;
+    });
+    return out;
+  }
+
+  // The fix (FSDP1 wrapper and `fully_shard`): move the optimizer's statement, `name = Optimizer(...)`,
+  // to just after the wrap's statement, when both are in the linted file and in one block, and the
+  // statements from there to the wrap touch neither the optimizer's name nor a name its statement
+  // reads (the model's rebinding by the wrap itself aside: the optimizer is then built from the
+  // wrapped model, as it must be). Unsafe: the optimizer then holds other tensors, and code
+  // between that expected it (a scheduler, a checkpoint load) may need to move too.
+  std::optional<Fix> moveFix(RuleContext& cx, const Store& st, const StaleOptimizer& s) {
+    std::string_view api = s.wrap->attr("api");
+    if (api != "fully_shard" && api != "fsdp1") return std::nullopt;
+    uint32_t fileId = cx.analysis().module().fileId();
+    semantic::Site built = st.obj(s.optimizer).origin.site(), wrapped = s.wrap->origin.site();
+    if (built.file != fileId || wrapped.file != fileId) return std::nullopt;
+    const std::string& text = cx.file().text;
+    TSNode opt = statementAt(cx.root(), built.range), wrap = statementAt(cx.root(), wrapped.range);
+    if (ts_node_is_null(opt) || ts_node_is_null(wrap) || !ts_node_eq(ts_node_parent(opt), ts_node_parent(wrap)) ||
+        ts_node_start_byte(opt) >= ts_node_start_byte(wrap))
+      return std::nullopt;
+    // `name = Optimizer(...)` and nothing else.
+    if (std::string_view(ts_node_type(opt)) != "expression_statement" || ts_node_named_child_count(opt) != 1)
+      return std::nullopt;
+    TSNode assign = ts_node_named_child(opt, 0);
+    if (std::string_view(ts_node_type(assign)) != "assignment") return std::nullopt;
+    TSNode left = syntax::field(assign, "left"), right = syntax::field(assign, "right");
+    if (ts_node_is_null(left) || ts_node_is_null(right) || std::string_view(ts_node_type(left)) != "identifier" ||
+        ts_node_start_byte(right) != built.range.begin || ts_node_end_byte(right) != built.range.end)
+      return std::nullopt;
+    std::string name(syntax::textOf(left, text));
+    std::set<std::string> reads = identifiers(right, text);
+    std::set<std::string> rebound = boundNames(wrap, text);
+    for (TSNode n = ts_node_next_named_sibling(opt); !ts_node_is_null(n); n = ts_node_next_named_sibling(n)) {
+      if (identifiers(n, text).count(name)) return std::nullopt;  // uses the optimizer
+      if (ts_node_eq(n, wrap)) break;
+      for (const auto& b : boundNames(n, text))
+        if (reads.count(b) && !rebound.count(b)) return std::nullopt;  // changes what it is built from
+    }
+    // Whole lines: nothing else on the optimizer's lines, nor after the wrap on its last line.
+    auto lineStartOf = [&](uint32_t at) {
+      size_t nl = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
+      return static_cast<uint32_t>(nl == std::string::npos ? 0 : nl + 1);
+    };
+    auto afterLine = [&](uint32_t at) -> std::optional<uint32_t> {
+      size_t nl = text.find('\n', at);
+      if (nl == std::string::npos) return std::nullopt;
+      return static_cast<uint32_t>(nl + 1);
+    };
+    uint32_t optBegin = lineStartOf(ts_node_start_byte(opt));
+    if (text.find_first_not_of(" \t", optBegin) != ts_node_start_byte(opt)) return std::nullopt;
+    auto optEnd = afterLine(ts_node_end_byte(opt));
+    auto wrapEnd = afterLine(ts_node_end_byte(wrap));
+    if (!optEnd || !wrapEnd) return std::nullopt;
+    std::string moved = text.substr(optBegin, *optEnd - optBegin);
+    return Fix{"Build `" + name + "` after the wrap", Applicability::Unsafe,
+               {cx.edit(semantic::Site{fileId, ByteRange{optBegin, *optEnd}}, ""),
+                cx.edit(semantic::Site{fileId, ByteRange{*wrapEnd, *wrapEnd}}, moved)}};
   }
 
   const RuleInfo* info_;

@@ -160,7 +160,7 @@ TEST_CASE("fixes: the fixture set covers each rule's fix", "[fixes][fixtures]") 
     CHECK(fs::exists(fixture));
     rules.insert(e.path().filename().string().substr(0, 5));
   }
-  for (const char* code : {"SL103", "SL301", "SL302", "SL303", "SL305", "SL402"}) {
+  for (const char* code : {"SL101", "SL103", "SL301", "SL302", "SL303", "SL305", "SL402"}) {
     INFO(code);
     CHECK(rules.count(code));
   }

@@ -39,7 +39,9 @@ const SourceFile& RuleContext::file(uint32_t id) const {
 void RuleContext::report(const RuleInfo& info, const semantic::Site& primary, std::string message,
                          std::vector<Note> notes, std::optional<Fix> fix) {
   out_.push_back(makeDiagnostic(info, locate(primary), std::move(message), std::move(notes)));
-  out_.back().fix = std::move(fix);
+  // No fixes in a file that does not parse (like Ruff): what the parser recovered may not be what
+  // the author meant, and an edit there could land in the wrong place.
+  if (!ts_node_has_error(root())) out_.back().fix = std::move(fix);
 }
 
 const RuleInfo* RuleCatalog::find(std::string_view codeOrName) const {
