@@ -81,6 +81,32 @@ namespace {
 
 const char* allocatorName() { return tc_malloc ? "tcmalloc_minimal" : "glibc malloc"; }
 
+// `exclude` globs drop discovered files (and everything under excluded folders).
+void dropExcluded(const FileConfig& cfg, std::vector<std::string>& files) {
+  if (cfg.exclude.empty()) return;
+  files.erase(std::remove_if(files.begin(), files.end(), [&](const std::string& f) { return isExcluded(cfg, f); }),
+              files.end());
+}
+
+// The texts snippets are cut from: each file read once, when first asked for (null when it cannot
+// be read); `set` gives a text that is not on disk (stdin's).
+class SnippetSource {
+ public:
+  void set(const std::string& path, std::string text) { texts_[path] = std::move(text); }
+  const std::string* get(const std::string& path) {
+    auto it = texts_.find(path);
+    if (it == texts_.end()) {
+      std::string text;
+      it = texts_.emplace(path, readFileBytes(path, text) ? std::optional<std::string>(std::move(text)) : std::nullopt)
+               .first;
+    }
+    return it->second ? &*it->second : nullptr;
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> texts_;
+};
+
 // --statistics: the number of findings per rule, most first (then by code), and how many have a fix.
 void writeStatistics(std::ostream& os, const std::vector<Diagnostic>& all, bool json) {
   struct Row {
@@ -239,12 +265,7 @@ int watchForChanges(const RuleCatalog& catalog, const FileConfig& cfg, const Che
   };
   while (watcher.waitForChange(relevant)) {
     DiscoveryResult found = discover(paths);
-    if (!cfg.exclude.empty()) {
-      std::vector<std::string> kept;
-      for (const auto& f : found.files)
-        if (!isExcluded(cfg, f)) kept.push_back(f);
-      found.files = std::move(kept);
-    }
+    dropExcluded(cfg, found.files);
     watchFolders(found.files);  // folders created since
     std::vector<Diagnostic> now;
     try {
@@ -281,16 +302,8 @@ int watchForChanges(const RuleCatalog& catalog, const FileConfig& cfg, const Che
       output::writeConcise(std::cout, added, none, style);
     } else {
       style.snippets = !a.noSnippets;
-      std::map<std::string, std::string> texts;
-      style.source = [&](const std::string& path) -> const std::string* {
-        auto it = texts.find(path);
-        if (it == texts.end()) {
-          std::string text;
-          if (!readFileBytes(path, text)) return nullptr;
-          it = texts.emplace(path, std::move(text)).first;
-        }
-        return &it->second;
-      };
+      SnippetSource texts;
+      style.source = [&](const std::string& path) { return texts.get(path); };
       output::writeText(std::cout, added, none, style);
     }
     for (const Diagnostic* d : gone)
@@ -375,12 +388,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                        : ": no such file or directory\n");
   }
   if (!found.errors.empty()) return kExitUsage;
-  if (!cfg.exclude.empty()) {  // `exclude` globs drop discovered files (and everything under excluded folders)
-    std::vector<std::string> kept;
-    for (const auto& f : found.files)
-      if (!isExcluded(cfg, f)) kept.push_back(f);
-    found.files = std::move(kept);
-  }
+  dropExcluded(cfg, found.files);
 
   // The persistent cache of findings (analyzer/driver/ResultCache.h), like Ruff's.
   if (!a.noCache && !fromStdin) {  // stdin's text is not a file the cache could key
@@ -494,18 +502,10 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     style.color = !noColor && std::getenv("NO_COLOR") == nullptr && terminal;
     style.showFixes = a.showFixes;
     // Snippets from the files as they are now (fixed, when --fix wrote them), or stdin's text.
-    std::map<std::string, std::optional<std::string>> texts;
+    SnippetSource texts;
+    if (fromStdin) texts.set(*a.stdinFilename, stdinText);
     style.snippets = !a.noSnippets;
-    style.source = [&](const std::string& path) -> const std::string* {
-      auto it = texts.find(path);
-      if (it == texts.end()) {
-        std::string text;
-        if (fromStdin && path == *a.stdinFilename) it = texts.emplace(path, stdinText).first;
-        else it = texts.emplace(path, readFileBytes(path, text) ? std::optional<std::string>(std::move(text))
-                                                               : std::nullopt).first;
-      }
-      return it->second ? &*it->second : nullptr;
-    };
+    style.source = [&](const std::string& path) { return texts.get(path); };
     output::writeText(out, all, summary, style);
   }
   if (a.outputFile) {
