@@ -2,12 +2,15 @@
 // compile, `//` suppressions, the outputs. Most cases use a small stand-in for LibTorch's API (the
 // names SL501 knows, nothing else), so each unit parses in milliseconds; fixtures/cxx/ (test_fixtures)
 // runs the rule on the real LibTorch headers.
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "Registry.h"
 #include "TestSupport.h"
@@ -327,4 +330,35 @@ TEST_CASE("cxx: only the most recently used precompiled headers are kept", "[cxx
   CHECK(fs::exists(dir / "k103.pch"));
   CHECK(fs::exists(dir / "k113.pch"));
   CHECK(store.path("k101").empty());
+}
+
+// LLVM installs a signal stack from malloc in the thread that first registers a temporary file for
+// deletion on a crash, as the PCH build does; ASan unmapped it when the worker thread ended and
+// aborted the run (found by the ASan run of the SARIF test). The thread keeps its own.
+TEST_CASE("cxx: building a precompiled header on a worker thread leaves its signal stack alone", "[cxx][pch]") {
+  if (!shardlint::cxx::available()) return;
+  PchProject p;
+  fs::path header = p.write("cache/h.h", "#include <torch/mini.h>\n");
+  bool ok = false;
+  bool same = false;
+  std::thread worker([&] {
+    std::vector<char> own(1 << 16);
+    stack_t mine{};
+    mine.ss_sp = own.data();
+    mine.ss_size = own.size();
+    stack_t before{};
+    sigaltstack(&mine, &before);
+    shardlint::cxx::CompileFlags flags;
+    flags.args = {"-std=c++17", p.libraryInclude()};
+    flags.directory = p.path().string();
+    ok = shardlint::cxx::buildPch(header.string(), flags, (p.path() / "cache" / "h.pch").string(), {}).ok;
+    stack_t after{};
+    sigaltstack(nullptr, &after);
+    same = after.ss_sp == own.data() && after.ss_size == own.size();
+    before.ss_flags &= SS_DISABLE;
+    sigaltstack(&before, nullptr);  // the sanitizer's own again, for the thread's end
+  });
+  worker.join();
+  CHECK(ok);
+  CHECK(same);
 }

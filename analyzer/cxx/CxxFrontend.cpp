@@ -18,6 +18,8 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/VirtualFileSystem.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -738,8 +740,31 @@ class CountErrors : public DiagnosticConsumer {
   std::string first;
 };
 
+// LLVM gives the calling thread a signal stack from malloc the first time it registers a file to
+// delete on a crash (the PCH's temporary file does that). The thread's own stack, when it had one,
+// is put back afterwards: sanitizer runtimes unmap a thread's signal stack when the thread ends, and
+// abort on one that came from malloc. (LLVM's handlers run on whichever stack is current.)
+class KeepSignalStack {
+ public:
+  KeepSignalStack() { saved_ = sigaltstack(nullptr, &old_) == 0 && !(old_.ss_flags & SS_DISABLE); }
+  ~KeepSignalStack() {
+    stack_t now{};
+    if (saved_ && sigaltstack(nullptr, &now) == 0 && now.ss_sp != old_.ss_sp) {
+      old_.ss_flags = 0;
+      sigaltstack(&old_, nullptr);
+    }
+  }
+  KeepSignalStack(const KeepSignalStack&) = delete;
+  KeepSignalStack& operator=(const KeepSignalStack&) = delete;
+
+ private:
+  stack_t old_{};
+  bool saved_ = false;
+};
+
 PchResult buildPchImpl(const std::string& header, const CompileFlags& flags, const std::string& output,
                        const std::vector<std::string>& projectDirs) {
+  KeepSignalStack keepSignalStack;
   auto started = std::chrono::steady_clock::now();
   PchResult result;
   std::vector<std::string> dirs;
