@@ -1,6 +1,7 @@
 #include "core/SourceFile.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -52,6 +53,12 @@ uint32_t LineIndex::offsetOfUtf16(uint32_t line, uint32_t utf16Column) const {
     i += len;
   }
   return std::min(i, end);
+}
+
+std::string hashHex(uint64_t hash) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash));
+  return buf;
 }
 
 uint64_t contentHash(std::string_view text) {

@@ -59,6 +59,8 @@ bool isValidUtf8(std::string_view s);
 
 // A 64-bit FNV-1a hash of bytes: content change detection, cache keys, SARIF fingerprints.
 uint64_t contentHash(std::string_view text);
+// A hash as 16 lower-case hex digits (cache file names and keys).
+std::string hashHex(uint64_t hash);
 
 // Reads a whole file as bytes into `out`; false when it cannot be opened or read.
 bool readFileBytes(const std::string& path, std::string& out);

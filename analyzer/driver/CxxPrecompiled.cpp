@@ -37,12 +37,6 @@ std::string_view systemInclude(std::string_view line) {
   return line.substr(1, close - 1);
 }
 
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 }  // namespace
 
 std::string leadingSystemIncludes(std::string_view text) {
@@ -78,7 +72,7 @@ std::string PchStore::key(const Unit& unit) const {
   for (const auto& a : unit.flags.args) all += a + '\0';
   all += '\0' + unit.includes + '\0';
   for (const auto& d : unit.projectDirs) all += d + '\0';
-  return hex(contentHash(all));
+  return hashHex(contentHash(all));
 }
 
 PchStore::Built PchStore::prepare(const std::vector<Unit>& units, unsigned jobs) {

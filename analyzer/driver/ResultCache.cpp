@@ -17,12 +17,6 @@ namespace {
 constexpr int kFormat = 2;       // bump when the file layout changes
 constexpr size_t kMaxItems = 50000;
 
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 json lineCol(const LineCol& lc) { return {lc.line, lc.byteColumn, lc.codepointColumn, lc.utf16Column}; }
 LineCol lineColFrom(const json& j) {
   return LineCol{j.at(0).get<uint32_t>(), j.at(1).get<uint32_t>(), j.at(2).get<uint32_t>(), j.at(3).get<uint32_t>()};
@@ -96,7 +90,7 @@ std::string executableFingerprint() {
 }
 
 ResultCache::ResultCache(fs::path dir, const std::string& key) : dir_(std::move(dir)) {
-  file_ = dir_ / ("results-" + hex(contentHash(key)) + ".json");
+  file_ = dir_ / ("results-" + hashHex(contentHash(key)) + ".json");
 }
 
 void ResultCache::load() {
@@ -179,7 +173,7 @@ std::string ResultCache::save() const {
   for (const auto& [path, item] : items_) {
     if (++n > kMaxItems) break;
     json deps = json::array();
-    for (const auto& [p, h] : item.deps) deps.push_back({p, hex(h)});
+    for (const auto& [p, h] : item.deps) deps.push_back({p, hashHex(h)});
     json findings = json::array();
     for (const auto& d : item.findings) {
       json notes = json::array();
@@ -194,10 +188,10 @@ std::string ResultCache::save() const {
                                   {"edits", edits}};
       }
     }
-    files[path] = {{"hash", hex(item.hash)}, {"facts", item.facts}, {"deps", deps}, {"findings", findings}};
+    files[path] = {{"hash", hashHex(item.hash)}, {"facts", item.facts}, {"deps", deps}, {"findings", findings}};
   }
   json outlines = json::object();
-  for (const auto& [path, o] : outlines_) outlines[path] = {hex(o.first), outlineJson(o.second)};
+  for (const auto& [path, o] : outlines_) outlines[path] = {hashHex(o.first), outlineJson(o.second)};
   json doc = {{"format", kFormat}, {"files", files}, {"outlines", outlines}};
   // Atomic: a reader sees the old file or the new one, never half of one.
   if (std::string err = atomicWriteFile(file_, doc.dump()); !err.empty()) return err;
