@@ -197,11 +197,15 @@ std::optional<int> runFixes(const RuleCatalog& catalog, const FileConfig& cfg, c
       std::cerr << "shardlint: " << path << ": not fixed: " << why << "\n";
       unwritten.insert(path);
     }
+    // A finding touches a file by its location or by the file its fix edits (a linked config).
+    auto touches = [&](const Diagnostic& d) {
+      return unwritten.count(d.location.path) > 0 || (d.fix && unwritten.count(fixPath(*d.fix)) > 0);
+    };
     std::vector<Diagnostic> kept;
     for (auto& d : all)
-      if (!unwritten.count(d.location.path)) kept.push_back(std::move(d));
+      if (!touches(d)) kept.push_back(std::move(d));
     for (auto& d : first)
-      if (unwritten.count(d.location.path)) kept.push_back(std::move(d));
+      if (touches(d)) kept.push_back(std::move(d));
     all = std::move(kept);
     sortDiagnostics(all);
   }

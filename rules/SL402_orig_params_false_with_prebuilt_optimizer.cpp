@@ -1,6 +1,9 @@
 // SL402 orig-params-false-with-prebuilt-optimizer: accelerate FSDP1 whose use_orig_params is false by
 // a linked config or by the in-code plugin's default, with an optimizer built before `prepare`.
+#include <filesystem>
+
 #include "Registry.h"
+#include "config/Links.h"
 #include "fsdp/FsdpModel.h"
 #include "fsdp/Staleness.h"
 
@@ -43,12 +46,25 @@ class OrigParamsFalseWithPrebuiltOptimizer final : public Rule {
           loc.end = loc.start;
           extra.push_back(Note{loc, "the setting that decides it"});
         }
-        reportStale(cx, info(), st, s, std::move(msg), std::move(extra), pluginFix(cx, st, s));
+        reportStale(cx, info(), st, s, std::move(msg), std::move(extra),
+                    fromConfig ? configFix(*s.wrap) : pluginFix(cx, st, s));
       }
     }
   }
 
  private:
+  // `use_orig_params: false` written in the linked accelerate config (or as an `accelerate launch`
+  // flag): the fix writes `true` there. The edit is in that file, not in the script the finding is
+  // in. Unsafe, for the reasons below; and the config may serve other scripts too.
+  static std::optional<Fix> configFix(const Event& wrap) {
+    std::string_view value = wrap.attr("config_value");
+    if (value.empty() || wrap.attr("config").empty()) return std::nullopt;
+    auto where = config::decodeLocation(std::string(wrap.attr("config")), value);
+    if (!where) return std::nullopt;
+    return Fix{"Set `use_orig_params` to true in " + std::filesystem::path(where->path).filename().string(),
+               Applicability::Unsafe, {Edit{*where, "true"}}};
+  }
+
   // The plugin built in code without `use_orig_params`: the fix adds `use_orig_params=True` to its
   // call, in the file the finding is in. Unsafe: accelerate then keeps the original parameters, a
   // change to how the model is sharded that the user should review (and the optimizer is then

@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "Registry.h"
 #include "TestSupport.h"
 #include "config/Yaml.h"
 #include "core/AtomicWrite.h"
+#include "driver/Discovery.h"
 #include "driver/Fixer.h"
 #include "driver/Linter.h"
 #include "output/Emitters.h"
@@ -150,6 +152,45 @@ TEST_CASE("fixes: every fixture with a fix has its `.fixed` output, byte for byt
   }
 }
 
+TEST_CASE("fixes: project fixtures: a fix may edit another file of the project, as its `.fixed` says", "[fixes][fixtures][projects]") {
+  // SL402's finding is in the script; its fix edits the accelerate config (or launch command) that
+  // sets use_orig_params to false. Every file a project's fixes change has its `.fixed` output,
+  // and every `.fixed` file in a project is produced.
+  const auto& catalog = shardlint::rules::catalog();
+  size_t projectsWithFixes = 0;
+  for (const auto& dir : fs::directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "projects")) {
+    if (!dir.is_directory()) continue;
+    {
+      INFO("project " << dir.path().filename().string());
+      const std::vector<std::string> paths = shardlint::discover({dir.path().string()}).files;
+      auto first = shardlint::Linter(catalog, {}).lintFiles(paths);
+      auto relint = [&](const std::map<std::string, std::string>& texts) {
+        shardlint::LintOptions o;
+        for (const auto& [p, t] : texts) o.overlays[shardlint::absolutePathKey(p)] = t;
+        return shardlint::Linter(catalog, o).lintFiles(paths);
+      };
+      shardlint::FixRun run = shardlint::fixToFixedPoint(first, /*unsafe=*/true, relint);
+      std::set<std::string> expected;
+      for (const auto& e : fs::recursive_directory_iterator(dir.path()))
+        if (e.path().extension() == ".fixed") expected.insert(fs::path(e.path()).replace_extension().string());
+      std::set<std::string> changed;
+      for (const auto& [path, texts] : run.changed) {
+        changed.insert(fs::path(path).lexically_normal().string());
+        INFO(path << " fixed:\n" << texts.second);
+        REQUIRE(fs::exists(path + ".fixed"));
+        CHECK(texts.second == readFile(path + ".fixed"));
+      }
+      std::set<std::string> wanted;
+      for (const auto& p : expected) wanted.insert(fs::path(p).lexically_normal().string());
+      CHECK(changed == wanted);
+      for (const auto& d : run.remaining) CHECK_FALSE(d.fix.has_value());  // a fixed point
+      CHECK(run.rounds <= 2);
+      projectsWithFixes += !run.changed.empty();
+    }
+  }
+  CHECK(projectsWithFixes >= 2);  // accelerate_launch_config (a config), accelerate_launch_flag (a launch flag)
+}
+
 TEST_CASE("fixes: the fixture set covers each rule's fix", "[fixes][fixtures]") {
   // Every `.fixed` file belongs to a fixture, and each rule with a fix has at least one.
   std::set<std::string> rules;
@@ -242,6 +283,25 @@ TEST_CASE("cli: --fix, --diff, --fix-only, --unsafe-fixes, --show-fixes", "[cli]
     auto unsafe = runShell(cd + bin + "--fix --unsafe-fixes SL301_accelerate_typo.yaml 2>&1");
     CHECK(unsafe.code == 0);
     CHECK(readFile(f) == readFile(src / "SL301_accelerate_typo.yaml.fixed"));
+  }
+  SECTION("a fix in another file: SL402 in the script, the edit in the linked config") {
+    const fs::path project = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "projects" / "accelerate_launch_config";
+    fs::copy(project, dir.path() / "p", fs::copy_options::recursive);
+    std::string in = "cd " + shellQuote((dir.path() / "p").string()) + " && ";
+    auto json = nlohmann::json::parse(runShell(in + bin + "--format json .").out);
+    REQUIRE(json["findings"].size() == 1);
+    CHECK(json["findings"][0]["path"] == "train.py");
+    CHECK(json["findings"][0]["fix"]["edits"][0]["path"] == "configs/fsdp1.yaml");
+    auto diff = runShell(in + bin + "--diff --unsafe-fixes . 2>/dev/null");
+    CHECK(diff.code == 1);
+    CHECK(diff.out.find("--- configs/fsdp1.yaml\n+++ configs/fsdp1.yaml\n") == 0);
+    CHECK(diff.out.find("\n-  fsdp_use_orig_params: false\n+  fsdp_use_orig_params: true\n") != std::string::npos);
+    auto fixed = runShell(in + bin + "--fix --unsafe-fixes . 2>&1");
+    INFO(fixed.out);
+    CHECK(fixed.code == 0);
+    CHECK(fixed.out.find("fixed 1 finding in 1 file; 0 findings left") != std::string::npos);
+    CHECK(readFile(dir.path() / "p" / "configs" / "fsdp1.yaml") == readFile(project / "configs" / "fsdp1.yaml.fixed"));
+    CHECK(readFile(dir.path() / "p" / "train.py") == readFile(project / "train.py"));
   }
   SECTION("JSON output carries each fix with its applicability and edits") {
     copy("SL305_trainer_quoted.json");

@@ -407,6 +407,35 @@ TEST_CASE("lsp: a finding's fix is a preferred quick fix, and fix-all applies ev
                              rangeOf(0, 0, 0, 0));
     CHECK(quickOnly.empty());
   }
+
+  SECTION("a fix in another file: SL402's quick fix edits the accelerate config the script is launched with") {
+    const fs::path project = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "projects" / "accelerate_launch_config";
+    const fs::path ws = dir.path() / "ws";
+    for (const char* rel : {"train.py", "configs/fsdp1.yaml"})
+      dir.write(fs::path("ws") / rel, shardlint::testing::readFile(project / rel));
+    // The editor lints the open script alone: the config is linked by the settings, not a launch script.
+    dir.write("ws/.shardlint.toml", "accelerate-config = \"configs/fsdp1.yaml\"\n");
+    LspProcess w;
+    w.initialize({}, ws);
+    std::string trainUri = uriOf(ws / "train.py"), configUri = uriOf(ws / "configs" / "fsdp1.yaml");
+    w.open(trainUri, shardlint::testing::readFile(project / "train.py"));
+    json diag = w.published(trainUri, 1)["diagnostics"][0];
+    CHECK(diag["code"] == "SL402");
+    w.request(24, "textDocument/codeAction",
+              {{"textDocument", {{"uri", trainUri}}},
+               {"range", diag["range"]},
+               {"context", {{"diagnostics", json::array({diag})}, {"only", json::array({"quickfix"})}}}});
+    json got = w.response(24)["result"];
+    REQUIRE(!got.empty());
+    CHECK(got[0]["title"] == "Set `use_orig_params` to true in fsdp1.yaml (unsafe)");
+    CHECK(got[0]["isPreferred"] == false);
+    json changes = got[0]["edit"]["changes"];
+    REQUIRE(changes.size() == 1);
+    REQUIRE(changes.contains(configUri));
+    // `  fsdp_use_orig_params: false` is line 13 of the config: the value is replaced.
+    CHECK(changes[configUri] == json::array({{{"range", rangeOf(12, 24, 12, 29)}, {"newText", "true"}}}));
+    CHECK(w.shutdownAndExit() == 0);
+  }
   CHECK(s.shutdownAndExit() == 0);
 }
 

@@ -25,7 +25,7 @@ struct Note {
   std::string message;
 };
 
-// A text edit: the bytes of `location` (in the finding's own file) replaced by `text`.
+// A text edit: the bytes of `location` replaced by `text`.
 struct Edit {
   Location location;
   std::string text;
@@ -39,7 +39,9 @@ std::string_view applicabilityName(Applicability a);
 struct Fix {
   std::string title;  // what it does, imperative ("Rename `x` to `y`")
   Applicability applicability = Applicability::Safe;
-  std::vector<Edit> edits;  // in the finding's file, not overlapping
+  // Not overlapping, all in one file: the finding's own, or another one the finding depends on
+  // (SL402's fix edits the accelerate config that the script is launched with).
+  std::vector<Edit> edits;
 };
 
 struct Diagnostic {

@@ -11,6 +11,14 @@ bool fixAllowed(const Fix& fix, bool unsafe) {
   return !fix.edits.empty() && (fix.applicability == Applicability::Safe || unsafe);
 }
 
+std::string fixPath(const Fix& fix) {
+  if (fix.edits.empty()) return {};
+  const std::string& path = fix.edits.front().location.path;
+  for (const auto& e : fix.edits)
+    if (e.location.path != path) return {};
+  return path;
+}
+
 AppliedFixes applyFixes(const std::string& path, const std::string& text, const std::vector<Diagnostic>& diags,
                         bool unsafe) {
   struct Candidate {
@@ -72,7 +80,8 @@ FixRun fixToFixedPoint(std::vector<Diagnostic> first, bool unsafe,
   for (int round = 0; round < maxRounds; ++round) {
     std::map<std::string, std::vector<Diagnostic>> byPath;
     for (const auto& d : run.remaining)
-      if (d.fix && fixAllowed(*d.fix, unsafe)) byPath[d.location.path].push_back(d);
+      if (d.fix && fixAllowed(*d.fix, unsafe))
+        if (std::string path = fixPath(*d.fix); !path.empty()) byPath[path].push_back(d);
     bool any = false;
     for (const auto& [path, diags] : byPath) {
       auto it = current.find(path);

@@ -13,6 +13,10 @@ namespace shardlint {
 // Whether `fix` may be applied: safe ones always, unsafe ones with `unsafe`.
 bool fixAllowed(const Fix& fix, bool unsafe);
 
+// The file `fix` edits: all its edits are in one file (usually the finding's own; a linked config
+// for some). "" when it has none or edits several.
+std::string fixPath(const Fix& fix);
+
 struct AppliedFixes {
   std::string text;
   size_t count = 0;  // fixes applied

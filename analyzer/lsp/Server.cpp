@@ -875,18 +875,28 @@ class Server {
     return actions;
   }
 
-  // The workspace edit of fixes whose edits are all in document `d` (null when one is not).
+  // The workspace edit of `fixes` found in document `d`. An edit in `d` is placed by its bytes in the
+  // editor's text; one in another file (SL402 edits the linked config) by its own line and column,
+  // which the lint computed from that file's open buffer or its text on disk. Null when an edit
+  // does not fit `d`.
   json fixEdit(const Document& d, const LineIndex& index, const std::vector<const Fix*>& fixes) const {
-    json edits = json::array();
+    json changes = json::object();
     for (const Fix* fix : fixes)
       for (const auto& e : fix->edits) {
-        if (absolutePathKey(e.location.path) != d.path || e.location.range.end > d.text.size()) return nullptr;
-        edits.push_back({{"range",
-                          {{"start", position(index.resolve(e.location.range.begin))},
-                           {"end", position(index.resolve(e.location.range.end))}}},
-                         {"newText", e.text}});
+        json range;
+        std::string uri;
+        if (absolutePathKey(e.location.path) == d.path) {
+          if (e.location.range.end > d.text.size()) return nullptr;
+          range = {{"start", position(index.resolve(e.location.range.begin))},
+                   {"end", position(index.resolve(e.location.range.end))}};
+          uri = d.uri;
+        } else {
+          range = {{"start", position(e.location.start)}, {"end", position(e.location.end)}};
+          uri = uriFor(e.location.path);
+        }
+        changes[uri].push_back({{"range", range}, {"newText", e.text}});
       }
-    return {{"changes", {{d.uri, edits}}}};
+    return {{"changes", changes}};
   }
 
   static bool sameRange(const json& a, const json& b) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 #include "config/Roles.h"
 
@@ -19,6 +20,7 @@ Facts accelerateConfigFacts(const SourceFile& file, const std::vector<shardlint:
       auto b = asBool(&e->second);
       f["use_orig_params"] = b ? (*b ? "true" : "false") : "";
       decide = &e->second;
+      if (decide->isScalar()) f["config_value"] = encodeLocation(file, decide->range);
     } else {
       f["use_orig_params"] = "";  // the launcher's default (true) applies
     }
@@ -146,6 +148,7 @@ std::vector<LaunchLink> accelerateLaunchLinks(const SourceFile& file) {
           LineCol lc = file.index.resolve(valueRange.begin);
           link.facts["config_line"] = std::to_string(lc.line + 1);
           link.facts["config_col"] = std::to_string(lc.codepointColumn + 1);
+          link.facts["config_value"] = encodeLocation(file, valueRange);
         }
       } else if (a.rfind("__", 0) == 0) {
         continue;  // another launcher flag (its value, if any, is skipped with it below)
@@ -166,6 +169,35 @@ std::vector<LaunchLink> accelerateLaunchLinks(const SourceFile& file) {
     if (!link.script.empty() || link.settings.isMap()) links.push_back(std::move(link));
   }
   return links;
+}
+
+std::string encodeLocation(const SourceFile& file, ByteRange range) {
+  Location l = makeLocation(file, range);
+  std::string out = std::to_string(range.begin);
+  for (uint32_t v : {range.end, l.start.line, l.start.byteColumn, l.start.codepointColumn, l.start.utf16Column,
+                     l.end.line, l.end.byteColumn, l.end.codepointColumn, l.end.utf16Column}) {
+    out += ' ';
+    out += std::to_string(v);
+  }
+  return out;
+}
+
+std::optional<Location> decodeLocation(const std::string& path, std::string_view value) {
+  uint32_t v[10];
+  size_t at = 0;
+  for (uint32_t& x : v) {
+    while (at < value.size() && value[at] == ' ') ++at;
+    auto [end, ec] = std::from_chars(value.data() + at, value.data() + value.size(), x);
+    if (ec != std::errc()) return std::nullopt;
+    at = static_cast<size_t>(end - value.data());
+  }
+  if (at != value.size() || v[0] > v[1]) return std::nullopt;
+  Location l;
+  l.path = path;
+  l.range = ByteRange{v[0], v[1]};
+  l.start = LineCol{v[2], v[3], v[4], v[5]};
+  l.end = LineCol{v[6], v[7], v[8], v[9]};
+  return l;
 }
 
 std::vector<std::string> factWords(const Facts& facts) {

@@ -85,7 +85,7 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
       std::map<std::string, std::string, std::less<>> attrs{{"api", "accelerate"},     {"fsdp_version", fsdp},
                                                             {"replaces", replaces},    {"prepare", prepareId},
                                                             {"call", call},            {"orig_from", origFrom}};
-      for (const char* k : {"config", "config_line", "config_col", "plugin_call", "plugin_args"})
+      for (const char* k : {"config", "config_line", "config_col", "config_value", "plugin_call", "plugin_args"})
         if (acc.hasTag(k)) attrs[k] = std::string(acc.tag(k));
       site.in.domainEvent("wrap", m, site.origin, std::move(attrs));
       if (fsdp == "2") {
@@ -430,7 +430,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
       st.obj(o).tags["use_orig_params"] = orig == "false" ? "False" : "True";  // launcher default: true
       st.obj(o).tags["orig_from"] = "config";
     }
-    for (const char* k : {"config", "config_line", "config_col"})
+    for (const char* k : {"config", "config_line", "config_col", "config_value"})
       if (!fact(k).empty()) st.obj(o).tags[k] = fact(k);
     site.result = {o};
     return true;
