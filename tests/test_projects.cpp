@@ -13,6 +13,7 @@
 #include "Registry.h"
 #include "driver/Discovery.h"
 #include "driver/Linter.h"
+#include "driver/ModuleTable.h"
 
 namespace fs = std::filesystem;
 using shardlint::testing::readFile;
@@ -128,4 +129,42 @@ TEST_CASE("pre-scan: a file that only imports the helpers is still analysed", "[
   CHECK(stats2.filesSkipped == 1);
   CHECK(stats2.filesParsed == 0);
   fs::remove_all(tmp);
+}
+
+TEST_CASE("module table: trimming frees first the trees needed again latest, then the least recently used", "[unit][index]") {
+  shardlint::testing::TempDir dir("shardlint-trim-");
+  const std::string body = "def f(x):\n    return x\n";  // every module the same size
+  shardlint::ModuleTable::Config config;
+  shardlint::ModuleTable table(config);
+  shardlint::LintOptions options;
+  std::map<std::string, shardlint::ModuleTable::Entry*> e;
+  for (const char* name : {"a", "b", "c", "d"}) {
+    std::string path = dir.write(std::string(name) + ".py", body).string();
+    e[name] = table.loadModule(path, nullptr, options, nullptr);
+    REQUIRE(e[name]);
+    table.lease(e[name]);
+    table.unlease(e[name]);
+  }
+  table.lease(e["d"]);  // held by a task: never freed
+  REQUIRE(table.parses() == 4);
+  // a: needed by task 5, b: by none, c: by task 1, d: held. Two trees' worth of budget.
+  std::map<std::string, size_t> next{{"a", 5}, {"b", SIZE_MAX}, {"c", 1}, {"d", 0}};
+  table.trimTrees(2 * body.size(), [&](const std::string& path) {
+    return next.at(fs::path(path).stem().string());
+  });
+  CHECK(!e["b"]->tree);  // never needed again: freed first
+  CHECK(!e["a"]->tree);  // needed later than c
+  CHECK(e["c"]->tree);
+  CHECK(e["d"]->tree);
+  // Needed again: parsed again, counted.
+  table.lease(e["a"]);
+  CHECK(e["a"]->tree);
+  CHECK(table.parses() == 5);
+  table.unlease(e["a"]);
+  table.unlease(e["d"]);
+  // Without an estimate: least recently used first (b, then c; a and d were leased since).
+  table.trimTrees(2 * body.size());
+  CHECK(!e["c"]->tree);
+  CHECK(e["a"]->tree);
+  CHECK(e["d"]->tree);
 }

@@ -841,7 +841,10 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       tasks.push_back(i);
       taskFacts.push_back(facts);
     }
-    else ++stats.filesSkipped;
+    else {
+      ++stats.filesSkipped;
+      std::string().swap(scanned[i].text);  // not analysed: its text is not needed again
+    }
   }
   auto t1 = Clock::now();
 
@@ -900,6 +903,32 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::vector<char> ownDone(scanned.size(), 0);
   for (size_t i : tasks)
     for (size_t j : scanned[i].imports) ++pendingImporters[j];
+  // For each module, the tasks (their positions, ascending) whose files import it, directly or
+  // through other project modules: a summary inlined in such a task's analysis may need the
+  // module's tree again, so trimming frees first the trees needed again latest. An estimate:
+  // the walk from one task stops after kReachLimit modules, and all walks after kNeedLimit
+  // entries (a module beyond them only loses priority).
+  constexpr size_t kReachLimit = 4096, kNeedLimit = size_t{1} << 21;
+  std::vector<std::vector<uint32_t>> neededBy(scanned.size());
+  {
+    std::vector<size_t> seen(scanned.size(), 0), stack;
+    size_t entries = 0;
+    for (size_t t = 0; t < tasks.size() && entries < kNeedLimit; ++t) {
+      size_t visited = 0;
+      stack.assign(1, tasks[t]);
+      seen[tasks[t]] = t + 1;
+      while (!stack.empty() && visited < kReachLimit) {
+        size_t j = stack.back();
+        stack.pop_back();
+        ++visited;
+        neededBy[j].push_back(static_cast<uint32_t>(t));
+        for (size_t k : scanned[j].imports)
+          if (seen[k] != t + 1) seen[k] = t + 1, stack.push_back(k);
+      }
+      entries += visited;
+    }
+  }
+  std::atomic<size_t> next{0};  // the next task to start
   auto maybeRetire = [&](size_t j) {  // retireMu held
     if (!ownDone[j] || pendingImporters[j] > 0) return;
     if (ModuleTable::Entry* e = table->current(scanned[j].path)) table->finishRoot(e);
@@ -914,15 +943,18 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
     // Trees of modules no task holds now, beyond a budget, are freed (parsed again if needed).
     if (!persistent)
-      table->trimTrees(kModuleTreeBudget, [&](const std::string& path) {
+      table->trimTrees(kModuleTreeBudget, [&](const std::string& path) -> size_t {
         auto it = byPath.find(path);
-        std::lock_guard<std::mutex> lock(retireMu);
-        return it != byPath.end() && pendingImporters[it->second] > 0;
+        if (it == byPath.end()) return SIZE_MAX;
+        // Tasks start in order, at most `jobs` at a time: those from `running` on may still need it.
+        size_t started = next.load(), running = started > jobs ? started - jobs : 0;
+        const auto& need = neededBy[it->second];
+        auto at = std::lower_bound(need.begin(), need.end(), running);
+        return at == need.end() ? SIZE_MAX : *at;
       });
   };
   std::vector<std::vector<Diagnostic>> results(tasks.size());
   std::vector<size_t> shared(tasks.size(), 0);
-  std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};  // an error outside one file's analysis: the run stops
   std::string failure;
   std::mutex failureMu;

@@ -215,7 +215,7 @@ void ModuleTable::unlease(Entry* e) {
   --e->leases;
 }
 
-void ModuleTable::trimTrees(size_t sourceBytes, const std::function<bool(const std::string& path)>& stillWanted) {
+void ModuleTable::trimTrees(size_t sourceBytes, const std::function<size_t(const std::string& path)>& nextNeed) {
   std::vector<Entry*> current;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -224,24 +224,31 @@ void ModuleTable::trimTrees(size_t sourceBytes, const std::function<bool(const s
   }
   // Entries are never deleted while the table lives; each is read under its own lock only
   // (a thread parsing holds an entry's lock, then the table's: never the other way round).
-  std::vector<std::tuple<bool, uint64_t, Entry*>> candidates;
+  struct Candidate {
+    size_t next;       // when it is needed again (larger: freed first)
+    uint64_t lastUse;  // then least recently used first
+    Entry* e;
+  };
+  std::vector<Candidate> candidates;
   size_t live = 0;
   for (Entry* e : current) {
     std::lock_guard<std::mutex> el(e->mu);
     if (!e->tree || !e->file) continue;
     live += e->file->text.size();
-    if (e->leases == 0) candidates.emplace_back(false, e->lastUse, e);
+    if (e->leases == 0) candidates.push_back({0, e->lastUse, e});
   }
   if (live <= sourceBytes) return;
-  if (stillWanted)
-    for (auto& c : candidates) std::get<0>(c) = stillWanted(std::get<2>(c)->path);
-  std::sort(candidates.begin(), candidates.end());
-  for (const auto& [wanted, use, e] : candidates) {
+  if (nextNeed)
+    for (auto& c : candidates) c.next = nextNeed(c.e->path);
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.next != b.next ? a.next > b.next : a.lastUse < b.lastUse;
+  });
+  for (const auto& c : candidates) {
     if (live <= sourceBytes) break;
-    std::lock_guard<std::mutex> el(e->mu);
-    if (e->leases > 0 || !e->tree) continue;
-    live -= e->file->text.size();
-    e->tree = syntax::Tree();  // the Module, its definitions and their summaries stay
+    std::lock_guard<std::mutex> el(c.e->mu);
+    if (c.e->leases > 0 || !c.e->tree) continue;
+    live -= c.e->file->text.size();
+    c.e->tree = syntax::Tree();  // the Module, its definitions and their summaries stay
   }
 }
 

@@ -99,10 +99,11 @@ class ModuleTable final : public semantic::ModuleLookup {
   // gives the same tree; Module::rebind keeps every definition), and kept until unlease().
   void lease(Entry* e);
   void unlease(Entry* e);
-  // Frees the trees of modules no task holds, least recently used first, until the trees
-  // left stand for at most `sourceBytes` bytes of source (a tree takes about 20x its text).
-  // Those `stillWanted` says a task still to run imports go last.
-  void trimTrees(size_t sourceBytes, const std::function<bool(const std::string& path)>& stillWanted = {});
+  // Frees the trees of modules no task holds until the trees left stand for at most
+  // `sourceBytes` bytes of source (a tree takes about 20x its text). The one needed again
+  // latest goes first (`nextNeed`: an estimate of when, in task starts; SIZE_MAX for never),
+  // as in Belady's cache policy; then the least recently used.
+  void trimTrees(size_t sourceBytes, const std::function<size_t(const std::string& path)>& nextNeed = {});
   // A linted file's task ended: free its tree unless another task uses it as a module.
   void finishRoot(Entry* e);
   Entry* byId(uint32_t id) const;
