@@ -62,48 +62,6 @@ class OptimizerBeforeWrap final : public Rule {
     }
   }
 
-  // The statement (a direct child of a block or the module) whose range contains `range`.
-  static TSNode statementAt(TSNode root, ByteRange range) {
-    TSNode n = ts_node_descendant_for_byte_range(root, range.begin, range.end);
-    while (!ts_node_is_null(n)) {
-      TSNode parent = ts_node_parent(n);
-      if (ts_node_is_null(parent)) return {};
-      std::string_view type = ts_node_type(parent);
-      if (type == "block" || type == "module") return n;
-      n = parent;
-    }
-    return {};
-  }
-
-  // Names a statement binds (assignment and loop targets, definitions, imports, `as` targets).
-  static std::set<std::string> boundNames(TSNode stmt, std::string_view text) {
-    std::set<std::string> out;
-    syntax::walk(stmt, [&](TSNode n) {
-      std::string_view type = ts_node_type(n);
-      TSNode target = {};
-      if (type == "assignment" || type == "augmented_assignment" || type == "for_statement") target = syntax::field(n, "left");
-      else if (type == "function_definition" || type == "class_definition") target = syntax::field(n, "name");
-      else if (type == "as_pattern" || type == "aliased_import") target = syntax::field(n, "alias");
-      else if (type == "import_statement" || type == "import_from_statement") target = n;
-      if (!ts_node_is_null(target))
-        syntax::walk(target, [&](TSNode t) {
-          if (std::string_view(ts_node_type(t)) == "identifier") out.insert(std::string(syntax::textOf(t, text)));
-          return true;
-        });
-      return true;
-    });
-    return out;
-  }
-
-  static std::set<std::string> identifiers(TSNode stmt, std::string_view text) {
-    std::set<std::string> out;
-    syntax::walk(stmt, [&](TSNode n) {
-      if (std::string_view(ts_node_type(n)) == "identifier") out.insert(std::string(syntax::textOf(n, text)));
-      return true;
-    });
-    return out;
-  }
-
   // The fix (FSDP1 wrapper and `fully_shard`): move the optimizer's statement, `name = Optimizer(...)`,
   // to just after the wrap's statement, when both are in the linted file and in one block, and the
   // statements from there to the wrap touch neither the optimizer's name nor a name its statement
@@ -117,7 +75,8 @@ class OptimizerBeforeWrap final : public Rule {
     semantic::Site built = st.obj(s.optimizer).origin.site(), wrapped = s.wrap->origin.site();
     if (built.file != fileId || wrapped.file != fileId) return std::nullopt;
     const std::string& text = cx.file().text;
-    TSNode opt = statementAt(cx.root(), built.range), wrap = statementAt(cx.root(), wrapped.range);
+    TSNode opt = syntax::blockStatementAt(cx.root(), built.range),
+           wrap = syntax::blockStatementAt(cx.root(), wrapped.range);
     if (ts_node_is_null(opt) || ts_node_is_null(wrap) || !ts_node_eq(ts_node_parent(opt), ts_node_parent(wrap)) ||
         ts_node_start_byte(opt) >= ts_node_start_byte(wrap))
       return std::nullopt;
@@ -131,12 +90,12 @@ class OptimizerBeforeWrap final : public Rule {
         ts_node_start_byte(right) != built.range.begin || ts_node_end_byte(right) != built.range.end)
       return std::nullopt;
     std::string name(syntax::textOf(left, text));
-    std::set<std::string> reads = identifiers(right, text);
-    std::set<std::string> rebound = boundNames(wrap, text);
+    std::set<std::string> reads = syntax::identifiersIn(right, text);
+    std::set<std::string> rebound = syntax::boundNames(wrap, text);
     for (TSNode n = ts_node_next_named_sibling(opt); !ts_node_is_null(n); n = ts_node_next_named_sibling(n)) {
-      if (identifiers(n, text).count(name)) return std::nullopt;  // uses the optimizer
+      if (syntax::identifiersIn(n, text).count(name)) return std::nullopt;  // uses the optimizer
       if (ts_node_eq(n, wrap)) break;
-      for (const auto& b : boundNames(n, text))
+      for (const auto& b : syntax::boundNames(n, text))
         if (reads.count(b) && !rebound.count(b)) return std::nullopt;  // changes what it is built from
     }
     // Whole lines: nothing else on the optimizer's lines, nor after the wrap on its last line.

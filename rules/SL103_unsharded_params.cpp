@@ -167,22 +167,11 @@ class UnshardedParams final : public Rule {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return std::nullopt;
     if (root.empty() || std::isdigit(static_cast<unsigned char>(root[0]))) return std::nullopt;
     const std::string& text = cx.file().text;
-    TSNode node = ts_node_descendant_for_byte_range(cx.root(), call.range.begin, call.range.end);
-    while (!ts_node_is_null(node) && (std::string_view(ts_node_type(node)) != "call" ||
-                                      ts_node_start_byte(node) != call.range.begin ||
-                                      ts_node_end_byte(node) != call.range.end))
-      node = ts_node_parent(node);
-    if (ts_node_is_null(node)) return std::nullopt;
-    TSNode callNode = node;
+    TSNode callNode = syntax::nodeSpanning(cx.root(), call.range, "call");
+    if (ts_node_is_null(callNode)) return std::nullopt;
     // The statement to follow: the outermost loop around the call within its function, else the
     // call's own statement.
-    TSNode stmt = {};
-    for (TSNode n = ts_node_parent(callNode); !ts_node_is_null(n); n = ts_node_parent(n)) {
-      std::string_view type = ts_node_type(n);
-      if (type == "function_definition" || type == "class_definition" || type == "module") break;
-      if (type == "for_statement" || type == "while_statement") stmt = n;
-      else if (ts_node_is_null(stmt) && type == "expression_statement") stmt = n;
-    }
+    TSNode stmt = syntax::followingPoint(callNode);
     if (ts_node_is_null(stmt)) return std::nullopt;
     if (cx.enclosingFunction(call) != cx.enclosingFunction(built) || built.range.begin < ts_node_end_byte(stmt))
       return std::nullopt;

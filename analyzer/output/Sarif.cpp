@@ -125,9 +125,7 @@ std::vector<std::string> fingerprints(const std::vector<Diagnostic>& diags) {
   for (const auto& d : diags) {
     std::string key = d.code + "|" + d.location.path + "|" + lines.line(d.location.path, d.location.start.line);
     int nth = occurrences[key]++;
-    char fp[40];
-    std::snprintf(fp, sizeof fp, "%016llx:%d", static_cast<unsigned long long>(contentHash(key)), nth + 1);
-    out.emplace_back(fp);
+    out.push_back(hashHex(contentHash(key)) + ":" + std::to_string(nth + 1));
   }
   return out;
 }

@@ -413,4 +413,59 @@ std::optional<TSNode> firstSyntaxError(TSNode root) {
   return found;
 }
 
+TSNode blockStatementAt(TSNode root, ByteRange range) {
+  TSNode n = ts_node_descendant_for_byte_range(root, range.begin, range.end);
+  while (!ts_node_is_null(n)) {
+    TSNode parent = ts_node_parent(n);
+    if (ts_node_is_null(parent)) return {};
+    std::string_view type = ts_node_type(parent);
+    if (type == "block" || type == "module") return n;
+    n = parent;
+  }
+  return {};
+}
+
+TSNode nodeSpanning(TSNode root, ByteRange range, std::string_view type) {
+  TSNode n = ts_node_descendant_for_byte_range(root, range.begin, range.end);
+  while (!ts_node_is_null(n) && (std::string_view(ts_node_type(n)) != type || ts_node_start_byte(n) != range.begin ||
+                                 ts_node_end_byte(n) != range.end))
+    n = ts_node_parent(n);
+  return n;
+}
+
+TSNode followingPoint(TSNode n) {
+  TSNode stmt = {};
+  for (TSNode p = ts_node_parent(n); !ts_node_is_null(p); p = ts_node_parent(p)) {
+    std::string_view type = ts_node_type(p);
+    if (type == "function_definition" || type == "class_definition" || type == "module") break;
+    if (type == "for_statement" || type == "while_statement") stmt = p;
+    else if (ts_node_is_null(stmt) && type == "expression_statement") stmt = p;
+  }
+  return stmt;
+}
+
+std::set<std::string> identifiersIn(TSNode n, std::string_view src) {
+  std::set<std::string> out;
+  walk(n, [&](TSNode t) {
+    if (std::string_view(ts_node_type(t)) == "identifier") out.insert(std::string(textOf(t, src)));
+    return true;
+  });
+  return out;
+}
+
+std::set<std::string> boundNames(TSNode stmt, std::string_view src) {
+  std::set<std::string> out;
+  walk(stmt, [&](TSNode n) {
+    std::string_view type = ts_node_type(n);
+    TSNode target = {};
+    if (type == "assignment" || type == "augmented_assignment" || type == "for_statement") target = field(n, "left");
+    else if (type == "function_definition" || type == "class_definition") target = field(n, "name");
+    else if (type == "as_pattern" || type == "aliased_import") target = field(n, "alias");
+    else if (type == "import_statement" || type == "import_from_statement") target = n;
+    if (!ts_node_is_null(target)) out.merge(identifiersIn(target, src));
+    return true;
+  });
+  return out;
+}
+
 }  // namespace shardlint::syntax

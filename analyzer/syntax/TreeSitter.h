@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -142,6 +143,19 @@ std::vector<KeywordArgument> keywordArguments(TSNode call);
 std::string_view calleeLastName(TSNode call, std::string_view src);
 // First ERROR or MISSING node in document order, if any.
 std::optional<TSNode> firstSyntaxError(TSNode root);
+
+// Statements, for fixes that move or add them (null nodes when there is none):
+// the statement directly in a block (or the module) whose range contains `range`;
+TSNode blockStatementAt(TSNode root, ByteRange range);
+// the node of type `type` spanning exactly `range`;
+TSNode nodeSpanning(TSNode root, ByteRange range, std::string_view type);
+// the statement after which code that follows `n` goes: the outermost `for`/`while` around `n`
+// within its function (or class, or module), else `n`'s own expression statement.
+TSNode followingPoint(TSNode n);
+// The names a statement binds (assignment, augmented assignment and loop targets, definitions,
+// imports, `as` targets), and every identifier in it.
+std::set<std::string> boundNames(TSNode stmt, std::string_view src);
+std::set<std::string> identifiersIn(TSNode n, std::string_view src);
 
 // Visits every node under `root` in document order with a tree cursor (no recursion);
 // `visit(node)` returns false to skip that node's children.
