@@ -153,12 +153,9 @@ std::optional<int> runFixes(const RuleCatalog& catalog, const FileConfig& cfg, c
   LintOptions base = options;
   base.cacheDir.clear();
   auto relint = [&](const std::map<std::string, std::string>& texts) {
-    LintOptions o = base;
-    for (const auto& [path, text] : texts) o.overlays[absolutePathKey(path)] = text;
-    Linter again(catalog, std::move(o));
     std::vector<Diagnostic> found;
     try {
-      found = again.lintFiles(files);
+      found = lintWithOverlays(catalog, base, files, texts);
     } catch (const LintInternalError& e) {
       internalError = e.what();
       found = e.partial;

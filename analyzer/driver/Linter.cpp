@@ -568,6 +568,13 @@ ModuleTable::Config Linter::tableConfig(bool retireRoots) const {
   return config;
 }
 
+std::vector<Diagnostic> lintWithOverlays(const RuleCatalog& catalog, LintOptions base,
+                                         const std::vector<std::string>& files,
+                                         const std::map<std::string, std::string>& texts) {
+  for (const auto& [path, text] : texts) base.overlays[absolutePathKey(path)] = text;
+  return Linter(catalog, std::move(base)).lintFiles(files);
+}
+
 std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string text) const {
   std::vector<Diagnostic> out;
   if (auto problem = contentProblem(text, options_.maxFileBytes)) {

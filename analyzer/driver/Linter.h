@@ -150,6 +150,13 @@ class Linter {
   LintOptions options_;
 };
 
+// One round of a fix run (fixToFixedPoint's `relint`): lints `files` again with `texts` (path ->
+// fixed text) laid over the disk as overlays, with `base`'s options otherwise. Throws
+// LintInternalError as lintFiles does.
+std::vector<Diagnostic> lintWithOverlays(const RuleCatalog& catalog, LintOptions base,
+                                         const std::vector<std::string>& files,
+                                         const std::map<std::string, std::string>& texts);
+
 // The semantic model of `text` as readable text: every root's objects and events,
 // and every function summary (debugging aid behind `shardlint dump-model`).
 std::string dumpModel(const std::string& path, std::string text, const RuleCatalog& catalog);

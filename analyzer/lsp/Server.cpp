@@ -852,10 +852,7 @@ class Server {
       // Every safe fix of the document, to a fixed point, as `shardlint check --fix` applies them.
       std::vector<Diagnostic> first = d.findings;
       auto relint = [&](const std::map<std::string, std::string>& texts) {
-        LintOptions o = optionsWithOverlays();
-        for (const auto& [p, t] : texts) o.overlays[absolutePathKey(p)] = t;
-        Linter linter(catalog_, std::move(o));
-        std::vector<Diagnostic> found = linter.lintFiles({d.path});
+        std::vector<Diagnostic> found = lintWithOverlays(catalog_, optionsWithOverlays(), {d.path}, texts);
         applyFindingSettings(catalog_, config_, found,
                              [&](const std::string& p) { return settingsPath(absolutePathKey(p)); });
         return found;
