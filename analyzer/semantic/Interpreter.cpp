@@ -37,13 +37,6 @@ bool isBuiltinPassThrough(std::string_view q) {
 }
 
 
-using Env = std::unordered_map<std::string, ValueSet>;
-Env join(const std::vector<Env>& envs) {
-  Env out;
-  for (const auto& e : envs)
-    for (const auto& [k, v] : e) addValues(out[k], v);
-  return out;
-}
 }  // namespace
 
 // ---------------------------------------------------------------- CallSite
@@ -529,7 +522,7 @@ void Interp::execStatement(TSNode st) {
 void Interp::execImport(TSNode n) {
   std::map<std::string, std::string, std::less<>> bound;
   mod_.collectImport(n, bound);
-  for (const auto& [name, qual] : bound) frame_.env[name] = {ref(qual)};
+  for (const auto& [name, qual] : bound) setVar(name, ValueSet{ref(qual)});
 }
 
 void Interp::execDefinition(TSNode n) {
@@ -546,7 +539,7 @@ void Interp::execDefinition(TSNode n) {
         st_.obj(id).function = f.get();
         st_.memo.defs[f.get()] = id;
       }
-      frame_.env[name] = {id};
+      setVar(name, ValueSet{id});
       return;
     }
   } else if (kindOf(def) == Kind::class_definition) {
@@ -559,7 +552,7 @@ void Interp::execDefinition(TSNode n) {
         st_.obj(id).cls = c.get();
         st_.memo.defs[c.get()] = id;
       }
-      frame_.env[name] = {id};
+      setVar(name, ValueSet{id});
       return;
     }
   }
@@ -568,15 +561,14 @@ void Interp::execDefinition(TSNode n) {
 void Interp::execIf(TSNode n) {
   int construct = st_.constructs++;
   int outerArm = frame_.arm;
-  Env before = frame_.env;
-  std::vector<Env> outs;
+  std::vector<Changes> outs;  // of the arms that reach the end; each starts after the first condition
   bool hasElse = false;
   std::vector<TSNode> earlier;  // the conditions of the arms before this one (false in this arm)
   bool firstTerminates = false;
   auto runArm = [&](int index, TSNode cond, TSNode body) {
     frame_.arm = outerArm;
     frame_.arm = openArm(construct, index, false);
-    frame_.env = before;
+    beginArm();
     frame_.reachable = true;
     if (!ts_node_is_null(cond)) eval(cond);
     TSNode own = index == 0 ? syntax::field(n, "condition") : cond;
@@ -586,7 +578,8 @@ void Interp::execIf(TSNode n) {
     for (Region& g : guards) g.begin = static_cast<PointId>(st_.points.size());
     execBlock(body);
     closeRegions(guards);
-    if (frame_.reachable) outs.push_back(std::move(frame_.env));
+    Changes changes = endArm();
+    if (frame_.reachable) outs.push_back(std::move(changes));
     else st_.arms[static_cast<size_t>(frame_.arm)].terminates = true;
     if (index == 0) firstTerminates = !frame_.reachable;
     earlier.push_back(own);
@@ -602,10 +595,11 @@ void Interp::execIf(TSNode n) {
       runArm(index++, TSNode{}, syntax::field(alt, "body"));
     }
   }
-  if (!hasElse) outs.push_back(before);
+  if (!hasElse) outs.emplace_back();  // no arm taken: the environment as it was
   frame_.arm = outerArm;
   frame_.reachable = !outs.empty();
-  frame_.env = join(outs);
+  if (outs.empty()) clearEnv();
+  else apply(merged(outs));
   // `if not isinstance(m, FSDPModule): return` -- what follows runs only when the test holds.
   if (index == 1 && firstTerminates) {
     pendingRest_.clear();
@@ -618,7 +612,7 @@ void Interp::execLoop(TSNode n, bool isFor) {
   int outerArm = frame_.arm;
   ValueSet iter;
   if (isFor) iter = eval(syntax::field(n, "right"));
-  Env before = frame_.env;
+  beginArm();
   frame_.arm = openArm(construct, 0, true);
   if (isFor) {
     ValueSet elems;
@@ -635,11 +629,12 @@ void Interp::execLoop(TSNode n, bool isFor) {
     eval(syntax::field(n, "condition"));
   }
   execBlock(syntax::field(n, "body"));
-  std::vector<Env> outs{before};
-  if (frame_.reachable) outs.push_back(std::move(frame_.env));
+  Changes body = endArm();
+  std::vector<Changes> outs(1);  // the loop not entered
+  if (frame_.reachable) outs.push_back(std::move(body));
   frame_.arm = outerArm;
   frame_.reachable = true;
-  frame_.env = join(outs);
+  apply(merged(outs));
   TSNode alt = syntax::field(n, "alternative");
   if (!ts_node_is_null(alt)) execBlock(syntax::field(alt, "body"));
 }
@@ -648,27 +643,30 @@ void Interp::execTry(TSNode n) {
   int bodyConstruct = st_.constructs++;
   int handlerConstruct = st_.constructs++;
   int outerArm = frame_.arm;
-  Env before = frame_.env;
+  beginArm();
   frame_.arm = openArm(bodyConstruct, 0, false);
   execBlock(syntax::field(n, "body"));
   bool bodyReachable = frame_.reachable;
-  Env afterBody = frame_.env;
+  Changes afterBody = endArm();
   frame_.arm = outerArm;
-  Env handlerStart = join({before, afterBody});
-  std::vector<Env> outs;
+  // A handler starts where the body started or where it ended.
+  Changes handlerStart = merged({Changes{}, afterBody});
+  std::vector<Changes> outs;
   TSNode elseClause{}, finallyClause{};
   int index = 1;
   for (TSNode c : syntax::namedChildren(n)) {
     Kind k = kindOf(c);
     if (k == Kind::except_clause) {
       frame_.arm = openArm(handlerConstruct, index++, false);
-      frame_.env = handlerStart;
+      beginArm();
+      apply(handlerStart);
       frame_.reachable = true;
       for (TSNode cc : syntax::namedChildren(c)) {
         if (kindOf(cc) == Kind::block) execBlock(cc);
         else if (kindOf(cc) != Kind::comment) eval(cc);
       }
-      if (frame_.reachable) outs.push_back(std::move(frame_.env));
+      Changes changes = endArm();
+      if (frame_.reachable) outs.push_back(std::move(changes));
       else st_.arms[static_cast<size_t>(frame_.arm)].terminates = true;
       frame_.arm = outerArm;
     } else if (k == Kind::else_clause) {
@@ -678,17 +676,19 @@ void Interp::execTry(TSNode n) {
     }
   }
   if (bodyReachable) {
-    frame_.env = afterBody;
+    beginArm();
+    apply(afterBody);
     frame_.reachable = true;
     if (!ts_node_is_null(elseClause)) {
       frame_.arm = openArm(handlerConstruct, 0, false);
       execBlock(syntax::field(elseClause, "body"));
       frame_.arm = outerArm;
     }
-    if (frame_.reachable) outs.push_back(std::move(frame_.env));
+    Changes changes = endArm();
+    if (frame_.reachable) outs.push_back(std::move(changes));
   }
   frame_.reachable = !outs.empty();
-  frame_.env = outs.empty() ? handlerStart : join(outs);
+  apply(outs.empty() ? handlerStart : merged(outs));
   if (!ts_node_is_null(finallyClause)) {
     bool reach = frame_.reachable;
     frame_.reachable = true;
@@ -743,25 +743,94 @@ void Interp::execMatch(TSNode n) {
   eval(syntax::field(n, "subject"));
   int construct = st_.constructs++;
   int outerArm = frame_.arm;
-  Env before = frame_.env;
-  std::vector<Env> outs{before};
+  std::vector<Changes> outs(1);  // no case matched
   int index = 0;
   TSNode body = syntax::field(n, "body");
   for (TSNode c : syntax::namedChildren(body)) {
     if (kindOf(c) != Kind::case_clause) continue;
     frame_.arm = outerArm;
     frame_.arm = openArm(construct, index++, false);
-    frame_.env = before;
+    beginArm();
     frame_.reachable = true;
     TSNode guard = syntax::field(c, "guard");
     if (!ts_node_is_null(guard)) eval(guard);
     execBlock(syntax::field(c, "consequence"));
-    if (frame_.reachable) outs.push_back(std::move(frame_.env));
+    Changes changes = endArm();
+    if (frame_.reachable) outs.push_back(std::move(changes));
     else st_.arms[static_cast<size_t>(frame_.arm)].terminates = true;
   }
   frame_.arm = outerArm;
   frame_.reachable = true;
-  frame_.env = join(outs);
+  apply(merged(outs));
+}
+
+// ---------------------------------------------------------------- the environment across branches
+
+void Interp::setVar(const std::string& key, std::optional<ValueSet> value) {
+  auto it = frame_.env.find(key);
+  if (!logs_.empty() && logs_.back().keys.insert(key).second)
+    logs_.back().before.emplace_back(key, it == frame_.env.end() ? std::nullopt : std::optional<ValueSet>(it->second));
+  if (!value) {
+    if (it != frame_.env.end()) frame_.env.erase(it);
+  } else if (it != frame_.env.end()) {
+    it->second = std::move(*value);
+  } else {
+    frame_.env.emplace(key, std::move(*value));
+  }
+}
+
+void Interp::beginArm() { logs_.emplace_back(); }
+
+Interp::Changes Interp::endArm() {
+  EnvLog log = std::move(logs_.back());
+  logs_.pop_back();
+  Changes changes;
+  for (auto& [key, old] : log.before) {
+    auto it = frame_.env.find(key);
+    std::optional<ValueSet> now = it == frame_.env.end() ? std::nullopt : std::optional<ValueSet>(it->second);
+    if (now == old) continue;
+    changes.emplace_back(key, std::move(now));
+    // Undone: the outer arm's log never saw this write.
+    if (!old) frame_.env.erase(it);
+    else if (it != frame_.env.end()) it->second = std::move(*old);
+    else frame_.env.emplace(key, std::move(*old));
+  }
+  return changes;
+}
+
+Interp::Changes Interp::merged(const std::vector<Changes>& arms) const {
+  std::unordered_map<std::string, std::vector<const std::optional<ValueSet>*>> byKey;
+  std::vector<const std::string*> order;  // first-change order, for a deterministic result
+  for (size_t a = 0; a < arms.size(); ++a)
+    for (const auto& [key, value] : arms[a]) {
+      auto [it, inserted] = byKey.try_emplace(key, arms.size(), nullptr);
+      if (inserted) order.push_back(&it->first);
+      it->second[a] = &value;
+    }
+  Changes out;
+  for (const std::string* key : order) {
+    const auto& values = byKey.find(*key)->second;
+    auto cur = frame_.env.find(*key);
+    std::optional<ValueSet> joined;
+    for (const std::optional<ValueSet>* v : values) {
+      const ValueSet* vs = v ? (*v ? &**v : nullptr) : (cur == frame_.env.end() ? nullptr : &cur->second);
+      if (!vs) continue;
+      if (!joined) joined.emplace();
+      addValues(*joined, *vs);
+    }
+    out.emplace_back(*key, std::move(joined));
+  }
+  return out;
+}
+
+void Interp::apply(const Changes& changes) {
+  for (const auto& [key, value] : changes) setVar(key, value);
+}
+
+void Interp::clearEnv() {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : frame_.env) keys.push_back(key);
+  for (const auto& key : keys) setVar(key, std::nullopt);
 }
 
 std::string Interp::subscriptEdge(TSNode sub) {
@@ -779,7 +848,7 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
   if (ts_node_is_null(target)) return;
   switch (kindOf(target)) {
     case Kind::identifier:
-      frame_.env[text(target)] = value;
+      setVar(text(target), value);
       for (ObjId v : value)
         if (st_.obj(v).kind == ObjKind::Instance && st_.obj(v).label.empty()) st_.obj(v).label = text(target);
       break;
@@ -787,7 +856,7 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
       std::string attr = text(syntax::field(target, "attribute"));
       for (ObjId o : eval(syntax::field(target, "object"))) {
         if (st_.obj(o).kind == ObjKind::Ref) continue;
-        frame_.env[envKeyFor(o, attr)] = value;
+        setVar(envKeyFor(o, attr), value);
         for (ObjId v : value)
           if (st_.obj(v).kind == ObjKind::Instance && st_.obj(v).label.empty()) st_.obj(v).label = text(target);
         st_.noteOwnership(o, attr, value);
@@ -806,7 +875,7 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
       TSNode sub = syntax::field(target, "subscript");
       std::string key = subscriptEdge(sub);
       for (ObjId o : eval(syntax::field(target, "value"))) {
-        frame_.env["#" + std::to_string(o) + key] = value;
+        setVar("#" + std::to_string(o) + key, value);
         Obj& dict = st_.obj(o);
         if (dict.kind == ObjKind::Container && dict.containerKind == 'd' && key.size() > 4 && key[1] == '\'') {
           std::string k = key.substr(2, key.size() - 4);  // "['name']" -> name
@@ -1037,7 +1106,7 @@ ValueSet Interp::eval(TSNode n) {
 }
 
 ValueSet Interp::evalComprehension(TSNode n) {
-  Env saved = frame_.env;
+  beginArm();  // the comprehension's own scope: undone at the end
   TSNode body = syntax::field(n, "body");
   for (TSNode c : syntax::namedChildren(n)) {
     if (kindOf(c) == Kind::for_in_clause) {
@@ -1063,7 +1132,7 @@ ValueSet Interp::evalComprehension(TSNode n) {
   } else {
     value = eval(body);
   }
-  frame_.env = std::move(saved);
+  endArm();
   ObjId c = newObject(ObjKind::Container, "", originOf(n));
   st_.obj(c).containerKind = kindOf(n) == Kind::dictionary_comprehension ? 'd' : 'l';
   st_.obj(c).elements = {value};
@@ -1445,7 +1514,7 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   in.inlining_.insert(&def);
   in.execBlock(syntax::field(def.node, "body"));
   for (const auto& [k, v] : callee.env)
-    if (!k.empty() && k[0] == '#') frame_.env[k] = v;
+    if (!k.empty() && k[0] == '#') setVar(k, v);
   return callee.returns;
 }
 
@@ -1602,7 +1671,7 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     ObjId id = std::atoi(key.c_str() + 1);
     std::string attr = key.substr(dot + 1);
     ValueSet mapped = mapSet(vs);
-    for (ObjId p : map[static_cast<size_t>(id)]) frame_.env[envKeyFor(p, attr)] = mapped;
+    for (ObjId p : map[static_cast<size_t>(id)]) setVar(envKeyFor(p, attr), mapped);
   }
   addValues(result, mapSet(s.returns));
 }

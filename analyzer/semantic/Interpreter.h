@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/SourceFile.h"
@@ -137,6 +138,27 @@ class Interp {
 
   ValueSet callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
                         bool inPlace = false);
+
+  // The environment across branches. Every write to frame_.env goes through setVar, which
+  // records the key's value before the innermost open arm (beginArm) changed it; endArm undoes
+  // the arm and returns its changes, so each arm of an `if` / loop / `try` / `match` starts from
+  // the same environment without a copy of it, and where the arms meet (mergeArms) only the keys
+  // some arm changed are touched. A change is a key's value after the arm (nullopt: unbound).
+  using Changes = std::vector<std::pair<std::string, std::optional<ValueSet>>>;
+  void setVar(const std::string& key, std::optional<ValueSet> value);
+  void beginArm();
+  Changes endArm();
+  // The environment where `arms` (the changes of the arms that reach the join) meet, as changes
+  // to the current one: each changed key gets the union of its values over the arms (an arm that
+  // did not change it contributes the current value); unbound where no arm binds it.
+  Changes merged(const std::vector<Changes>& arms) const;
+  void apply(const Changes& changes);
+  void clearEnv();
+  struct EnvLog {
+    Changes before;  // each key's value before its first write in the arm
+    std::unordered_set<std::string> keys;
+  };
+  std::vector<EnvLog> logs_;
   ObjId defObject(ObjKind kind, const void* def);
 
   const Module& mod_;
