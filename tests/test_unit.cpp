@@ -249,6 +249,63 @@ TEST_CASE("bindings: aliases, rebinding, unpacking, containment", "[unit][bindin
   CHECK(st.describe(layer) == "model.layers[*]");
 }
 
+// The names of the objects a call's first argument may be, sorted ("A,B").
+std::string argNames(const Analysed& a, std::string_view call) {
+  const Event* e = a.event(call);
+  REQUIRE(e);
+  REQUIRE_FALSE(e->args.empty());
+  std::vector<std::string> names;
+  for (ObjId id : e->args[0]) names.push_back(a.store().obj(id).name);
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+TEST_CASE("bindings across branches: every arm starts from the same environment, joins take the union",
+          "[unit][bindings]") {
+  SECTION("if: an arm that rebinds, and the way around it") {
+    CHECK(argNames(analyse("m = A()\nif c:\n    m = B()\nuse(m)\n"), "use") == "A,B");
+    CHECK(argNames(analyse("m = A()\nif c:\n    m = B()\nelse:\n    m = C()\nuse(m)\n"), "use") == "B,C");
+    CHECK(argNames(analyse("if c:\n    m = A()\nuse(m)\n"), "use") == "A");
+  }
+  SECTION("a later arm does not see an earlier arm's bindings") {
+    auto a = analyse("m = A()\nif c:\n    m = B()\nelif d:\n    seen(m)\n    m = C()\nelse:\n    other(m)\nuse(m)\n");
+    CHECK(argNames(a, "seen") == "A");
+    CHECK(argNames(a, "other") == "A");
+    CHECK(argNames(a, "use") == "A,B,C");
+  }
+  SECTION("nested arms join inside the arm first") {
+    auto a = analyse("m = A()\nif c:\n    if d:\n        m = B()\n    inner(m)\n    m2 = m\nelse:\n    m = C()\nuse(m)\n");
+    CHECK(argNames(a, "inner") == "A,B");
+    CHECK(argNames(a, "use") == "A,B,C");
+  }
+  SECTION("loops may run zero times") {
+    CHECK(argNames(analyse("m = A()\nfor x in xs:\n    m = B()\nuse(m)\n"), "use") == "A,B");
+    CHECK(argNames(analyse("m = A()\nwhile c:\n    m = B()\nuse(m)\n"), "use") == "A,B");
+  }
+  SECTION("try: a handler starts where the body started or ended; else where it ended") {
+    auto a = analyse("m = A()\ntry:\n    m = B()\nexcept E:\n    handler(m)\n    m = C()\nuse(m)\n");
+    CHECK(argNames(a, "handler") == "A,B");
+    CHECK(argNames(a, "use") == "B,C");
+    auto e = analyse("m = A()\ntry:\n    m = B()\nexcept E:\n    raise\nelse:\n    orelse(m)\nuse(m)\n");
+    CHECK(argNames(e, "orelse") == "B");
+    CHECK(argNames(e, "use") == "B");
+  }
+  SECTION("match: no case may match") {
+    auto a = analyse("m = A()\nmatch v:\n    case 1:\n        m = B()\n    case 2:\n        m = C()\nuse(m)\n");
+    CHECK(argNames(a, "use") == "A,B,C");
+  }
+  SECTION("a comprehension's variables stay inside it") {
+    CHECK(argNames(analyse("x = A()\nys = [x for x in B()]\nuse(x)\n"), "use") == "A");
+  }
+  SECTION("a name bound in an if's first condition is bound in every arm") {
+    auto a = analyse("if (n := A()):\n    first(n)\nelse:\n    second(n)\n");
+    CHECK(argNames(a, "first") == "A");
+    CHECK(argNames(a, "second") == "A");
+  }
+}
+
 TEST_CASE("function summaries", "[unit][summaries]") {
   auto a = analyse(
       "import torch\nfrom torch.distributed.fsdp import fully_shard\n"
