@@ -113,8 +113,9 @@ CORPUS_LABELS = {
     "pytorch-lightning": "pytorch-lightning checkout",
     "composer": "composer checkout",
     "accelerate": "accelerate checkout",
+    "diffusers": "diffusers checkout (a large repository: 2,089 files, 45 MB)",
 }
-ECO_CORPORA = ("dense", "torchtitan", "pytorch-lightning", "composer", "accelerate")
+ECO_CORPORA = ("dense", "torchtitan", "pytorch-lightning", "composer", "accelerate", "diffusers")
 GOAL_LSP_P95_MS = 50.0
 GOAL_ACCELERATE_S = 10.0
 CONTENDED_SHARE = 0.10

@@ -4,7 +4,7 @@
 #   scripts/bench/run.sh                 # install what is missing, build, generate corpora, measure, write results.md
 #   BENCH_RUNS=1 scripts/bench/run.sh    # fewer repetitions (default 3; the best = minimum wall time is kept)
 #   BENCH_CORPORA="synth-1x synth-4x" scripts/bench/run.sh   # a subset of: stdlib torch synth-1x synth-4x synth-16x
-#                                        # dense torchtitan pytorch-lightning composer accelerate (checkouts)
+#                                        # dense torchtitan pytorch-lightning composer accelerate diffusers (checkouts)
 #   BENCH_ECO_CACHE=~/eco scripts/bench/run.sh   # where the checkouts are (ecosystem/check.py's cache; default /work/eco-cache)
 #   BENCH_LSP=0 scripts/bench/run.sh     # no editor-latency measurement on the checkouts
 #   BENCH_OUT=/tmp/results.md scripts/bench/run.sh            # write the report elsewhere
@@ -113,7 +113,7 @@ rm -rf "$RAW"; mkdir -p "$RAW"
 eco_members() {
   case "$1" in
     dense) echo torchtitan pytorch-lightning composer ;;
-    torchtitan|pytorch-lightning|composer|accelerate) echo "$1" ;;
+    torchtitan|pytorch-lightning|composer|accelerate|diffusers) echo "$1" ;;
   esac
 }
 is_eco() { [ -n "$(eco_members "$1")" ]; }
