@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "TestSupport.h"
 
@@ -84,6 +86,51 @@ TEST_CASE("sarif: rules, UTF-16 columns, related locations, stable fingerprints"
   json b = json::parse(shardlintStdout("check train.py --format sarif", dir));
   CHECK(b["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 7);
   CHECK(b["runs"][0]["results"][0]["partialFingerprints"]["primaryLocationLineHash"] == fp);
+  fs::remove_all(dir);
+}
+
+namespace {
+// The byte offset of SARIF's 1-based line and UTF-16 column in `text`.
+size_t sarifOffset(const std::string& text, int line, int column) {
+  size_t at = 0;
+  for (int l = 1; l < line; ++l) at = text.find('\n', at) + 1;
+  for (int units = 1; units < column; ++at) {
+    unsigned char c = static_cast<unsigned char>(text[at]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte
+    units += c >= 0xF0 ? 2 : 1;        // a 4-byte sequence is a surrogate pair
+  }
+  return at;
+}
+}  // namespace
+
+TEST_CASE("sarif: a finding's fix as SARIF replacements gives what --fix writes", "[formats][sarif]") {
+  fs::path dir = tempDir("sarif-fix");
+  std::ofstream(dir / "train.py") << kBug;
+  json a = json::parse(shardlintStdout("check train.py --format sarif", dir));
+  const json& res = a["runs"][0]["results"][0];
+  REQUIRE(res["ruleId"] == "SL101");
+  REQUIRE(res["fixes"].size() == 1);
+  const json& fix = res["fixes"][0];
+  CHECK(fix["properties"]["applicability"] == "unsafe");
+  CHECK(fix["description"]["text"] == "Build `opt` after the wrap");
+  REQUIRE(fix["artifactChanges"].size() == 1);
+  CHECK(fix["artifactChanges"][0]["artifactLocation"]["uri"] == "train.py");
+  // Apply the replacements, last first (the line with the multi-byte comment is the one moved).
+  std::string text = kBug;
+  std::vector<std::tuple<size_t, size_t, std::string>> edits;
+  for (const auto& r : fix["artifactChanges"][0]["replacements"]) {
+    const json& g = r["deletedRegion"];
+    size_t b = sarifOffset(text, g["startLine"], g["startColumn"]);
+    size_t e = sarifOffset(text, g["endLine"], g["endColumn"]);
+    edits.emplace_back(b, e, r["insertedContent"]["text"].get<std::string>());
+  }
+  std::sort(edits.rbegin(), edits.rend());
+  for (const auto& [b, e, t] : edits) text.replace(b, e - b, t);
+  sh("cd '" + dir.string() + "' && '" + std::string(SHARDLINT_BINARY) + "' check train.py --fix --unsafe-fixes -q");
+  std::ifstream in(dir / "train.py");
+  std::string fixed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == fixed);
+  CHECK(text != kBug);
   fs::remove_all(dir);
 }
 

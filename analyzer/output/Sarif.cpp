@@ -187,6 +187,20 @@ void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const st
                    {"partialFingerprints", {{"primaryLocationLineHash", fp}}}};
     if (auto it = index.find(d.code); it != index.end()) result["ruleIndex"] = it->second;
     if (!related.empty()) result["relatedLocations"] = related;
+    if (d.fix && !d.fix->edits.empty()) {
+      // SARIF's fix object: each edit deletes a region (empty for an insertion) and inserts text.
+      // All edits of a fix are in one file (core/Diagnostic.h). SARIF has no applicability; a
+      // property says whether `--fix` applies it (safe) or only `--unsafe-fixes` does.
+      json replacements = json::array();
+      for (const auto& e : d.fix->edits)
+        replacements.push_back({{"deletedRegion", region(e.location)}, {"insertedContent", {{"text", e.text}}}});
+      const std::string& file = d.fix->edits.front().location.path;
+      result["fixes"] = json::array(
+          {{{"description", {{"text", d.fix->title}}},
+            {"artifactChanges", json::array({{{"artifactLocation", {{"uri", relativeUri(file)}, {"uriBaseId", "%SRCROOT%"}}},
+                                              {"replacements", replacements}}})},
+            {"properties", {{"applicability", std::string(applicabilityName(d.fix->applicability))}}}}});
+    }
     results.push_back(std::move(result));
   }
   std::error_code ec;
