@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -88,7 +89,7 @@ RunOutcome outcome(int ranks, const std::string& backend = "gloo") {
   return o;
 }
 
-bool processGone(pid_t pid) {
+bool processGoneNow(pid_t pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH;
   // A zombie nobody reaped yet (PID 1 in a container may not reap) is gone too.
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -97,7 +98,7 @@ bool processGone(pid_t pid) {
   return close != std::string::npos && close + 2 < s.size() && s[close + 2] == 'Z';
 }
 
-bool groupGone(pid_t pgid) {
+bool groupGoneNow(pid_t pgid) {
   if (kill(-pgid, 0) != 0) return errno == ESRCH;
   // Only zombies left in the group?
   for (const auto& e : fs::directory_iterator("/proc")) {
@@ -115,6 +116,18 @@ bool groupGone(pid_t pgid) {
   }
   return true;
 }
+
+// A killed process still has to be scheduled to die: on a loaded machine that can take a while.
+// These wait for it (up to 10 s; they return as soon as it is gone).
+bool gone(const std::function<bool()>& now) {
+  for (int i = 0; i < 500; ++i) {
+    if (now()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return now();
+}
+bool processGone(pid_t pid) { return gone([&] { return processGoneNow(pid); }); }
+bool groupGone(pid_t pgid) { return gone([&] { return groupGoneNow(pgid); }); }
 
 struct CliResult {
   int code = -1;
@@ -509,7 +522,6 @@ TEST_CASE("probe runner: children in the group and in their own sessions die too
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(r.timedOut);
   CHECK(secs < 6);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::ifstream in(pids);
   pid_t pid;
   int n = 0;
@@ -533,7 +545,6 @@ TEST_CASE("probe runner: stragglers left after a clean exit are killed", "[probe
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(r.exitCode == 0);
   CHECK(secs < 5);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::ifstream in(pids);
   pid_t pid = 0;
   REQUIRE(in >> pid);
