@@ -103,6 +103,9 @@ class LineCache {
   std::map<std::string, std::vector<std::string>> files_;
 };
 
+// A file in the run's source root (SARIF artifactLocation).
+json artifactLocation(const std::string& path) { return {{"uri", relativeUri(path)}, {"uriBaseId", "%SRCROOT%"}}; }
+
 json region(const Location& l) {
   return {{"startLine", l.start.line + 1},
           {"startColumn", l.start.utf16Column + 1},
@@ -173,7 +176,7 @@ void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const st
   json results = json::array();
   for (const auto& d : diags) {
     auto physical = [](const Location& l) {
-      return json{{"artifactLocation", {{"uri", relativeUri(l.path)}, {"uriBaseId", "%SRCROOT%"}}}, {"region", region(l)}};
+      return json{{"artifactLocation", artifactLocation(l.path)}, {"region", region(l)}};
     };
     json related = json::array();
     int id = 1;
@@ -194,11 +197,11 @@ void writeSarif(std::ostream& os, const std::vector<Diagnostic>& diags, const st
       json replacements = json::array();
       for (const auto& e : d.fix->edits)
         replacements.push_back({{"deletedRegion", region(e.location)}, {"insertedContent", {{"text", e.text}}}});
-      const std::string& file = d.fix->edits.front().location.path;
+      json change = {{"artifactLocation", artifactLocation(d.fix->edits.front().location.path)},
+                     {"replacements", replacements}};
       result["fixes"] = json::array(
           {{{"description", {{"text", d.fix->title}}},
-            {"artifactChanges", json::array({{{"artifactLocation", {{"uri", relativeUri(file)}, {"uriBaseId", "%SRCROOT%"}}},
-                                              {"replacements", replacements}}})},
+            {"artifactChanges", json::array({change})},
             {"properties", {{"applicability", std::string(applicabilityName(d.fix->applicability))}}}}});
     }
     results.push_back(std::move(result));

@@ -766,17 +766,25 @@ void Interp::execMatch(TSNode n) {
 
 // ---------------------------------------------------------------- the environment across branches
 
+namespace {
+using EnvMap = std::unordered_map<std::string, ValueSet>;
+// Binds `key` (at `it`, its entry or end()) to `value`, or unbinds it when there is none.
+void put(EnvMap& env, EnvMap::iterator it, const std::string& key, std::optional<ValueSet> value) {
+  if (!value) {
+    if (it != env.end()) env.erase(it);
+  } else if (it != env.end()) {
+    it->second = std::move(*value);
+  } else {
+    env.emplace(key, std::move(*value));
+  }
+}
+}  // namespace
+
 void Interp::setVar(const std::string& key, std::optional<ValueSet> value) {
   auto it = frame_.env.find(key);
   if (!logs_.empty() && logs_.back().keys.insert(key).second)
     logs_.back().before.emplace_back(key, it == frame_.env.end() ? std::nullopt : std::optional<ValueSet>(it->second));
-  if (!value) {
-    if (it != frame_.env.end()) frame_.env.erase(it);
-  } else if (it != frame_.env.end()) {
-    it->second = std::move(*value);
-  } else {
-    frame_.env.emplace(key, std::move(*value));
-  }
+  put(frame_.env, it, key, std::move(value));
 }
 
 void Interp::beginArm() { logs_.emplace_back(); }
@@ -790,10 +798,7 @@ Interp::Changes Interp::endArm() {
     std::optional<ValueSet> now = it == frame_.env.end() ? std::nullopt : std::optional<ValueSet>(it->second);
     if (now == old) continue;
     changes.emplace_back(key, std::move(now));
-    // Undone: the outer arm's log never saw this write.
-    if (!old) frame_.env.erase(it);
-    else if (it != frame_.env.end()) it->second = std::move(*old);
-    else frame_.env.emplace(key, std::move(*old));
+    put(frame_.env, it, key, std::move(old));  // undone: the outer arm's log never saw this write
   }
   return changes;
 }

@@ -142,8 +142,8 @@ class Interp {
   // The environment across branches. Every write to frame_.env goes through setVar, which
   // records the key's value before the innermost open arm (beginArm) changed it; endArm undoes
   // the arm and returns its changes, so each arm of an `if` / loop / `try` / `match` starts from
-  // the same environment without a copy of it, and where the arms meet (mergeArms) only the keys
-  // some arm changed are touched. A change is a key's value after the arm (nullopt: unbound).
+  // the same environment without a copy of it, and where the arms meet (apply(merged(...))) only
+  // the keys some arm changed are touched. A change is a key's value after the arm (nullopt: unbound).
   using Changes = std::vector<std::pair<std::string, std::optional<ValueSet>>>;
   void setVar(const std::string& key, std::optional<ValueSet> value);
   void beginArm();
