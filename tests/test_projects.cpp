@@ -131,6 +131,26 @@ TEST_CASE("pre-scan: a file that only imports the helpers is still analysed", "[
   fs::remove_all(tmp);
 }
 
+TEST_CASE("pre-scan: a module that names no word of a Python rule is not loaded for its summaries", "[projects][prescan]") {
+  // SL501 checks only C++ and has no pre-scan words: it must not make every Python module worth loading.
+  shardlint::testing::TempDir dir("shardlint-worth-");
+  dir.write("util.py", "def log(x):\n    print(x)\n    return x\n");
+  auto train = dir.write("train.py",
+                         "import torch\nimport torch.distributed as dist\nimport util\n"
+                         "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                         "dist.init_process_group('nccl')\nutil.log('building')\n"
+                         "model = torch.nn.Linear(2, 2).cuda()\nopt = torch.optim.AdamW(model.parameters())\n"
+                         "model = FSDP(model)\nfor s in range(3):\n"
+                         "    model(torch.randn(2, 2)).sum().backward()\n    opt.step()\n");
+  shardlint::LintStats stats;
+  shardlint::Linter linter(shardlint::rules::catalog(), {});
+  auto diags = linter.lintFiles({train.string()}, &stats);
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].code == "SL101");
+  CHECK(stats.filesAnalysed == 1);
+  CHECK(stats.filesParsed == 1);  // train.py; util.py is read by the pre-scan, never parsed
+}
+
 TEST_CASE("module table: trimming frees first the trees needed again latest, then the least recently used", "[unit][index]") {
   shardlint::testing::TempDir dir("shardlint-trim-");
   const std::string body = "def f(x):\n    return x\n";  // every module the same size

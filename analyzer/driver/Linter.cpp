@@ -546,10 +546,12 @@ ModuleTable::Config Linter::tableConfig(bool retireRoots) const {
   ModuleTable::Config config;
   config.retireRoots = retireRoots;
   // A module worth loading for its summaries mentions some pre-scan word (an optimizer,
-  // a wrap) or the configured extra names; words of rules without groups make all qualify.
+  // a wrap) or the configured extra names; words of Python rules without groups make all
+  // qualify (a rule that checks only C++ or configuration files says nothing about modules).
   auto words = std::make_shared<std::vector<std::string>>();
   bool anyText = false;
   for (const auto& r : catalog_.makeRules()) {
+    if (!r->checksPython()) continue;
     auto groups = r->prescanTokens();
     if (groups.empty() && !r->checksConfigs()) anyText = true;
     for (const auto& g : groups)
@@ -868,7 +870,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::string rootsKey;
   for (const auto& r : index.roots()) rootsKey += r + "\n";
   // Source bytes of module trees kept between tasks (a tree is about 20x its text).
-  constexpr size_t kModuleTreeBudget = size_t{1} << 20;
+  constexpr size_t kModuleTreeBudget = size_t{3} << 19;  // 1.5 MB
   // The persistent cache: findings of files whose text and dependencies are unchanged.
   std::unique_ptr<ResultCache> cache;
   if (!options_.cacheDir.empty() && !persistent) {
