@@ -870,7 +870,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::string rootsKey;
   for (const auto& r : index.roots()) rootsKey += r + "\n";
   // Source bytes of module trees kept between tasks (a tree is about 21x its text). On the dense
-  // corpus at -j2: 1 MB, 25 re-parses of 990 files; 1.25 MB, 8, at 136-140 MiB peak; 1.5 MB, 1, but
+  // corpus at -j2: 1 MB, 25-30 re-parses of 990 files; 1.25 MB, 8-9, at 138-141 MiB peak; 1.5 MB, 1, but
   // up to 145 MiB (over the 150 MB goal); see the README, Performance.
   constexpr size_t kModuleTreeBudget = size_t{5} << 18;  // 1.25 MB
   // The persistent cache: findings of files whose text and dependencies are unchanged.
