@@ -528,7 +528,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                  "  cache           %s\n"
                  "  bytes read      %llu\n"
                  "  time            discovery %.3fs, pre-scan %.3fs, analysis %.3fs, output %.3fs, total %.3fs\n"
-                 "  jobs            %u\n  peak RSS        %.1f MB (allocator: %s)\n",
+                 "  jobs            %u\n  peak RSS        %.1f MiB (allocator: %s)\n",
                  stats.filesSeen, stats.filesRead, stats.filesSkipped, stats.filesAnalysed, stats.filesParsed,
                  stats.filesParsedOnce,
                  stats.filesParsed > stats.filesParsedOnce
