@@ -131,6 +131,13 @@ Linter::Linter(const RuleCatalog& catalog, LintOptions options) : catalog_(catal
 
 namespace {
 
+// The pre-scan word groups that decide which Python files and modules matter to `r`, or none when
+// the rule does not read Python (it checks only C++ units or configuration files).
+std::optional<std::vector<std::vector<std::string_view>>> pythonPrescan(const Rule& r) {
+  if (!r.checksPython()) return std::nullopt;
+  return r.prescanTokens();
+}
+
 Diagnostic engineDiagnostic(const RuleInfo& info, const SourceFile& file, ByteRange range, std::string message) {
   return makeDiagnostic(info, makeLocation(file, range), std::move(message));
 }
@@ -551,10 +558,10 @@ ModuleTable::Config Linter::tableConfig(bool retireRoots) const {
   auto words = std::make_shared<std::vector<std::string>>();
   bool anyText = false;
   for (const auto& r : catalog_.makeRules()) {
-    if (!r->checksPython()) continue;
-    auto groups = r->prescanTokens();
-    if (groups.empty() && !r->checksConfigs()) anyText = true;
-    for (const auto& g : groups)
+    auto groups = pythonPrescan(*r);
+    if (!groups) continue;
+    if (groups->empty() && !r->checksConfigs()) anyText = true;
+    for (const auto& g : *groups)
       for (auto w : g) words->emplace_back(w);
   }
   if (catalog_.factWords)
@@ -668,11 +675,11 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::vector<std::vector<uint64_t>> ruleGroups;  // per rule: a mask per group
   bool alwaysRelevant = false;
   for (const auto& r : rules) {
-    if (!r->checksPython()) continue;
-    auto groups = r->prescanTokens();
-    if (groups.empty()) alwaysRelevant = true;
+    auto groups = pythonPrescan(*r);
+    if (!groups) continue;
+    if (groups->empty()) alwaysRelevant = true;
     std::vector<uint64_t> masks;
-    for (const auto& g : groups) {
+    for (const auto& g : *groups) {
       uint64_t m = 0;
       for (auto w : g) {
         auto it = std::find(words.begin(), words.end(), w);
@@ -871,7 +878,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   for (const auto& r : index.roots()) rootsKey += r + "\n";
   // Source bytes of module trees kept between tasks (a tree is about 21x its text). On the dense
   // corpus at -j2: 1 MB, 25-30 re-parses of 990 files; 1.25 MB, 8-9, at 138-141 MiB peak; 1.5 MB, 1, but
-  // up to 145 MiB (over the 150 MB goal); see the README, Performance.
+  // up to 145 MiB (over the 150 MB goal); scripts/bench/README.md, "Where the memory goes".
   constexpr size_t kModuleTreeBudget = size_t{5} << 18;  // 1.25 MB
   // The persistent cache: findings of files whose text and dependencies are unchanged.
   std::unique_ptr<ResultCache> cache;
