@@ -151,6 +151,37 @@ TEST_CASE("pre-scan: a module that names no word of a Python rule is not loaded 
   CHECK(stats.filesParsed == 1);  // train.py; util.py is read by the pre-scan, never parsed
 }
 
+TEST_CASE("one parse per file: a package a linted module imports from (`from . import f`) keeps its tree until that module's analysis", "[projects][prescan]") {
+  // pkg/sub/__init__.py is analysed first. pkg/sub/train.py, analysed after it, takes its helper
+  // with `from . import make_optimizer` and hands it to pkg/tools.py, whose code calls it there. The
+  // pre-scan leaves a module's own ancestor packages out of the relevance closure, but the
+  // package's tree must still be kept until train.py's analysis ended (it was freed and parsed again).
+  shardlint::testing::TempDir dir("shardlint-ancestor-");
+  dir.write("pkg/__init__.py", "");
+  dir.write("pkg/sub/__init__.py", "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n\n"
+                                   "def make_optimizer(model):\n    return torch.optim.AdamW(model.parameters())\n");
+  dir.write("pkg/tools.py", "import torch\n\n\ndef build(factory, model):\n"
+                            "    \"\"\"Builds the optimizer with factory.\"\"\"\n    return factory(model)\n");
+  dir.write("pkg/sub/train.py", "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                                "from pkg.tools import build\nfrom . import make_optimizer\n\n"
+                                "model = torch.nn.Linear(2, 2).cuda()\nopt = build(make_optimizer, model)\n"
+                                "model = FSDP(model)\nfor s in range(3):\n"
+                                "    model(torch.randn(2, 2)).sum().backward()\n    opt.step()\n");
+  auto files = shardlint::discover({dir.path().string()}).files;
+  REQUIRE(files.size() == 4);
+  shardlint::LintOptions options;
+  options.jobs = 1;
+  shardlint::LintStats stats;
+  shardlint::Linter linter(shardlint::rules::catalog(), options);
+  auto diags = linter.lintFiles(files, &stats);
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].code == "SL101");
+  CHECK(fs::path(diags[0].location.path).filename() == "train.py");
+  CHECK(stats.filesAnalysed == 2);
+  CHECK(stats.filesParsed == 3);  // the package, train.py and tools.py, each once
+  CHECK(stats.filesParsedOnce == 3);
+}
+
 TEST_CASE("module table: trimming frees first the trees needed again latest, then the least recently used", "[unit][index]") {
   shardlint::testing::TempDir dir("shardlint-trim-");
   const std::string body = "def f(x):\n    return x\n";  // every module the same size

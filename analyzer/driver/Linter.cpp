@@ -739,6 +739,10 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     bool ok = false;
     uint64_t mask = 0;
     std::vector<size_t> imports;
+    // Its own ancestor packages it imports from (`from . import x`), when they are linted or
+    // imported too: left out of the relevance closure (`imports`), but its analysis may run
+    // their code, so they count when deciding how long a tree is kept.
+    std::vector<size_t> ancestors;
     int depth = 0;  // import steps from the nearest linted file
   };
   std::vector<Scanned> scanned;
@@ -746,7 +750,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   for (const auto& p : pyPaths) {
     if (byPath.count(p)) continue;
     byPath[p] = scanned.size();
-    scanned.push_back({p, "", true, false, 0, {}, 0});
+    scanned.push_back({p, "", true, false, 0, {}, {}, 0});
   }
   constexpr size_t kMaxExtraFiles = 4000;
   unsigned jobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
@@ -793,20 +797,23 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       for (const auto& spelled : rd.imports) {
         auto name = index.absoluteName(scanned[i].path, spelled);
         if (!name) continue;
-        // A module's own ancestor packages (`import torch` inside torch/nn/...) say nothing about
-        // what this file calls; following them would make a whole library relevant.
-        if (ownModule.size() > name->size() && ownModule.compare(0, name->size(), *name) == 0 &&
-            ownModule[name->size()] == '.')
-          continue;
         auto file = index.findModule(*name);
         if (!file) continue;
+        // A module's own ancestor packages (`import torch` inside torch/nn/...) say nothing about
+        // which rules matter to this file; following them would make a whole library relevant.
+        if (ownModule.size() > name->size() && ownModule.compare(0, name->size(), *name) == 0 &&
+            ownModule[name->size()] == '.') {
+          if (auto at = byPath.find(*file); at != byPath.end() && at->second != i)
+            scanned[i].ancestors.push_back(at->second);
+          continue;
+        }
         auto [it, fresh] = byPath.emplace(*file, scanned.size());
         if (fresh) {
           if (scanned.size() >= pyPaths.size() + kMaxExtraFiles) {
             byPath.erase(it);
             continue;
           }
-          scanned.push_back({*file, "", false, false, 0, {}, scanned[i].depth + 1});
+          scanned.push_back({*file, "", false, false, 0, {}, {}, scanned[i].depth + 1});
         }
         if (it->second != i) scanned[i].imports.push_back(it->second);
       }
@@ -917,10 +924,16 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // imports it (per the pre-scan) have ended, unless some task used it as a module (then
   // shared summaries may point into it, and it stays for the run).
   std::mutex retireMu;
+  // What a file's analysis may run: its imports and the ancestor packages it imports from.
+  std::vector<std::vector<size_t>> uses(scanned.size());
+  for (size_t i = 0; i < scanned.size(); ++i) {
+    uses[i] = scanned[i].imports;
+    uses[i].insert(uses[i].end(), scanned[i].ancestors.begin(), scanned[i].ancestors.end());
+  }
   std::vector<int> pendingImporters(scanned.size(), 0);
   std::vector<char> ownDone(scanned.size(), 0);
   for (size_t i : tasks)
-    for (size_t j : scanned[i].imports) ++pendingImporters[j];
+    for (size_t j : uses[i]) ++pendingImporters[j];
   // For each module, the tasks (their positions, ascending) whose files import it, directly or
   // through other project modules: a summary inlined in such a task's analysis may need the
   // module's tree again, so trimming frees first the trees needed again latest. An estimate:
@@ -940,7 +953,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         stack.pop_back();
         ++visited;
         neededBy[j].push_back(static_cast<uint32_t>(t));
-        for (size_t k : scanned[j].imports)
+        for (size_t k : uses[j])
           if (seen[k] != t + 1) seen[k] = t + 1, stack.push_back(k);
       }
       entries += visited;
@@ -956,7 +969,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       std::lock_guard<std::mutex> lock(retireMu);
       ownDone[i] = 1;
       maybeRetire(i);
-      for (size_t j : scanned[i].imports)
+      for (size_t j : uses[i])
         if (--pendingImporters[j] == 0) maybeRetire(j);
     }
     // Trees of modules no task holds now, beyond a budget, are freed (parsed again if needed).
