@@ -151,7 +151,7 @@ class StrayParamGroup final : public Rule {
     std::set<std::pair<uint32_t, uint32_t>> done;
     for (ObjId opt : optimizers(st)) {
       const auto& o = st.obj(opt);
-      ValueSet ctorSources = o.inputs.empty() ? ValueSet{} : paramSources(st, o.inputs[0]);
+      ValueSet ctorSources = o.inputs().empty() ? ValueSet{} : paramSources(st, o.inputs()[0]);
       auto modelWraps = wrapsOfModel(st, ctorSources, wraps);
       // (b) accelerate FSDP2: everything in the optimizer at `prepare` must be a model parameter.
       for (const Event* rp : domainEvents(st, "repoint")) {
@@ -175,8 +175,8 @@ class StrayParamGroup final : public Rule {
             "accelerate's FSDP2 `prepare` raises `KeyError: A parameter in the optimizer couldn't be switched to its "
             "sharded version`; register it on the model (e.g. as `model.<name>`) or keep it out of this optimizer";
         auto bad = notModel(ctorSources);
-        if (!bad.empty() && !o.inputOrigins.empty() && done.insert({o.inputOrigins[0].file, o.inputOrigins[0].range.begin}).second)
-          reportStray(cx, st, o.inputOrigins[0], bad.front(), *w, "the optimizer's param groups hold",
+        if (!bad.empty() && !o.inputOrigins().empty() && done.insert({o.inputOrigins()[0].file, o.inputOrigins()[0].range.begin}).second)
+          reportStray(cx, st, o.inputOrigins()[0], bad.front(), *w, "the optimizer's param groups hold",
                       consequence);
         for (const Event& e : st.events) {
           if (e.kind != EventKind::MethodCall || e.name != "add_param_group" || e.target != opt || e.args.empty() ||
@@ -195,10 +195,10 @@ class StrayParamGroup final : public Rule {
       if (rawModelWraps.empty()) continue;
       // (c) constructed after the wrap, mixing model parameters with stray tensors.
       for (const Event* w : rawModelWraps) {
-        if (!st.mayHappenBefore(w->point, o.point) || o.inputOrigins.empty()) continue;
+        if (!st.mayHappenBefore(w->point, o.point) || o.inputOrigins().empty()) continue;
         auto bad = strays(st, ctorSources, wraps);
-        if (!bad.empty() && done.insert({o.inputOrigins[0].file, o.inputOrigins[0].range.begin}).second)
-          reportStray(cx, st, o.inputOrigins[0], bad.front(), *w, "the optimizer of a wrapped model holds",
+        if (!bad.empty() && done.insert({o.inputOrigins()[0].file, o.inputOrigins()[0].range.begin}).second)
+          reportStray(cx, st, o.inputOrigins()[0], bad.front(), *w, "the optimizer of a wrapped model holds",
                       rawConsequence(*w));
         break;
       }

@@ -105,7 +105,7 @@ class UnshardedParams final : public Rule {
       const auto& child = st.objects[i];
       if (child.owner != m || child.kind != semantic::ObjKind::Instance || parameterless(child.name)) continue;
       Lineage cl = module;
-      cl.edges.push_back(child.ownerEdge);
+      cl.edges.push_back(child.ownerEdge());
       bool direct = child.hasTag("free_param");
       bool covered = !direct && std::any_of(wraps.begin(), wraps.end(), [&](const Event* w) {
         if (w->target == kNoObj || alreadyShardedBy(st, *w).root != kNoObj) return false;
@@ -203,8 +203,8 @@ class UnshardedParams final : public Rule {
     std::set<std::pair<ObjId, std::string>> done;
     for (ObjId opt : optimizers(st)) {
       const auto& o = st.obj(opt);
-      if (o.inputs.empty()) continue;
-      for (ObjId s : paramSources(st, o.inputs[0])) {
+      if (o.inputs().empty()) continue;
+      for (ObjId s : paramSources(st, o.inputs()[0])) {
         Lineage src = lineageOf(st, s);
         // (a) blocks sharded, root never.
         if (isWholeParams(src)) {

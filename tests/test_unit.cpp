@@ -330,8 +330,8 @@ TEST_CASE("function summaries", "[unit][summaries]") {
     REQUIRE(s->returns.size() == 1);
     const Obj& opt = s->store.obj(s->returns[0]);
     CHECK(opt.hasTag("optimizer"));
-    REQUIRE(opt.inputs.size() == 1);
-    ObjId params = opt.inputs[0].at(0);
+    REQUIRE(opt.inputs().size() == 1);
+    ObjId params = opt.inputs()[0].at(0);
     CHECK(s->store.describe(params) == "m.parameters()");
     CHECK(s->store.derivesFrom(params, s->params[0]));
     CHECK(s->describe().find("returns torch.optim.AdamW(...) {optimizer=AdamW}") != std::string::npos);
@@ -372,7 +372,7 @@ TEST_CASE("callers use summaries: helpers, methods and the model's own class", "
   REQUIRE(use->args[0].size() == 1);
   const Obj& opt = st.obj(use->args[0][0]);
   CHECK(opt.hasTag("optimizer"));
-  ObjId params = opt.inputs.at(0).at(0);
+  ObjId params = opt.inputs().at(0).at(0);
   CHECK(st.describe(params) == "model.parameters()");
   // The construction inside `build` is reached through two call sites.
   CHECK(opt.origin.via.size() == 2);

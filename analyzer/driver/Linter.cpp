@@ -884,9 +884,10 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::string rootsKey;
   for (const auto& r : index.roots()) rootsKey += r + "\n";
   // Source bytes of module trees kept between tasks (a tree is about 21x its text). On the dense
-  // corpus at -j2: 1 MB, 25-30 re-parses of 990 files; 1.25 MB, 8-9, at 138-141 MiB peak; 1.5 MB, 1, but
-  // up to 145 MiB (over the 150 MB goal); scripts/bench/README.md, "Where the memory goes".
-  constexpr size_t kModuleTreeBudget = size_t{5} << 18;  // 1.25 MB
+  // corpus at -j2, since objects keep their rarely set fields apart: 1.375 MB, 990-992 parses of 990
+  // files at 125-128 MiB peak; 1.5 MB, 990 in every run at 129-134 MiB; 1.75 MB, 136-139 MiB;
+  // scripts/bench/README.md, "Where the memory goes".
+  constexpr size_t kModuleTreeBudget = size_t{3} << 19;  // 1.5 MB
   // The persistent cache: findings of files whose text and dependencies are unchanged.
   std::unique_ptr<ResultCache> cache;
   if (!options_.cacheDir.empty() && !persistent) {

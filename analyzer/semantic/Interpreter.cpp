@@ -174,17 +174,17 @@ ObjId Interp::newObject(ObjKind kind, std::string name, const Origin& origin) {
 
 ObjId Interp::derive(ObjId parent, std::string edge) {
   auto key = std::make_pair(parent, edge);
-  if (auto it = st_.memo.derived.find(key); it != st_.memo.derived.end()) return it->second;
+  if (auto it = st_.memo().derived.find(key); it != st_.memo().derived.end()) return it->second;
   ObjId id = newObject(ObjKind::Derived, edge, st_.obj(parent).origin);
   st_.obj(id).parent = parent;
-  st_.memo.derived[key] = id;
+  st_.memo().derived[key] = id;
   return id;
 }
 
 ObjId Interp::ref(const std::string& qualname) {
-  if (auto it = st_.memo.refs.find(qualname); it != st_.memo.refs.end()) return it->second;
+  if (auto it = st_.memo().refs.find(qualname); it != st_.memo().refs.end()) return it->second;
   ObjId id = newObject(ObjKind::Ref, qualname, Origin{});
-  st_.memo.refs[qualname] = id;
+  st_.memo().refs[qualname] = id;
   return id;
 }
 
@@ -222,7 +222,7 @@ int Interp::openArm(int construct, int index, bool loop) {
 }
 
 ObjId Interp::defObject(ObjKind kind, const void* def) {
-  if (auto d = st_.memo.defs.find(def); d != st_.memo.defs.end()) return d->second;
+  if (auto d = st_.memo().defs.find(def); d != st_.memo().defs.end()) return d->second;
   ObjId id;
   if (kind == ObjKind::Function) {
     auto f = static_cast<const FunctionDef*>(def);
@@ -233,7 +233,7 @@ ObjId Interp::defObject(ObjKind kind, const void* def) {
     id = newObject(ObjKind::Class, c->qualname, Origin{});
     st_.obj(id).cls = c;
   }
-  st_.memo.defs[def] = id;
+  st_.memo().defs[def] = id;
   return id;
 }
 
@@ -242,18 +242,18 @@ ValueSet Interp::lookupName(std::string_view name) {
   if (auto it = frame_.env.find(key); it != frame_.env.end()) return it->second;
   if (auto it = mod_.imports().find(name); it != mod_.imports().end()) return {ref(it->second)};
   if (const FunctionDef* tf = mod_.topFunction(name)) {
-    auto d = st_.memo.defs.find(tf);
-    if (d != st_.memo.defs.end()) return {d->second};
+    auto d = st_.memo().defs.find(tf);
+    if (d != st_.memo().defs.end()) return {d->second};
     ObjId id = newObject(ObjKind::Function, tf->qualname, Origin{});
     st_.obj(id).function = tf;
-    return {st_.memo.defs[tf] = id};
+    return {st_.memo().defs[tf] = id};
   }
   if (const ClassDef* tc = mod_.topClass(name)) {
-    auto d = st_.memo.defs.find(tc);
-    if (d != st_.memo.defs.end()) return {d->second};
+    auto d = st_.memo().defs.find(tc);
+    if (d != st_.memo().defs.end()) return {d->second};
     ObjId id = newObject(ObjKind::Class, tc->qualname, Origin{});
     st_.obj(id).cls = tc;
-    return {st_.memo.defs[tc] = id};
+    return {st_.memo().defs[tc] = id};
   }
   if (frame_.globalsFrame) {
     if (auto it = frame_.globalsFrame->env.find(key); it != frame_.globalsFrame->env.end()) return it->second;
@@ -280,11 +280,11 @@ ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
   if (o.kind == ObjKind::Ref) return {ref(o.name + "." + std::string(attr))};
   if (o.kind == ObjKind::Class && o.cls) {
     if (const FunctionDef* f = o.cls->findMethod(attr)) {
-      auto d = st_.memo.defs.find(f);
-      if (d != st_.memo.defs.end()) return {d->second};
+      auto d = st_.memo().defs.find(f);
+      if (d != st_.memo().defs.end()) return {d->second};
       ObjId id = newObject(ObjKind::Function, f->qualname, Origin{});
       st_.obj(id).function = f;
-      return {st_.memo.defs[f] = id};
+      return {st_.memo().defs[f] = id};
     }
   }
   if (auto it = frame_.env.find(envKeyFor(obj, attr)); it != frame_.env.end()) return it->second;
@@ -381,8 +381,8 @@ void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
       case Kind::identifier:
         for (ObjId o : lookupName(text(c))) {
           const Obj& ob = st_.obj(o);
-          if (ob.hasTag("builtin_test") && ob.inputs.size() == 2) {
-            ValueSet subject = ob.inputs[0], what = ob.inputs[1];
+          if (ob.hasTag("builtin_test") && ob.inputs().size() == 2) {
+            ValueSet subject = ob.inputs()[0], what = ob.inputs()[1];
             addTest(ob.name, subject, what, neg, out);
           }
         }
@@ -463,7 +463,7 @@ void Interp::execStatement(TSNode st) {
         ValueSet old = eval(left);
         ObjId c = newObject(ObjKind::Container, "", originOf(st));
         st_.obj(c).containerKind = 'l';
-        st_.obj(c).elements = {old, rhs};
+        st_.obj(c).more().elements = {old, rhs};
         assign(left, {c}, originOf(st));
       }
       break;
@@ -533,11 +533,11 @@ void Interp::execDefinition(TSNode n) {
     for (const auto& f : mod_.functions()) {
       if (f->span.begin != start) continue;
       ObjId id;
-      if (auto d = st_.memo.defs.find(f.get()); d != st_.memo.defs.end()) id = d->second;
+      if (auto d = st_.memo().defs.find(f.get()); d != st_.memo().defs.end()) id = d->second;
       else {
         id = newObject(ObjKind::Function, f->qualname, originOf(def));
         st_.obj(id).function = f.get();
-        st_.memo.defs[f.get()] = id;
+        st_.memo().defs[f.get()] = id;
       }
       setVar(name, ValueSet{id});
       return;
@@ -546,11 +546,11 @@ void Interp::execDefinition(TSNode n) {
     for (const auto& c : mod_.classes()) {
       if (c->span.begin != start) continue;
       ObjId id;
-      if (auto d = st_.memo.defs.find(c.get()); d != st_.memo.defs.end()) id = d->second;
+      if (auto d = st_.memo().defs.find(c.get()); d != st_.memo().defs.end()) id = d->second;
       else {
         id = newObject(ObjKind::Class, c->qualname, originOf(def));
         st_.obj(id).cls = c.get();
-        st_.memo.defs[c.get()] = id;
+        st_.memo().defs[c.get()] = id;
       }
       setVar(name, ValueSet{id});
       return;
@@ -619,7 +619,7 @@ void Interp::execLoop(TSNode n, bool isFor) {
     for (ObjId v : iter) {
       const Obj& o = st_.obj(v);
       if (o.kind == ObjKind::Container) {
-        for (const auto& e : o.elements) addValues(elems, e);
+        for (const auto& e : o.elements()) addValues(elems, e);
       } else {
         addValue(elems, derive(v, "[*]"));
       }
@@ -884,12 +884,12 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
         Obj& dict = st_.obj(o);
         if (dict.kind == ObjKind::Container && dict.containerKind == 'd' && key.size() > 4 && key[1] == '\'') {
           std::string k = key.substr(2, key.size() - 4);  // "['name']" -> name
-          auto it = std::find(dict.keys.begin(), dict.keys.end(), k);
-          if (it != dict.keys.end()) {
-            dict.elements[static_cast<size_t>(it - dict.keys.begin())] = value;
+          auto it = std::find(dict.keys().begin(), dict.keys().end(), k);
+          if (it != dict.keys().end()) {
+            dict.more().elements[static_cast<size_t>(it - dict.more().keys.begin())] = value;
           } else {
-            dict.keys.push_back(k);
-            dict.elements.push_back(value);
+            dict.more().keys.push_back(k);
+            dict.more().elements.push_back(value);
           }
         }
         Event e;
@@ -914,10 +914,10 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
                                    [](TSNode t) { return kindOf(t) == Kind::comment; }),
                     targets.end());
       const Obj* single = value.size() == 1 ? &st_.obj(value[0]) : nullptr;
-      bool spread = single && single->kind == ObjKind::Container && single->elements.size() == targets.size();
+      bool spread = single && single->kind == ObjKind::Container && single->elements().size() == targets.size();
       for (size_t i = 0; i < targets.size(); ++i) {
         if (spread) {
-          ValueSet ev = st_.obj(value[0]).elements[i];
+          ValueSet ev = st_.obj(value[0]).elements()[i];
           assign(targets[i], ev, origin);
         } else {
           ValueSet ev;
@@ -966,19 +966,19 @@ ValueSet Interp::eval(TSNode n) {
         const Obj& o = st_.obj(v);
         if (o.kind == ObjKind::Container && literalKey) {
           if (o.containerKind == 'd') {
-            for (size_t i = 0; i < o.keys.size(); ++i)
-              if (o.keys[i] == *lit) addValues(out, o.elements[i]);
+            for (size_t i = 0; i < o.keys().size(); ++i)
+              if (o.keys()[i] == *lit) addValues(out, o.elements()[i]);
             continue;
           }
           int idx = 0;
           auto [p, ec] = std::from_chars(lit->data(), lit->data() + lit->size(), idx);
-          if (ec == std::errc() && idx >= 0 && static_cast<size_t>(idx) < o.elements.size()) {
-            addValues(out, o.elements[static_cast<size_t>(idx)]);
+          if (ec == std::errc() && idx >= 0 && static_cast<size_t>(idx) < o.elements().size()) {
+            addValues(out, o.elements()[static_cast<size_t>(idx)]);
             continue;
           }
         }
         if (o.kind == ObjKind::Container && !literalKey) {
-          for (const auto& e : o.elements) addValues(out, e);
+          for (const auto& e : o.elements()) addValues(out, e);
           continue;
         }
         auto it = frame_.env.find("#" + std::to_string(v) + edge);
@@ -1009,7 +1009,7 @@ ValueSet Interp::eval(TSNode n) {
       c = newObject(ObjKind::Container, "", originOf(n));
       Kind k = kindOf(n);
       st_.obj(c).containerKind = k == Kind::list ? 'l' : k == Kind::set ? 's' : 't';
-      st_.obj(c).elements = std::move(elems);
+      st_.obj(c).more().elements = std::move(elems);
       return {c};
     }
     case Kind::dictionary: {
@@ -1027,8 +1027,8 @@ ValueSet Interp::eval(TSNode n) {
       }
       ObjId c = newObject(ObjKind::Container, "", originOf(n));
       st_.obj(c).containerKind = 'd';
-      st_.obj(c).elements = std::move(elems);
-      st_.obj(c).keys = std::move(keys);
+      st_.obj(c).more().elements = std::move(elems);
+      st_.obj(c).more().keys = std::move(keys);
       return {c};
     }
     case Kind::string:
@@ -1041,10 +1041,10 @@ ValueSet Interp::eval(TSNode n) {
         }
       };
       collect(n);
-      auto it = st_.memo.literals.find("s:" + value);
-      if (it != st_.memo.literals.end()) return {it->second};
+      auto it = st_.memo().literals.find("s:" + value);
+      if (it != st_.memo().literals.end()) return {it->second};
       ObjId id = newObject(ObjKind::Literal, value, originOf(n));
-      st_.memo.literals["s:" + value] = id;
+      st_.memo().literals["s:" + value] = id;
       return {id};
     }
     case Kind::integer:
@@ -1053,20 +1053,20 @@ ValueSet Interp::eval(TSNode n) {
     case Kind::false_:
     case Kind::none: {
       std::string value = text(n);
-      auto it = st_.memo.literals.find(value);
-      if (it != st_.memo.literals.end()) return {it->second};
+      auto it = st_.memo().literals.find(value);
+      if (it != st_.memo().literals.end()) return {it->second};
       ObjId id = newObject(ObjKind::Literal, value, originOf(n));
-      st_.memo.literals[value] = id;
+      st_.memo().literals[value] = id;
       return {id};
     }
     case Kind::unary_operator: {
       ValueSet v = eval(syntax::field(n, "argument"));
       if (auto lit = literal(v); lit && text(syntax::field(n, "operator")) == "-") {
         std::string value = "-" + *lit;
-        auto it = st_.memo.literals.find(value);
-        if (it != st_.memo.literals.end()) return {it->second};
+        auto it = st_.memo().literals.find(value);
+        if (it != st_.memo().literals.end()) return {it->second};
         ObjId id = newObject(ObjKind::Literal, value, originOf(n));
-        st_.memo.literals[value] = id;
+        st_.memo().literals[value] = id;
         return {id};
       }
       return {};
@@ -1081,7 +1081,7 @@ ValueSet Interp::eval(TSNode n) {
       if (text(syntax::field(n, "operator")) != "+") return {};
       ObjId c = newObject(ObjKind::Container, "", originOf(n));
       st_.obj(c).containerKind = 'l';
-      st_.obj(c).elements = {l, r};
+      st_.obj(c).more().elements = {l, r};
       return {c};
     }
     case Kind::boolean_operator: {
@@ -1120,7 +1120,7 @@ ValueSet Interp::evalComprehension(TSNode n) {
       for (ObjId v : iter) {
         const Obj& o = st_.obj(v);
         if (o.kind == ObjKind::Container) {
-          for (const auto& e : o.elements) addValues(elems, e);
+          for (const auto& e : o.elements()) addValues(elems, e);
         } else {
           addValue(elems, derive(v, "[*]"));
         }
@@ -1140,8 +1140,8 @@ ValueSet Interp::evalComprehension(TSNode n) {
   endArm();
   ObjId c = newObject(ObjKind::Container, "", originOf(n));
   st_.obj(c).containerKind = kindOf(n) == Kind::dictionary_comprehension ? 'd' : 'l';
-  st_.obj(c).elements = {value};
-  if (st_.obj(c).containerKind == 'd') st_.obj(c).keys = {""};
+  st_.obj(c).more().elements = {value};
+  if (st_.obj(c).containerKind == 'd') st_.obj(c).more().keys = {""};
   return {c};
 }
 
@@ -1182,9 +1182,9 @@ ValueSet Interp::evalCall(TSNode call) {
           for (ObjId d : eval(ts_node_named_child(a, 0))) {
             const Obj& dict = st_.obj(d);
             if (dict.kind != ObjKind::Container || dict.containerKind != 'd') continue;
-            for (size_t i = 0; i < dict.keys.size() && i < dict.elements.size(); ++i) {
-              if (dict.keys[i].empty() || dict.keys[i] == "**") continue;
-              site.kwargs.emplace_back(dict.keys[i], dict.elements[i]);
+            for (size_t i = 0; i < dict.keys().size() && i < dict.elements().size(); ++i) {
+              if (dict.keys()[i].empty() || dict.keys()[i] == "**") continue;
+              site.kwargs.emplace_back(dict.keys()[i], dict.elements()[i]);
               site.kwargOrigins.push_back(originOf(a));
             }
           }
@@ -1229,18 +1229,18 @@ ValueSet Interp::evalCall(TSNode call) {
             ValueSet flat;
             for (ObjId a : added) {
               const Obj& ao = st_.obj(a);
-              if (ao.kind == ObjKind::Container) for (const auto& el : ao.elements) addValues(flat, el);
+              if (ao.kind == ObjKind::Container) for (const auto& el : ao.elements()) addValues(flat, el);
               else addValue(flat, derive(a, "[*]"));
             }
             added = flat;
           }
-          st_.obj(r).elements.push_back(added);
-          if (st_.obj(r).containerKind == 'd') st_.obj(r).keys.emplace_back("");
+          st_.obj(r).more().elements.push_back(added);
+          if (st_.obj(r).containerKind == 'd') st_.obj(r).more().keys.emplace_back("");
           continue;
         }
         if (method == "items" || method == "values" || method == "copy" || method == "keys") {
           ValueSet all;
-          for (const auto& el : ro.elements) addValues(all, el);
+          for (const auto& el : ro.elements()) addValues(all, el);
           if (method == "copy") {
             addValue(result, r);
             continue;
@@ -1250,10 +1250,10 @@ ValueSet Interp::evalCall(TSNode call) {
           if (method == "items") {
             ObjId pair = newObject(ObjKind::Container, "", site.origin);
             st_.obj(pair).containerKind = 't';
-            st_.obj(pair).elements = {ValueSet{}, all};
-            st_.obj(list).elements = {{pair}};
+            st_.obj(pair).more().elements = {ValueSet{}, all};
+            st_.obj(list).more().elements = {{pair}};
           } else if (method == "values") {
-            st_.obj(list).elements = {all};
+            st_.obj(list).more().elements = {all};
           }
           addValue(result, list);
           continue;
@@ -1349,23 +1349,23 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       if (q == "itertools.chain" || q == "zip" || q == "enumerate") {
         ObjId c = newObject(ObjKind::Container, "", site.origin);
         st_.obj(c).containerKind = 'l';
-        st_.obj(c).elements = site.args;
+        st_.obj(c).more().elements = site.args;
         return {c};
       }
       if (q == "dict") {
         ObjId c = newObject(ObjKind::Container, "", site.origin);
         st_.obj(c).containerKind = 'd';
         for (const auto& [k, v] : site.kwargs) {
-          st_.obj(c).keys.push_back(k);
-          st_.obj(c).elements.push_back(v);
+          st_.obj(c).more().keys.push_back(k);
+          st_.obj(c).more().elements.push_back(v);
         }
         return {c};
       }
       if (q == "isinstance" || q == "hasattr") {
         // A test an `if` may branch on later (`is_fsdp = isinstance(m, FSDPModule)`).
         ObjId t = newObject(ObjKind::Instance, q, site.origin);
-        st_.obj(t).tags["builtin_test"] = "1";
-        st_.obj(t).inputs = site.args;
+        st_.obj(t).more().tags["builtin_test"] = "1";
+        st_.obj(t).more().inputs = site.args;
         return {t};
       }
       if (q == "super" || q == "len" || q == "print" || q == "range") return {};
@@ -1379,14 +1379,14 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
         // A callable that calls args[0] with the bound arguments first.
         ObjId p = newObject(ObjKind::Instance, q, site.origin);
         Obj& po = st_.obj(p);
-        po.inputs = {site.args[0]};
+        po.more().inputs = {site.args[0]};
         for (size_t i = 1; i < site.args.size(); ++i) {
-          po.keys.emplace_back();
-          po.elements.push_back(site.args[i]);
+          po.more().keys.emplace_back();
+          po.more().elements.push_back(site.args[i]);
         }
         for (const auto& [k, v] : site.kwargs) {
-          po.keys.push_back(k);
-          po.elements.push_back(v);
+          po.more().keys.push_back(k);
+          po.more().elements.push_back(v);
         }
         return {p};
       }
@@ -1396,7 +1396,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       // Not understood: a new object, built from the positional arguments (rules may
       // treat `torch.compile(model)` as standing for `model`).
       ObjId made = newObject(ObjKind::Instance, q, site.origin);
-      st_.obj(made).inputs = site.args;
+      st_.obj(made).more().inputs = site.args;
       return {made};
     }
     case ObjKind::Function: {
@@ -1415,18 +1415,18 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       return {inst};
     }
     default: {
-      if (co.kind == ObjKind::Instance && co.name == "functools.partial" && co.inputs.size() == 1) {
+      if (co.kind == ObjKind::Instance && co.name == "functools.partial" && co.inputs().size() == 1) {
         CallSite bound = site;
         bound.args.clear();
         bound.argOrigins.clear();
         bound.kwargs.clear();
         bound.kwargOrigins.clear();
-        for (size_t i = 0; i < co.keys.size() && i < co.elements.size(); ++i) {
-          if (co.keys[i].empty()) {
-            bound.args.push_back(co.elements[i]);
+        for (size_t i = 0; i < co.keys().size() && i < co.elements().size(); ++i) {
+          if (co.keys()[i].empty()) {
+            bound.args.push_back(co.elements()[i]);
             bound.argOrigins.push_back(co.origin);
           } else {
-            bound.kwargs.emplace_back(co.keys[i], co.elements[i]);
+            bound.kwargs.emplace_back(co.keys()[i], co.elements()[i]);
             bound.kwargOrigins.push_back(co.origin);
           }
         }
@@ -1435,7 +1435,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
         bound.kwargs.insert(bound.kwargs.end(), site.kwargs.begin(), site.kwargs.end());
         bound.kwargOrigins.insert(bound.kwargOrigins.end(), site.kwargOrigins.begin(), site.kwargOrigins.end());
         ValueSet out;
-        for (ObjId f : co.inputs[0]) addValues(out, callValue(f, bound, node));
+        for (ObjId f : co.inputs()[0]) addValues(out, callValue(f, bound, node));
         return out;
       }
       if (summary_) {
@@ -1578,13 +1578,13 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
       case ObjKind::Function:
       case ObjKind::Class: {
         const void* key = o.function ? static_cast<const void*>(o.function) : static_cast<const void*>(o.cls);
-        if (auto d = st_.memo.defs.find(key); d != st_.memo.defs.end()) {
+        if (auto d = st_.memo().defs.find(key); d != st_.memo().defs.end()) {
           map[i] = {d->second};
         } else {
           ObjId id = newObject(o.kind, o.name, o.origin);
           st_.obj(id).function = o.function;
           st_.obj(id).cls = o.cls;
-          st_.memo.defs[key] = id;
+          st_.memo().defs[key] = id;
           map[i] = {id};
         }
         break;
@@ -1605,13 +1605,13 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
         copy.name = o.name;
         copy.label = o.label;
         copy.containerKind = o.containerKind;
-        copy.keys = o.keys;
+        if (!o.keys().empty()) copy.more().keys = o.keys();
         copy.cls = o.cls;
         copy.function = o.function;
-        copy.tags = o.tags;
+        if (!o.tags().empty()) copy.more().tags = o.tags();
         copy.origin = via(o.origin);
         copy.point = mapPoint(o.point);
-        for (const auto& io : o.inputOrigins) copy.inputOrigins.push_back(via(io));
+        for (const auto& io : o.inputOrigins()) copy.more().inputOrigins.push_back(via(io));
         st_.objects.push_back(std::move(copy));
         map[i] = {static_cast<ObjId>(st_.objects.size() - 1)};
         break;
@@ -1621,24 +1621,24 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
   // Second pass: contents may refer to objects created later (`xs = []; xs.append(p)`).
   for (size_t i = 0; i < ss.objects.size(); ++i) {
     const Obj& o = ss.objects[i];
-    if (o.kind == ObjKind::Derived && !o.tags.empty()) {
+    if (o.kind == ObjKind::Derived && !o.tags().empty()) {
       // Annotations a CallModel gave a derived object (a method result used as an optimizer).
       for (ObjId d : map[i]) {
-        if (st_.obj(d).kind != ObjKind::Derived || !st_.obj(d).tags.empty()) continue;
-        st_.obj(d).tags = o.tags;
-        for (const auto& in : o.inputs) st_.obj(d).inputs.push_back(mapSet(in));
-        for (const auto& io : o.inputOrigins) st_.obj(d).inputOrigins.push_back(via(io));
+        if (st_.obj(d).kind != ObjKind::Derived || !st_.obj(d).tags().empty()) continue;
+        st_.obj(d).more().tags = o.tags();
+        for (const auto& in : o.inputs()) st_.obj(d).more().inputs.push_back(mapSet(in));
+        for (const auto& io : o.inputOrigins()) st_.obj(d).more().inputOrigins.push_back(via(io));
         st_.obj(d).origin = via(o.origin);
       }
       continue;
     }
     if (o.kind != ObjKind::Instance && o.kind != ObjKind::Container && o.kind != ObjKind::Literal) continue;
     Obj& copy = st_.obj(map[i].front());
-    for (const auto& e : o.elements) copy.elements.push_back(mapSet(e));
-    for (const auto& in : o.inputs) copy.inputs.push_back(mapSet(in));
+    for (const auto& e : o.elements()) copy.more().elements.push_back(mapSet(e));
+    for (const auto& in : o.inputs()) copy.more().inputs.push_back(mapSet(in));
     if (o.owner != kNoObj && !map[static_cast<size_t>(o.owner)].empty()) {
       copy.owner = map[static_cast<size_t>(o.owner)].front();
-      copy.ownerEdge = o.ownerEdge;
+      copy.more().ownerEdge = o.ownerEdge();
     }
   }
   for (const Event& e : ss.events) {

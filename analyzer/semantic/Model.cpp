@@ -116,7 +116,7 @@ void Store::noteOwnership(ObjId target, const std::string& attr, const ValueSet&
     if ((o.kind != ObjKind::Instance && o.kind != ObjKind::Container) || o.owner != kNoObj || v == target) continue;
     if (contains(v, target)) continue;  // no cycles
     o.owner = target;
-    o.ownerEdge = "." + attr;
+    o.more().ownerEdge = "." + attr;
   }
 }
 
@@ -148,7 +148,7 @@ void Store::flatten(const ValueSet& vs, ValueSet& out) const {
     seen[static_cast<size_t>(id)] = true;
     const Obj& o = obj(id);
     if (o.kind == ObjKind::Container) {
-      for (const auto& e : o.elements) work.insert(work.end(), e.rbegin(), e.rend());
+      for (const auto& e : o.elements()) work.insert(work.end(), e.rbegin(), e.rend());
     } else {
       addValue(out, id);
     }
@@ -181,9 +181,9 @@ std::string Store::dump() const {
     if (o.kind == ObjKind::Literal || o.kind == ObjKind::Ref || o.kind == ObjKind::Function || o.kind == ObjKind::Class)
       continue;
     out += "obj " + std::to_string(i) + " " + describe(static_cast<ObjId>(i)) + " @p" + std::to_string(o.point);
-    for (const auto& [k, v] : o.tags) out += " " + k + "=" + v;
-    for (const auto& in : o.inputs) out += " in" + set(in);
-    if (o.kind == ObjKind::Container) for (const auto& e : o.elements) out += " el" + set(e);
+    for (const auto& [k, v] : o.tags()) out += " " + k + "=" + v;
+    for (const auto& in : o.inputs()) out += " in" + set(in);
+    if (o.kind == ObjKind::Container) for (const auto& e : o.elements()) out += " el" + set(e);
     out += "\n";
   }
   static const char* kinds[] = {"call", "method", "setattr", "domain", "return"};

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,8 +69,21 @@ struct Origin {
 struct FunctionDef;
 struct ClassDef;
 
+// The fields most objects leave empty (containers, domain annotations, ownership edges),
+// kept apart so a plain object stays small: summaries hold tens of thousands of objects.
+struct ObjMore {
+  std::string ownerEdge;
+  std::vector<ValueSet> elements;  // Container elements (dict: values)
+  std::vector<std::string> keys;   // Container dict keys (literal text, "" if not a literal)
+  std::map<std::string, std::string, std::less<>> tags;
+  std::vector<ValueSet> inputs;
+  std::vector<Origin> inputOrigins;  // where each input expression appeared (same length as inputs)
+};
+
 struct Obj {
   ObjKind kind = ObjKind::Instance;
+  char containerKind = 0;  // Container: 'l' list, 't' tuple, 's' set, 'd' dict
+  int argIndex = -1;       // Arg only
   // Ref/Instance: qualified name of the callee; Function/Class: qualified name;
   // Derived: the edge (".name", "[0]", "['k']", "[*]", ".name()"); Literal: the value
   // (strings unquoted); Arg: the parameter name; Global: the variable name.
@@ -77,27 +91,52 @@ struct Obj {
   std::string label;      // the first name or attribute it was bound to ("model", "self.opt")
   ObjId parent = kNoObj;  // Derived only
   // Containment through attribute stores: `self.encoder = Encoder()` makes the
-  // encoder owned by `self` under ".encoder" (first store wins).
+  // encoder owned by `self` under ".encoder" (first store wins; the edge is ownerEdge()).
   ObjId owner = kNoObj;
-  std::string ownerEdge;
-  int argIndex = -1;      // Arg only
-  char containerKind = 0;               // Container: 'l' list, 't' tuple, 's' set, 'd' dict
-  std::vector<ValueSet> elements;       // Container elements (dict: values)
-  std::vector<std::string> keys;        // Container dict keys (literal text, "" if not a literal)
+  PointId point = kNoPoint;
   const FunctionDef* function = nullptr;  // Function
   const ClassDef* cls = nullptr;          // Class, or Instance of a class defined in the file
   Origin origin;
-  PointId point = kNoPoint;
-  // Domain annotations (set by the CallModel).
-  std::map<std::string, std::string, std::less<>> tags;
-  std::vector<ValueSet> inputs;
-  std::vector<Origin> inputOrigins;  // where each input expression appeared (same length as inputs)
 
-  bool hasTag(std::string_view t) const { return tags.find(t) != tags.end(); }
-  std::string_view tag(std::string_view t) const {
-    auto it = tags.find(t);
-    return it == tags.end() ? std::string_view() : std::string_view(it->second);
+  // Read: empty when never set. Written through more(), which makes the rare part.
+  const std::string& ownerEdge() const { return rare().ownerEdge; }
+  const std::vector<ValueSet>& elements() const { return rare().elements; }
+  const std::vector<std::string>& keys() const { return rare().keys; }
+  // Domain annotations (set by the CallModel).
+  const std::map<std::string, std::string, std::less<>>& tags() const { return rare().tags; }
+  const std::vector<ValueSet>& inputs() const { return rare().inputs; }
+  const std::vector<Origin>& inputOrigins() const { return rare().inputOrigins; }
+  ObjMore& more() {
+    if (!more_) more_ = std::make_unique<ObjMore>();
+    return *more_;
   }
+  ObjMore* moreIfAny() { return more_.get(); }  // null when nothing rare was ever set
+
+  bool hasTag(std::string_view t) const { return more_ && more_->tags.find(t) != more_->tags.end(); }
+  std::string_view tag(std::string_view t) const {
+    if (!more_) return {};
+    auto it = more_->tags.find(t);
+    return it == more_->tags.end() ? std::string_view() : std::string_view(it->second);
+  }
+
+  Obj() = default;
+  Obj(Obj&&) noexcept = default;
+  Obj& operator=(Obj&&) noexcept = default;
+  Obj(const Obj& o)
+      : kind(o.kind), containerKind(o.containerKind), argIndex(o.argIndex), name(o.name), label(o.label),
+        parent(o.parent), owner(o.owner), point(o.point), function(o.function), cls(o.cls), origin(o.origin),
+        more_(o.more_ ? std::make_unique<ObjMore>(*o.more_) : nullptr) {}
+  Obj& operator=(const Obj& o) {
+    if (this != &o) *this = Obj(o);
+    return *this;
+  }
+
+ private:
+  const ObjMore& rare() const {
+    static const ObjMore kNone;
+    return more_ ? *more_ : kNone;
+  }
+  std::unique_ptr<ObjMore> more_;
 };
 
 enum class EventKind : uint8_t {
@@ -166,12 +205,29 @@ class Store {
   int constructs = 0;
   // Interning tables of the interpreter, so every frame over this store agrees on
   // object identity (`model.layers` is one object however often it is read).
+  // Made on first use and dropped when a summary is finished (dropMemo): a finished store
+  // keeps only a null pointer.
   struct Memo {
     std::map<std::pair<ObjId, std::string>, ObjId> derived;
     std::map<std::string, ObjId, std::less<>> refs;
     std::map<std::string, ObjId, std::less<>> literals;
     std::map<const void*, ObjId> defs;
-  } memo;
+  };
+  Memo& memo() {
+    if (!memo_) memo_ = std::make_unique<Memo>();
+    return *memo_;
+  }
+  void dropMemo() { memo_.reset(); }
+  Store() = default;
+  Store(Store&&) = default;
+  Store& operator=(Store&&) = default;
+  Store(const Store& o)
+      : objects(o.objects), events(o.events), points(o.points), arms(o.arms), regions(o.regions),
+        constructs(o.constructs), memo_(o.memo_ ? std::make_unique<Memo>(*o.memo_) : nullptr) {}
+  Store& operator=(const Store& o) {
+    if (this != &o) *this = Store(o);
+    return *this;
+  }
 
   const Obj& obj(ObjId id) const { return objects.at(static_cast<size_t>(id)); }
   Obj& obj(ObjId id) { return objects.at(static_cast<size_t>(id)); }
@@ -209,6 +265,7 @@ class Store {
 
  private:
   std::vector<int> armChain(int arm) const;  // root first
+  std::unique_ptr<Memo> memo_;
 };
 
 }  // namespace shardlint::semantic

@@ -19,10 +19,10 @@ std::string Summary::describe() const {
       if (!s.empty()) s += " | ";
       s += store.describe(id);
       const Obj& o = store.obj(id);
-      if (!o.tags.empty()) {
+      if (!o.tags().empty()) {
         s += " {";
         bool first = true;
-        for (const auto& [k, v] : o.tags) {
+        for (const auto& [k, v] : o.tags()) {
           s += (first ? "" : ", ") + k + (v.empty() ? "" : "=" + v);
           first = false;
         }
@@ -79,7 +79,7 @@ void compact(Summary& s) {
   for (const Region& r : st.regions) markSet(r.subject);
   for (size_t i = 0; i < n; ++i) {
     const Obj& o = st.objects[i];
-    if (!o.tags.empty() || o.kind == ObjKind::Arg || o.kind == ObjKind::Global) mark(static_cast<ObjId>(i));
+    if (!o.tags().empty() || o.kind == ObjKind::Arg || o.kind == ObjKind::Global) mark(static_cast<ObjId>(i));
   }
   for (bool grew = true; grew;) {
     while (!work.empty()) {
@@ -87,8 +87,8 @@ void compact(Summary& s) {
       work.pop_back();
       mark(o.parent);
       mark(o.owner);
-      for (const auto& e : o.elements) markSet(e);
-      for (const auto& in : o.inputs) markSet(in);
+      for (const auto& e : o.elements()) markSet(e);
+      for (const auto& in : o.inputs()) markSet(in);
     }
     grew = false;
     for (size_t i = 0; i < n; ++i) {
@@ -120,9 +120,11 @@ void compact(Summary& s) {
   for (Obj& o : objects) {
     o.parent = id(o.parent);
     o.owner = id(o.owner);
-    if (o.owner == kNoObj) o.ownerEdge.clear();
-    for (auto& e : o.elements) set(e);
-    for (auto& in : o.inputs) set(in);
+    ObjMore* more = o.moreIfAny();
+    if (!more) continue;
+    if (o.owner == kNoObj) more->ownerEdge.clear();
+    for (auto& e : more->elements) set(e);
+    for (auto& in : more->inputs) set(in);
   }
   st.objects = std::move(objects);
   for (Event& e : st.events) {
@@ -253,7 +255,7 @@ std::unique_ptr<Summary> Session::compute(const FunctionDef* def) {
   }
   std::sort(s->attrWrites.begin(), s->attrWrites.end());
   s->truncated = s->truncated || s->store.objects.size() >= kMaxStoreObjects;
-  for (const auto& o : s->store.objects) s->hasDomainFacts = s->hasDomainFacts || !o.tags.empty();
+  for (const auto& o : s->store.objects) s->hasDomainFacts = s->hasDomainFacts || !o.tags().empty();
   for (const auto& e : s->store.events) s->hasDomainFacts = s->hasDomainFacts || e.kind == EventKind::Domain;
   compact(*s);
   // Summaries live as long as the run (shared) or the task: no spare capacity.
@@ -262,7 +264,7 @@ std::unique_ptr<Summary> Session::compute(const FunctionDef* def) {
   s->store.points.shrink_to_fit();
   s->store.arms.shrink_to_fit();
   s->store.regions.shrink_to_fit();
-  s->store.memo = Store::Memo{};  // the interning tables serve only the interpretation that built it
+  s->store.dropMemo();  // the interning tables serve only the interpretation that built it
   return s;
 }
 

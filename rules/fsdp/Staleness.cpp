@@ -80,8 +80,8 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
   auto wraps = domainEvents(st, "wrap");
   for (ObjId opt : optimizers(st)) {
     const auto& o = st.obj(opt);
-    if (o.inputs.empty()) continue;
-    ValueSet sources = paramSources(st, o.inputs[0]);
+    if (o.inputs().empty()) continue;
+    ValueSet sources = paramSources(st, o.inputs()[0]);
     for (const Event* w : wraps) {
       if (w->attr("replaces") != "1" || w->target == kNoObj || !wrapFilter(*w)) continue;
       if (alreadyShardedBy(st, *w).root != kNoObj) continue;  // re-sharding part of a sharded model
