@@ -182,6 +182,32 @@ TEST_CASE("one parse per file: a package a linted module imports from (`from . i
   CHECK(stats.filesParsedOnce == 3);
 }
 
+TEST_CASE("one parse per file: a module a package re-exports keeps its tree until the files importing the package are analysed", "[projects][prescan]") {
+  // pkg/impl.py and pkg/__init__.py (which re-exports impl's helper) are analysed first; run.py
+  // imports only the package, and its call reaches impl.py through the re-export.
+  shardlint::testing::TempDir dir("shardlint-reexport-");
+  dir.write("pkg/__init__.py", "from .impl import make_optimizer\n");
+  dir.write("pkg/impl.py", "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n\n"
+                           "def make_optimizer(model):\n    return torch.optim.AdamW(model.parameters())\n");
+  dir.write("run.py", "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                      "from pkg import make_optimizer\n\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+                      "opt = make_optimizer(model)\nmodel = FSDP(model)\nfor s in range(3):\n"
+                      "    model(torch.randn(2, 2)).sum().backward()\n    opt.step()\n");
+  auto files = shardlint::discover({dir.path().string()}).files;
+  REQUIRE(files.size() == 3);
+  shardlint::LintOptions options;
+  options.jobs = 1;
+  shardlint::LintStats stats;
+  shardlint::Linter linter(shardlint::rules::catalog(), options);
+  auto diags = linter.lintFiles(files, &stats);
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].code == "SL101");
+  CHECK(fs::path(diags[0].location.path).filename() == "run.py");
+  CHECK(stats.filesAnalysed == 3);
+  CHECK(stats.filesParsed == 3);  // impl.py was freed after the package's analysis and parsed again
+  CHECK(stats.filesParsedOnce == 3);
+}
+
 TEST_CASE("module table: trimming frees first the trees needed again latest, then the least recently used", "[unit][index]") {
   shardlint::testing::TempDir dir("shardlint-trim-");
   const std::string body = "def f(x):\n    return x\n";  // every module the same size

@@ -923,7 +923,9 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::atomic<size_t> cacheHits{0};
   // Trees of linted files: freed when the file's own task and every task of a file that
   // imports it (per the pre-scan) have ended, unless some task used it as a module (then
-  // shared summaries may point into it, and it stays for the run).
+  // shared summaries may point into it, and it stays for the run). A file some rule could
+  // load as a module also waits for the tasks of files that import a package importing it (a
+  // package __init__ re-exporting it); meanwhile its tree may be freed under the budget.
   std::mutex retireMu;
   // What a file's analysis may run: its imports and the ancestor packages it imports from.
   std::vector<std::vector<size_t>> uses(scanned.size());
@@ -960,10 +962,32 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       entries += visited;
     }
   }
+  // For each task, the modules the packages its file imports import (`from .impl import f` in a
+  // package __init__): its calls reach them through the re-export.
+  std::vector<std::vector<uint32_t>> reexported(tasks.size());
+  std::vector<int> pendingReexports(scanned.size(), 0);
+  {
+    std::vector<size_t> seen(scanned.size(), 0);
+    auto isPackage = [&](size_t m) { return std::filesystem::path(scanned[m].path).filename() == "__init__.py"; };
+    for (size_t t = 0; t < tasks.size(); ++t)
+      for (size_t m : uses[tasks[t]])
+        if (isPackage(m))
+          for (size_t j : uses[m])
+            if (seen[j] != t + 1) {
+              seen[j] = t + 1;
+              reexported[t].push_back(static_cast<uint32_t>(j));
+              ++pendingReexports[j];
+            }
+  }
+  std::vector<size_t> taskOf(scanned.size(), SIZE_MAX);
+  for (size_t t = 0; t < tasks.size(); ++t) taskOf[tasks[t]] = t;
   std::atomic<size_t> next{0};  // the next task to start
   auto maybeRetire = [&](size_t j) {  // retireMu held
     if (!ownDone[j] || pendingImporters[j] > 0) return;
-    if (ModuleTable::Entry* e = table->current(scanned[j].path)) table->finishRoot(e);
+    ModuleTable::Entry* e = table->current(scanned[j].path);
+    if (!e) return;
+    if (pendingReexports[j] > 0 && e->readable && e->worthLoading) table->linger(e);  // a later task may load it
+    else table->finishRoot(e);
   };
   auto taskEnded = [&](size_t i) {
     {
@@ -972,6 +996,8 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       maybeRetire(i);
       for (size_t j : uses[i])
         if (--pendingImporters[j] == 0) maybeRetire(j);
+      for (uint32_t j : reexported[taskOf[i]])
+        if (--pendingReexports[j] == 0) maybeRetire(j);
     }
     // Trees of modules no task holds now, beyond a budget, are freed (parsed again if needed).
     if (!persistent)

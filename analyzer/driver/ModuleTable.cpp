@@ -220,7 +220,7 @@ void ModuleTable::trimTrees(size_t sourceBytes, const std::function<size_t(const
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [key, e] : byKey_)
-      if (e->pinned) current.push_back(e);  // linted files' own trees are handled by finishRoot
+      if (e->pinned || e->lingering) current.push_back(e);  // other linted files' trees: finishRoot
   }
   // Entries are never deleted while the table lives; each is read under its own lock only
   // (a thread parsing holds an entry's lock, then the table's: never the other way round).
@@ -271,6 +271,11 @@ void ModuleTable::finishRoot(Entry* e) {
   e->module.reset();
   e->tree = syntax::Tree();
   e->file.reset();
+}
+
+void ModuleTable::linger(Entry* e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!e->retired) e->lingering = true;
 }
 
 ModuleTable::Entry* ModuleTable::byId(uint32_t id) const {

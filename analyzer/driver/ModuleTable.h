@@ -4,8 +4,10 @@
 // call-model context). Entries are created on demand (a linted file, or a module a
 // call resolves into) and are immutable once loaded.
 //
-// Memory: in a one-shot run the tree of a linted file that no other task used as a
-// module is freed when its own task ends; modules used by others stay for the run.
+// Memory: in a one-shot run a linted file that no other task used as a module is freed
+// when its own task and its importers' tasks end (or lingers while later tasks may load it,
+// its tree under the budget); modules used by others stay for the run, their trees under
+// the budget (trimTrees).
 // A language server keeps everything and, before each run, drops the entries whose
 // text changed and every entry that depends on them (refresh()).
 #pragma once
@@ -68,6 +70,9 @@ class ModuleTable final : public semantic::ModuleLookup {
     // Guarded by the table: used as a module by some task (never retired in a run),
     // and the entries its code resolved into (what its facts depend on).
     bool pinned = false;
+    // A linted file whose task ended, kept because later tasks may load it as a module: its
+    // tree is freed under the budget like a module's (trimTrees), the rest waits for finishRoot.
+    bool lingering = false;
     std::set<Entry*> deps;
     // Tasks whose interpretation may read the tree now (guarded by `mu`), and when it was last
     // leased (for freeing the least recently used trees first).
@@ -106,6 +111,9 @@ class ModuleTable final : public semantic::ModuleLookup {
   void trimTrees(size_t sourceBytes, const std::function<size_t(const std::string& path)>& nextNeed = {});
   // A linted file's task ended: free its tree unless another task uses it as a module.
   void finishRoot(Entry* e);
+  // A linted file's task ended, but a later task may still load it as a module: its tree
+  // may be freed under the budget (trimTrees) until finishRoot.
+  void linger(Entry* e);
   Entry* byId(uint32_t id) const;
   // The current entry of `path` (null when none was created or it was dropped).
   Entry* current(const std::string& path) const;
