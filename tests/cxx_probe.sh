@@ -10,10 +10,17 @@ for f in "$fixtures"/SL501_*.cpp; do
   name="$(basename "$f" .cpp)"
   case "$name" in *_ok) continue ;; esac
   # exit 1: there are findings (confirmed ones included)
-  json="$("$shardlint" probe --mode cxx --run "$bin/confirm_$name" --format json "$f" 2>/dev/null || true)"
+  err="$(mktemp)"
+  json="$("$shardlint" probe --mode cxx --run "$bin/confirm_$name" --format json "$f" 2>"$err" || true)"
   verdict="$(printf '%s' "$json" |
-    python3 -c 'import json,sys; print(" ".join(x.get("probe",{}).get("verdict","none") for x in json.load(sys.stdin)["findings"]))')"
+    python3 -c 'import json,sys; print(" ".join(x.get("probe",{}).get("verdict","none") for x in json.load(sys.stdin)["findings"]))' ||
+    echo "unreadable")"
   echo "$name: $verdict"
-  [ "$verdict" = confirmed ] || status=1
+  if [ "$verdict" != confirmed ]; then  # what the probe said, to tell a flaky run from a regression
+    status=1
+    printf '%s\n' "$json"
+    cat "$err"
+  fi
+  rm -f "$err"
 done
 exit $status
