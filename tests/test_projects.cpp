@@ -151,6 +151,24 @@ TEST_CASE("pre-scan: a module that names no word of a Python rule is not loaded 
   CHECK(stats.filesParsed == 1);  // train.py; util.py is read by the pre-scan, never parsed
 }
 
+namespace {
+// Lints every file under `dir` on one thread (tasks in path order) and expects exactly one SL101, in
+// `findingIn`, with `analysed` files analysed and each of `parsed` files parsed exactly once.
+void expectOneParseEach(const fs::path& dir, const std::string& findingIn, size_t analysed, size_t parsed) {
+  shardlint::LintOptions options;
+  options.jobs = 1;
+  shardlint::LintStats stats;
+  shardlint::Linter linter(shardlint::rules::catalog(), options);
+  auto diags = linter.lintFiles(shardlint::discover({dir.string()}).files, &stats);
+  REQUIRE(diags.size() == 1);
+  CHECK(diags[0].code == "SL101");
+  CHECK(fs::path(diags[0].location.path).filename() == findingIn);
+  CHECK(stats.filesAnalysed == analysed);
+  CHECK(stats.filesParsed == parsed);  // with a tree freed too early, one file was parsed twice
+  CHECK(stats.filesParsedOnce == parsed);
+}
+}  // namespace
+
 TEST_CASE("one parse per file: a package a linted module imports from (`from . import f`) keeps its tree until that module's analysis", "[projects][prescan]") {
   // pkg/sub/__init__.py is analysed first. pkg/sub/train.py, analysed after it, takes its helper
   // with `from . import make_optimizer` and hands it to pkg/tools.py, whose code calls it there. The
@@ -167,19 +185,7 @@ TEST_CASE("one parse per file: a package a linted module imports from (`from . i
                                 "model = torch.nn.Linear(2, 2).cuda()\nopt = build(make_optimizer, model)\n"
                                 "model = FSDP(model)\nfor s in range(3):\n"
                                 "    model(torch.randn(2, 2)).sum().backward()\n    opt.step()\n");
-  auto files = shardlint::discover({dir.path().string()}).files;
-  REQUIRE(files.size() == 4);
-  shardlint::LintOptions options;
-  options.jobs = 1;
-  shardlint::LintStats stats;
-  shardlint::Linter linter(shardlint::rules::catalog(), options);
-  auto diags = linter.lintFiles(files, &stats);
-  REQUIRE(diags.size() == 1);
-  CHECK(diags[0].code == "SL101");
-  CHECK(fs::path(diags[0].location.path).filename() == "train.py");
-  CHECK(stats.filesAnalysed == 2);
-  CHECK(stats.filesParsed == 3);  // the package, train.py and tools.py, each once
-  CHECK(stats.filesParsedOnce == 3);
+  expectOneParseEach(dir.path(), "train.py", 2, 3);  // the package, train.py and tools.py
 }
 
 TEST_CASE("one parse per file: a module a package re-exports keeps its tree until the files importing the package are analysed", "[projects][prescan]") {
@@ -193,19 +199,7 @@ TEST_CASE("one parse per file: a module a package re-exports keeps its tree unti
                       "from pkg import make_optimizer\n\nmodel = torch.nn.Linear(2, 2).cuda()\n"
                       "opt = make_optimizer(model)\nmodel = FSDP(model)\nfor s in range(3):\n"
                       "    model(torch.randn(2, 2)).sum().backward()\n    opt.step()\n");
-  auto files = shardlint::discover({dir.path().string()}).files;
-  REQUIRE(files.size() == 3);
-  shardlint::LintOptions options;
-  options.jobs = 1;
-  shardlint::LintStats stats;
-  shardlint::Linter linter(shardlint::rules::catalog(), options);
-  auto diags = linter.lintFiles(files, &stats);
-  REQUIRE(diags.size() == 1);
-  CHECK(diags[0].code == "SL101");
-  CHECK(fs::path(diags[0].location.path).filename() == "run.py");
-  CHECK(stats.filesAnalysed == 3);
-  CHECK(stats.filesParsed == 3);  // impl.py was freed after the package's analysis and parsed again
-  CHECK(stats.filesParsedOnce == 3);
+  expectOneParseEach(dir.path(), "run.py", 3, 3);
 }
 
 TEST_CASE("module table: trimming frees first the trees needed again latest, then the least recently used", "[unit][index]") {
