@@ -167,6 +167,10 @@ void expectOneParseEach(const fs::path& dir, const std::string& findingIn, size_
   CHECK(stats.filesParsed == parsed);  // with a tree freed too early, one file was parsed twice
   CHECK(stats.filesParsedOnce == parsed);
 }
+const std::string kFsdpImports = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n";
+const std::string kMakeOptimizer = "\n\ndef make_optimizer(model):\n    return torch.optim.AdamW(model.parameters())\n";
+// Wraps `model` after `opt` was built from it, then steps: SL101 at the line building `opt`.
+const std::string kWrapAndStep = "model = FSDP(model)\nfor s in range(3):\n    model(torch.randn(2, 2)).sum().backward()\n    opt.step()\n";
 }  // namespace
 
 TEST_CASE("one parse per file: a package a linted module imports from (`from . import f`) keeps its tree until that module's analysis", "[projects][prescan]") {
@@ -176,15 +180,12 @@ TEST_CASE("one parse per file: a package a linted module imports from (`from . i
   // package's tree must still be kept until train.py's analysis ended (it was freed and parsed again).
   shardlint::testing::TempDir dir("shardlint-ancestor-");
   dir.write("pkg/__init__.py", "");
-  dir.write("pkg/sub/__init__.py", "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n\n"
-                                   "def make_optimizer(model):\n    return torch.optim.AdamW(model.parameters())\n");
+  dir.write("pkg/sub/__init__.py", kFsdpImports + kMakeOptimizer);
   dir.write("pkg/tools.py", "import torch\n\n\ndef build(factory, model):\n"
                             "    \"\"\"Builds the optimizer with factory.\"\"\"\n    return factory(model)\n");
-  dir.write("pkg/sub/train.py", "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
-                                "from pkg.tools import build\nfrom . import make_optimizer\n\n"
-                                "model = torch.nn.Linear(2, 2).cuda()\nopt = build(make_optimizer, model)\n"
-                                "model = FSDP(model)\nfor s in range(3):\n"
-                                "    model(torch.randn(2, 2)).sum().backward()\n    opt.step()\n");
+  dir.write("pkg/sub/train.py", kFsdpImports + "from pkg.tools import build\nfrom . import make_optimizer\n\n"
+                                               "model = torch.nn.Linear(2, 2).cuda()\nopt = build(make_optimizer, model)\n" +
+                                               kWrapAndStep);
   expectOneParseEach(dir.path(), "train.py", 2, 3);  // the package, train.py and tools.py
 }
 
@@ -193,12 +194,9 @@ TEST_CASE("one parse per file: a module a package re-exports keeps its tree unti
   // imports only the package, and its call reaches impl.py through the re-export.
   shardlint::testing::TempDir dir("shardlint-reexport-");
   dir.write("pkg/__init__.py", "from .impl import make_optimizer\n");
-  dir.write("pkg/impl.py", "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n\n"
-                           "def make_optimizer(model):\n    return torch.optim.AdamW(model.parameters())\n");
-  dir.write("run.py", "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
-                      "from pkg import make_optimizer\n\nmodel = torch.nn.Linear(2, 2).cuda()\n"
-                      "opt = make_optimizer(model)\nmodel = FSDP(model)\nfor s in range(3):\n"
-                      "    model(torch.randn(2, 2)).sum().backward()\n    opt.step()\n");
+  dir.write("pkg/impl.py", kFsdpImports + kMakeOptimizer);
+  dir.write("run.py", kFsdpImports + "from pkg import make_optimizer\n\nmodel = torch.nn.Linear(2, 2).cuda()\n"
+                                     "opt = make_optimizer(model)\n" + kWrapAndStep);
   expectOneParseEach(dir.path(), "run.py", 3, 3);
 }
 
