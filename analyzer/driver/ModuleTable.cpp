@@ -274,6 +274,7 @@ void ModuleTable::finishRoot(Entry* e) {
 }
 
 void ModuleTable::linger(Entry* e) {
+  if (!e || !config_.retireRoots) return;  // like finishRoot: a persistent table keeps everything
   std::lock_guard<std::mutex> lock(mu_);
   if (!e->retired) e->lingering = true;
 }

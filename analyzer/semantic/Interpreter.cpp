@@ -884,12 +884,13 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
         Obj& dict = st_.obj(o);
         if (dict.kind == ObjKind::Container && dict.containerKind == 'd' && key.size() > 4 && key[1] == '\'') {
           std::string k = key.substr(2, key.size() - 4);  // "['name']" -> name
-          auto it = std::find(dict.keys().begin(), dict.keys().end(), k);
-          if (it != dict.keys().end()) {
-            dict.more().elements[static_cast<size_t>(it - dict.more().keys.begin())] = value;
+          ObjMore& m = dict.more();
+          auto it = std::find(m.keys.begin(), m.keys.end(), k);
+          if (it != m.keys.end()) {
+            m.elements[static_cast<size_t>(it - m.keys.begin())] = value;
           } else {
-            dict.more().keys.push_back(k);
-            dict.more().elements.push_back(value);
+            m.keys.push_back(k);
+            m.elements.push_back(value);
           }
         }
         Event e;
@@ -1364,7 +1365,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       if (q == "isinstance" || q == "hasattr") {
         // A test an `if` may branch on later (`is_fsdp = isinstance(m, FSDPModule)`).
         ObjId t = newObject(ObjKind::Instance, q, site.origin);
-        st_.obj(t).more().tags["builtin_test"] = "1";
+        st_.obj(t).setTag("builtin_test", "1");
         st_.obj(t).more().inputs = site.args;
         return {t};
       }

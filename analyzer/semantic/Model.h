@@ -69,6 +69,30 @@ struct Origin {
 struct FunctionDef;
 struct ClassDef;
 
+// An optional part kept on the heap and copied with its owner (a std::unique_ptr with value
+// semantics), so the owner keeps its default copy and move.
+template <class T>
+class HeapPart {
+ public:
+  HeapPart() = default;
+  HeapPart(HeapPart&&) noexcept = default;
+  HeapPart& operator=(HeapPart&&) noexcept = default;
+  HeapPart(const HeapPart& o) : p_(o.p_ ? std::make_unique<T>(*o.p_) : nullptr) {}
+  HeapPart& operator=(const HeapPart& o) {
+    if (this != &o) p_ = o.p_ ? std::make_unique<T>(*o.p_) : nullptr;
+    return *this;
+  }
+  T* get() const { return p_.get(); }
+  T& make() {  // made on first use
+    if (!p_) p_ = std::make_unique<T>();
+    return *p_;
+  }
+  void reset() { p_.reset(); }
+
+ private:
+  std::unique_ptr<T> p_;
+};
+
 // The fields most objects leave empty (containers, domain annotations, ownership edges),
 // kept apart so a plain object stays small: summaries hold tens of thousands of objects.
 struct ObjMore {
@@ -106,37 +130,29 @@ struct Obj {
   const std::map<std::string, std::string, std::less<>>& tags() const { return rare().tags; }
   const std::vector<ValueSet>& inputs() const { return rare().inputs; }
   const std::vector<Origin>& inputOrigins() const { return rare().inputOrigins; }
-  ObjMore& more() {
-    if (!more_) more_ = std::make_unique<ObjMore>();
-    return *more_;
-  }
+  ObjMore& more() { return more_.make(); }
   ObjMore* moreIfAny() { return more_.get(); }  // null when nothing rare was ever set
-
-  bool hasTag(std::string_view t) const { return more_ && more_->tags.find(t) != more_->tags.end(); }
-  std::string_view tag(std::string_view t) const {
-    if (!more_) return {};
-    auto it = more_->tags.find(t);
-    return it == more_->tags.end() ? std::string_view() : std::string_view(it->second);
+  // What a CallModel sets: a domain annotation; the inputs (and where each appeared, or none);
+  // a container's elements.
+  void setTag(std::string_view key, std::string value) { more().tags[std::string(key)] = std::move(value); }
+  void setInputs(std::vector<ValueSet> values, std::vector<Origin> origins = {}) {
+    more().inputs = std::move(values);
+    more().inputOrigins = std::move(origins);
   }
+  void setElements(std::vector<ValueSet> values) { more().elements = std::move(values); }
 
-  Obj() = default;
-  Obj(Obj&&) noexcept = default;
-  Obj& operator=(Obj&&) noexcept = default;
-  Obj(const Obj& o)
-      : kind(o.kind), containerKind(o.containerKind), argIndex(o.argIndex), name(o.name), label(o.label),
-        parent(o.parent), owner(o.owner), point(o.point), function(o.function), cls(o.cls), origin(o.origin),
-        more_(o.more_ ? std::make_unique<ObjMore>(*o.more_) : nullptr) {}
-  Obj& operator=(const Obj& o) {
-    if (this != &o) *this = Obj(o);
-    return *this;
+  bool hasTag(std::string_view t) const { return tags().find(t) != tags().end(); }
+  std::string_view tag(std::string_view t) const {
+    auto it = tags().find(t);
+    return it == tags().end() ? std::string_view() : std::string_view(it->second);
   }
 
  private:
   const ObjMore& rare() const {
     static const ObjMore kNone;
-    return more_ ? *more_ : kNone;
+    return more_.get() ? *more_.get() : kNone;
   }
-  std::unique_ptr<ObjMore> more_;
+  HeapPart<ObjMore> more_;
 };
 
 enum class EventKind : uint8_t {
@@ -213,21 +229,8 @@ class Store {
     std::map<std::string, ObjId, std::less<>> literals;
     std::map<const void*, ObjId> defs;
   };
-  Memo& memo() {
-    if (!memo_) memo_ = std::make_unique<Memo>();
-    return *memo_;
-  }
+  Memo& memo() { return memo_.make(); }
   void dropMemo() { memo_.reset(); }
-  Store() = default;
-  Store(Store&&) = default;
-  Store& operator=(Store&&) = default;
-  Store(const Store& o)
-      : objects(o.objects), events(o.events), points(o.points), arms(o.arms), regions(o.regions),
-        constructs(o.constructs), memo_(o.memo_ ? std::make_unique<Memo>(*o.memo_) : nullptr) {}
-  Store& operator=(const Store& o) {
-    if (this != &o) *this = Store(o);
-    return *this;
-  }
 
   const Obj& obj(ObjId id) const { return objects.at(static_cast<size_t>(id)); }
   Obj& obj(ObjId id) { return objects.at(static_cast<size_t>(id)); }
@@ -265,7 +268,7 @@ class Store {
 
  private:
   std::vector<int> armChain(int arm) const;  // root first
-  std::unique_ptr<Memo> memo_;
+  HeapPart<Memo> memo_;
 };
 
 }  // namespace shardlint::semantic

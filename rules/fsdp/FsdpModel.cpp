@@ -47,7 +47,7 @@ ValueSet makeResult(semantic::Interp& in, const std::vector<ValueSet>& values, c
   if (values.size() == 1) return values[0];
   ObjId c = in.newObject(ObjKind::Container, "", origin);
   in.store().obj(c).containerKind = 't';
-  in.store().obj(c).more().elements = values;
+  in.store().obj(c).setElements(values);
   return {c};
 }
 
@@ -92,8 +92,8 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
         semantic::addValue(out, m);
       } else {
         ObjId w = site.in.newObject(ObjKind::Instance, "accelerate.prepared_model", site.origin);
-        st.obj(w).more().tags["fsdp_wrapper"] = "accelerate";
-        st.obj(w).more().inputs = {{m}};
+        st.obj(w).setTag("fsdp_wrapper", "accelerate");
+        st.obj(w).setInputs({{m}});
         semantic::addValue(out, w);
       }
     }
@@ -143,9 +143,8 @@ void markMethodOptimizer(semantic::Interp& in, ObjId id) {
   if (parent.hasTag("optimizer") || parent.kind == ObjKind::Literal || parent.kind == ObjKind::Ref) return;
   ObjId params = in.derive(o.parent, ".parameters()");
   Obj& opt = st.obj(id);
-  opt.more().tags["optimizer"] = opt.name.substr(1, opt.name.size() - 3);
-  opt.more().inputs = {{params}};
-  opt.more().inputOrigins = {opt.origin};
+  opt.setTag("optimizer", opt.name.substr(1, opt.name.size() - 3));
+  opt.setInputs({{params}}, {opt.origin});
 }
 
 // How the call treats an optimizer it is given: a method result passed as
@@ -244,7 +243,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
     const std::string& m = site.method;
     if (m == "requires_grad_") {
       auto lit = literalOf(st, site.arg(0, "requires_grad"));
-      if (!lit || *lit == "True") st.obj(site.receiver).more().tags["requires_grad"] = "1";
+      if (!lit || *lit == "True") st.obj(site.receiver).setTag("requires_grad", "1");
       site.result = {site.receiver};
       return true;
     }
@@ -282,10 +281,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
   if (localOptimizer || (!site.cls && isOptimizerQualname(q))) {
     ObjId o = site.cls ? site.result.at(0) : site.in.newObject(ObjKind::Instance, q, site.origin);
     Obj& obj = st.obj(o);
-    obj.more().tags["optimizer"] = std::string(lastComponent(q));
+    obj.setTag("optimizer", std::string(lastComponent(q)));
     if (const ValueSet* params = site.arg(0, "params")) {
-      obj.more().inputs = {*params};
-      obj.more().inputOrigins = {site.argOrigin(0, "params").value_or(site.origin)};
+      obj.setInputs({*params}, {site.argOrigin(0, "params").value_or(site.origin)});
     }
     site.result = {o};
     return true;
@@ -293,7 +291,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
   if (site.cls) return false;
   if (q == "torch.nn.Parameter" || q == "torch.nn.parameter.Parameter") {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
-    st.obj(o).more().tags["free_param"] = "1";
+    st.obj(o).setTag("free_param", "1");
     site.result = {o};
     return true;
   }
@@ -302,9 +300,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
     if (f == "randn" || f == "rand" || f == "zeros" || f == "ones" || f == "empty" || f == "full" ||
         f == "tensor" || f == "zeros_like" || f == "ones_like" || f == "randn_like" || f == "empty_like") {
       ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
-      st.obj(o).more().tags["tensor"] = "1";
+      st.obj(o).setTag("tensor", "1");
       if (literalOf(st, site.kwarg("requires_grad")) == std::optional<std::string>("True"))
-        st.obj(o).more().tags["requires_grad"] = "1";
+        st.obj(o).setTag("requires_grad", "1");
       site.result = {o};
       return true;
     }
@@ -315,11 +313,12 @@ bool FsdpCallModel::onCall(CallSite& site) {
     const ValueSet* cls = site.kwarg("wrapper_cls");
     bool fsdp1 = cls && std::any_of(cls->begin(), cls->end(), [&](ObjId c) { return isFsdp1Class(st.obj(c).name); });
     if (fsdp1) {
-      st.obj(o).more().tags["fsdp1_wrap_context"] = "1";
+      st.obj(o).setTag("fsdp1_wrap_context", "1");
       const ValueSet* orig = site.kwarg("use_orig_params");
       auto lit = literalOf(st, orig);
-      st.obj(o).more().tags["replaces"] = !orig ? "1" : lit == std::optional<std::string>("True") ? "0"
-                                         : lit == std::optional<std::string>("False") ? "1" : "?";
+      const char* replaces = !orig ? "1" : lit == std::optional<std::string>("True") ? "0"
+                           : lit == std::optional<std::string>("False") ? "1" : "?";
+      st.obj(o).setTag("replaces", replaces);
     }
     site.result = {o};
     return true;
@@ -340,8 +339,8 @@ bool FsdpCallModel::onCall(CallSite& site) {
                                                           {"replaces", std::string(context->tag("replaces"))}};
     for (ObjId m : flattenModules(st, *modArg)) site.in.domainEvent("wrap", m, site.origin, attrs);
     ObjId w = site.in.newObject(ObjKind::Instance, q, site.origin);
-    st.obj(w).more().tags["fsdp_wrapper"] = "fsdp1";
-    st.obj(w).more().inputs = {*modArg};
+    st.obj(w).setTag("fsdp_wrapper", "fsdp1");
+    st.obj(w).setInputs({*modArg});
     site.result = {w};
     return true;
   }
@@ -369,8 +368,8 @@ bool FsdpCallModel::onCall(CallSite& site) {
     for (ObjId m : flattenModules(st, *modArg)) site.in.domainEvent("wrap", m, site.origin, attrs, {ignored});
     if (fsdp1) {
       ObjId w = site.in.newObject(ObjKind::Instance, q, site.origin);
-      st.obj(w).more().tags["fsdp_wrapper"] = "fsdp1";
-      st.obj(w).more().inputs = {*modArg};
+      st.obj(w).setTag("fsdp_wrapper", "fsdp1");
+      st.obj(w).setInputs({*modArg});
       site.result = {w};
     } else {
       site.result = *modArg;
@@ -380,18 +379,18 @@ bool FsdpCallModel::onCall(CallSite& site) {
   if (startsWith(q, "accelerate") && endsWith(q, "FullyShardedDataParallelPlugin")) {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
     Obj& obj = st.obj(o);
-    obj.more().tags["fsdp_plugin"] = "1";
-    obj.more().tags["fsdp_version"] = literalOf(st, site.kwarg("fsdp_version")).value_or("1");
-    obj.more().tags["use_orig_params"] = literalOf(st, site.kwarg("use_orig_params")).value_or("");
+    obj.setTag("fsdp_plugin", "1");
+    obj.setTag("fsdp_version", literalOf(st, site.kwarg("fsdp_version")).value_or("1"));
+    obj.setTag("use_orig_params", literalOf(st, site.kwarg("use_orig_params")).value_or(""));
     // Where the call ends (a fix adds `use_orig_params=True` there): "file:end", and whether it has arguments.
-    obj.more().tags["plugin_call"] = std::to_string(site.origin.file) + ":" + std::to_string(site.origin.range.end);
-    obj.more().tags["plugin_args"] = site.args.empty() && site.kwargs.empty() ? "0" : "1";
+    obj.setTag("plugin_call", std::to_string(site.origin.file) + ":" + std::to_string(site.origin.range.end));
+    obj.setTag("plugin_args", site.args.empty() && site.kwargs.empty() ? "0" : "1");
     site.result = {o};
     return true;
   }
   if (q == "accelerate.Accelerator" || q == "accelerate.accelerator.Accelerator") {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
-    st.obj(o).more().tags["accelerator"] = "1";
+    st.obj(o).setTag("accelerator", "1");
     auto fact = [&](const char* k) {
       auto it = facts_.find(k);
       return it == facts_.end() ? std::string() : it->second;
@@ -403,42 +402,42 @@ bool FsdpCallModel::onCall(CallSite& site) {
         if (!po.hasTag("fsdp_plugin")) continue;
         fromPlugin = true;
         std::string version(po.tag("fsdp_version")), orig(po.tag("use_orig_params"));
-        st.obj(o).more().tags["fsdp"] = version;
+        st.obj(o).setTag("fsdp", version);
         if (orig == "True" || orig == "False") {
-          st.obj(o).more().tags["use_orig_params"] = orig;
-          st.obj(o).more().tags["orig_from"] = "code";
+          st.obj(o).setTag("use_orig_params", orig);
+          st.obj(o).setTag("orig_from", "code");
         } else if (!fact("use_orig_params").empty()) {  // unset in code: the launcher's setting applies
-          st.obj(o).more().tags["use_orig_params"] = fact("use_orig_params") == "true" ? "True" : "False";
-          st.obj(o).more().tags["orig_from"] = "config";
+          st.obj(o).setTag("use_orig_params", fact("use_orig_params") == "true" ? "True" : "False");
+          st.obj(o).setTag("orig_from", "config");
         } else {
-          st.obj(o).more().tags["use_orig_params"] = "False";  // FullyShardedDataParallelPlugin() defaults to false
-          st.obj(o).more().tags["orig_from"] = "code-default";
+          st.obj(o).setTag("use_orig_params", "False");  // FullyShardedDataParallelPlugin() defaults to false
+          st.obj(o).setTag("orig_from", "code-default");
           for (const char* k : {"plugin_call", "plugin_args"})
-            if (po.hasTag(k)) st.obj(o).more().tags[k] = std::string(po.tag(k));
+            if (po.hasTag(k)) st.obj(o).setTag(k, std::string(po.tag(k)));
         }
       }
     }
     if (!fromPlugin && fact("accelerate_fsdp").empty() && !fact("fsdp-version").empty()) {
       // The `fsdp-version` setting: assumed for accelerate scripts nothing else describes.
-      st.obj(o).more().tags["fsdp"] = fact("fsdp-version");
-      st.obj(o).more().tags["use_orig_params"] = "True";  // the launcher's default
-      st.obj(o).more().tags["orig_from"] = "config";
+      st.obj(o).setTag("fsdp", fact("fsdp-version"));
+      st.obj(o).setTag("use_orig_params", "True");  // the launcher's default
+      st.obj(o).setTag("orig_from", "config");
     }
     if (!fromPlugin && !fact("accelerate_fsdp").empty()) {  // FSDP comes from a linked config
-      st.obj(o).more().tags["fsdp"] = fact("accelerate_fsdp");
+      st.obj(o).setTag("fsdp", fact("accelerate_fsdp"));
       std::string orig = fact("use_orig_params");
-      st.obj(o).more().tags["use_orig_params"] = orig == "false" ? "False" : "True";  // launcher default: true
-      st.obj(o).more().tags["orig_from"] = "config";
+      st.obj(o).setTag("use_orig_params", orig == "false" ? "False" : "True");  // launcher default: true
+      st.obj(o).setTag("orig_from", "config");
     }
     for (const char* k : {"config", "config_line", "config_col", "config_value"})
-      if (!fact(k).empty()) st.obj(o).more().tags[k] = fact(k);
+      if (!fact(k).empty()) st.obj(o).setTag(k, fact(k));
     site.result = {o};
     return true;
   }
   if (q == "lightning.Fabric" || q == "lightning.fabric.Fabric" || q == "lightning_fabric.Fabric" ||
       q == "lightning.fabric.fabric.Fabric") {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
-    st.obj(o).more().tags["fabric"] = "1";
+    st.obj(o).setTag("fabric", "1");
     if (const ValueSet* strat = site.kwarg("strategy")) {
       for (ObjId s : *strat) {
         const Obj& so = st.obj(s);
@@ -446,7 +445,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
         std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
         if ((so.kind == ObjKind::Literal && name.find("fsdp") != std::string::npos) ||
             (so.kind == ObjKind::Instance && endsWith(so.name, "FSDPStrategy")))
-          st.obj(o).more().tags["fsdp"] = "1";
+          st.obj(o).setTag("fsdp", "1");
       }
     }
     site.result = {o};
@@ -454,14 +453,14 @@ bool FsdpCallModel::onCall(CallSite& site) {
   }
   if (endsWith(q, ".DataLoader")) {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
-    st.obj(o).more().tags["dataloader"] = "1";
+    st.obj(o).setTag("dataloader", "1");
     site.result = {o};
     return true;
   }
   if (startsWith(q, "torch.optim.lr_scheduler") ||
       (startsWith(q, "transformers.") && q.find("schedule") != std::string::npos)) {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
-    st.obj(o).more().tags["scheduler"] = "1";
+    st.obj(o).setTag("scheduler", "1");
     site.result = {o};
     return true;
   }
