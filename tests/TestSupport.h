@@ -48,6 +48,17 @@ inline std::string readFile(const std::filesystem::path& p) {
   return bytes;
 }
 
+// The SARIF checker (tests/sarif_check.py: the official SARIF 2.1.0 schema, GitHub code scanning's
+// required properties and upload limits) under the test tools' Python (build/venv, which
+// scripts/setup.sh makes), as a shell command prefix: append the quoted log paths.
+inline std::filesystem::path sarifCheckPython() {
+  return std::filesystem::path(SHARDLINT_SOURCE_DIR) / "build" / "venv" / "bin" / "python";
+}
+inline std::string sarifCheckCommand() {
+  return shellQuote(sarifCheckPython().string()) + " " +
+         shellQuote((std::filesystem::path(SHARDLINT_SOURCE_DIR) / "tests" / "sarif_check.py").string());
+}
+
 struct ShellResult {
   int code = -1;    // exit status; -1 when the shell did not exit normally
   std::string out;  // what the command wrote to stdout

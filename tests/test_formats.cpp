@@ -1,4 +1,4 @@
-// Output formats against their consumers: SARIF through Microsoft's validator,
+// Output formats against their consumers: SARIF through the official schema and GitHub's checks,
 // GitHub workflow commands, LSP JSON, concise.
 #include <sys/wait.h>
 
@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -42,20 +43,76 @@ const char* kBug =
     "model = FSDP(model)\nopt.step()\n";
 }  // namespace
 
-TEST_CASE("sarif: the whole fixture suite passes @microsoft/sarif-multitool validate", "[formats][sarif]") {
-  fs::path validator = fs::path(SHARDLINT_SOURCE_DIR) / "tools" / "node_modules" / ".bin" / "sarif-multitool";
-  REQUIRE(fs::exists(validator));  // installed by scripts/setup.sh
+TEST_CASE("sarif: the whole fixture suite passes the SARIF 2.1.0 schema and GitHub's checks", "[formats][sarif]") {
+  REQUIRE(fs::exists(shardlint::testing::sarifCheckPython()));  // build/venv, made by scripts/setup.sh
   fs::path dir = tempDir("sarif");
   fs::path log = dir / "fixtures.sarif";
   { std::ofstream(log) << shardlintStdout("check fixtures examples --format sarif"); }
   json doc = json::parse(std::ifstream(log));
   REQUIRE(doc["runs"][0]["results"].size() > 100);
-  Run v = sh("'" + validator.string() + "' validate '" + log.string() + "' 2>&1");
+  Run v = sh(shardlint::testing::sarifCheckCommand() + " '" + log.string() + "' 2>&1");
   INFO(v.out);
   CHECK(v.code == 0);
-  CHECK(v.out.find("Analysis completed successfully") != std::string::npos);
-  CHECK(v.out.find(" error ") == std::string::npos);
-  CHECK(v.out.find(" warning ") == std::string::npos);
+  CHECK(v.out.find("valid SARIF 2.1.0 (schema and GitHub code scanning)") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+// The checker can fail: each log below breaks the fixture suite's valid log in one way, and each is
+// rejected with the place and the reason.
+TEST_CASE("sarif: the checker rejects broken logs", "[formats][sarif]") {
+  REQUIRE(fs::exists(shardlint::testing::sarifCheckPython()));
+  fs::path dir = tempDir("sarif-broken");
+  json good = json::parse(shardlintStdout("check fixtures --format sarif"));
+  REQUIRE(good["runs"][0]["results"].size() > 10);
+  struct Case {
+    const char* name;
+    std::function<void(json&)> breakIt;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"level", [](json& d) { d["runs"][0]["results"][0]["level"] = "fatal"; },
+       "/runs/0/results/0/level: schema: 'fatal' is not one of"},
+      {"unknown-property", [](json& d) { d["runs"][0]["results"][0]["severity"] = "high"; },
+       "/runs/0/results/0: schema: Additional properties are not allowed ('severity' was unexpected)"},
+      {"no-message", [](json& d) { d["runs"][0]["results"][1].erase("message"); },
+       "/runs/0/results/1: schema: 'message' is a required property"},
+      {"start-line-zero", [](json& d) { d["runs"][0]["results"][2]["locations"][0]["physicalLocation"]["region"]["startLine"] = 0; },
+       "/runs/0/results/2/locations/0/physicalLocation/region/startLine: schema: 0 is less than the minimum of 1"},
+      {"version", [](json& d) { d["version"] = "2.0.0"; }, "/version: schema: '2.0.0' is not one of ['2.1.0']"},
+      {"rule-help", [](json& d) { d["runs"][0]["tool"]["driver"]["rules"][0].erase("help"); },
+       "/runs/0/tool/driver/rules/0/help/text: github: missing"},
+      {"unknown-rule", [](json& d) { d["runs"][0]["results"][0]["ruleId"] = "SL999"; },
+       "/runs/0/results/0/ruleId: github: 'SL999' names no rule"},
+      {"absolute-uri",
+       [](json& d) { d["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] = "/abs/train.py"; },
+       "github: '/abs/train.py': an absolute path"},
+      {"no-fingerprints", [](json& d) { d["runs"][0]["results"][0].erase("partialFingerprints"); },
+       "/runs/0/results/0/partialFingerprints: github: missing"},
+      {"runs", [](json& d) { json run = d["runs"][0]; d["runs"] = json::array(); for (int i = 0; i < 21; ++i) d["runs"].push_back(run); },
+       "/runs: github: 21 runs, over the limit of 20"},
+      {"results", [](json& d) { json r = d["runs"][0]["results"][0]; auto& rs = d["runs"][0]["results"];
+                                 while (rs.size() <= 25000) rs.push_back(r); },
+       "/runs/0/results: github: 25001 results, over the limit of 25000"},
+  };
+  for (const Case& c : cases) {
+    json bad = good;
+    c.breakIt(bad);
+    fs::path log = dir / (std::string(c.name) + ".sarif");
+    { std::ofstream(log) << bad.dump(); }
+    Run v = sh(shardlint::testing::sarifCheckCommand() + " '" + log.string() + "' 2>&1");
+    INFO(c.name << ": " << v.out.substr(0, 2000));
+    CHECK(v.code == 1);
+    CHECK(v.out.find(c.expect) != std::string::npos);
+  }
+  // Not JSON at all, and the good log for contrast.
+  { std::ofstream(dir / "truncated.sarif") << good.dump().substr(0, 100); }
+  { std::ofstream(dir / "good.sarif") << good.dump(); }
+  Run t = sh(shardlint::testing::sarifCheckCommand() + " '" + (dir / "truncated.sarif").string() + "' 2>&1");
+  CHECK(t.code == 1);
+  CHECK(t.out.find("not JSON") != std::string::npos);
+  Run g = sh(shardlint::testing::sarifCheckCommand() + " '" + (dir / "good.sarif").string() + "' 2>&1");
+  INFO(g.out);
+  CHECK(g.code == 0);
   fs::remove_all(dir);
 }
 
