@@ -34,8 +34,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ ! -f third_party/node_modules/tree-sitter-python/src/parser.c ]; then
-  echo "tree-sitter sources missing under third_party/node_modules; run scripts/setup.sh first" >&2
+if [ ! -f third_party/src/python-grammar/src/parser.c ]; then
+  echo "tree-sitter sources missing under third_party/src; run scripts/setup.sh first" >&2
   exit 1
 fi
 

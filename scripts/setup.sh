@@ -90,7 +90,10 @@ fi
 
 # --- build ----------------------------------------------------------------
 # ccache (a Debian package above) keeps compiled objects across clones and build folders
-# (~/.cache/ccache): a second clone, or the sanitizer builds of unchanged sources, compile from it.
+# (~/.cache/ccache): with paths hashed relative to the checkout (CCACHE_BASEDIR) and the build folder
+# left out of the hash (CCACHE_NOHASHDIR), a fresh clone on the same machine compiles from it. The
+# debug information of such objects names the first clone's paths (only the sanitizer builds have any).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 gen=()
 if [ ! -f build/CMakeCache.txt ]; then
   command -v ninja >/dev/null && gen=(-G Ninja)

@@ -15,7 +15,10 @@ log() { printf '[test-sanitize] %s\n' "$*" >&2; }
 
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
-launcher=()  # ccache when installed (a developer machine); CI builds from scratch without it
+# ccache (scripts/setup.sh installs it): paths hashed relative to the checkout, so another clone on the
+# same machine compiles from the cache (see scripts/setup.sh)
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 configure() {  # configure DIR SANITIZERS [cmake args...]
   local dir="$1" san="$2"; shift 2

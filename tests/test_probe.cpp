@@ -927,9 +927,29 @@ TEST_CASE("probe cli: a --master-port in use is refused", "[probe]") {
   CHECK(r.err.find("--master-port " + std::to_string(port) + " is already in use") != std::string::npos);
 }
 
+TEST_CASE("probe cli: --preflight finds the built native preflight and passes on its exit code", "[probe]") {
+  if (std::string(SHARDLINT_PREFLIGHT_PATH).empty()) {
+    WARN("shardlint-preflight was not built (no CUDA compiler or NCCL): see the next test");
+    return;
+  }
+  REQUIRE(preflightPath() == SHARDLINT_PREFLIGHT_PATH);  // found without $SHARDLINT_PREFLIGHT or a --flag
+  REQUIRE(fs::exists(preflightPath()));
+  ProbeTempDir dir;
+  // Every device hidden: the no-GPU path on any machine (exit 3, the preflight's own message).
+  CliResult r = runShardlint("probe --preflight", dir.path() / "err.txt", "CUDA_VISIBLE_DEVICES=-1");
+  INFO(r.err);
+  CHECK(r.code == 3);
+  CHECK(r.err.find("shardlint-preflight: no CUDA device: ") != std::string::npos);
+  // Arguments after `--` reach it: --json gives its report on stdout.
+  r = runShardlint("probe --preflight -- --json", dir.path() / "err.txt", "CUDA_VISIBLE_DEVICES=-1");
+  INFO(r.out);
+  CHECK(r.code == 3);
+  CHECK(nlohmann::json::parse(r.out)["status"] == "no_gpu");
+}
+
 TEST_CASE("probe cli: --preflight without the native preflight", "[probe]") {
   if (!preflightPath().empty() && fs::exists(preflightPath())) {
-    SUCCEED("the preflight is built here; its own tests cover it");
+    SUCCEED("the preflight is built here: the test above covers it");
     return;
   }
   ProbeTempDir dir;
