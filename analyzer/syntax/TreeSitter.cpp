@@ -294,7 +294,13 @@ std::string lineBreakView(std::string_view src) {
                (prev == w.size() || !isNameByte(static_cast<unsigned char>(src[prev - w.size() - 1])));
       };
       bool unary = prev > 0 && (src[prev - 1] == ',' || src[prev - 1] == '=' || word("return") || word("yield"));
-      if (unary && next < n && (src[next] == '(' || src[next] == '[' || src[next] == '"' || src[next] == '\'')) {
+      if (word("except") && prev < i) {
+        // `except *(A, B):`: tree-sitter-python 0.23.6 knows the except-group keyword only as the one
+        // token `except*`; move the star next to the keyword (`except* (A, B):`, same length).
+        view[prev] = '*';
+        view[i] = ' ';
+        changed = true;
+      } else if (unary && next < n && (src[next] == '(' || src[next] == '[' || src[next] == '"' || src[next] == '\'')) {
         view[i] = ' ';
         changed = true;
       }

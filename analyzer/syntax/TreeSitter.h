@@ -109,6 +109,8 @@ TSTree* parsePython(TSParser* parser, const TSTree* old, std::string_view text, 
 //   grammar skips as whitespace; a comment ending such a line becomes spaces (it would run on);
 // - a lone "\r" outside brackets and strings (old Mac line ends; CPython reads it as a line
 //   break, the scanner as a space) becomes "\n".
+// Besides line breaks, two same-length rewrites of constructs the grammar rejects: a starred bracketed
+// or quoted atom in an unbracketed tuple loses its star, and `except *(...)` becomes `except* (...)`.
 std::string lineBreakView(std::string_view text);
 
 // Move-only owner of a parser. One per thread.

@@ -88,8 +88,7 @@ def eco_info(repos_toml, names):
 TOOL_LABELS = {
     "shardlint": "shardlint `check DIR -q` (--jobs default: all cores)",
     "shardlint-j1": "shardlint `check DIR -q --jobs 1`",
-    "ruff-wasm": "Ruff wasm (F rules, 1 thread; `node` defaults)",
-    "ruff-wasm-liftoff": "Ruff wasm (F rules, 1 thread; `node --liftoff-only`)",
+    "ruff": "Ruff (native, F rules, all cores) `check --select F --no-cache --exit-zero DIR`",
     "pyflakes": "pyflakes3 `DIR`",
     "pylint": "pylint `-E,W` (sample: first {n} files)",
     "parse-floor": "parse-only floor (tree-sitter, 1 thread)",
@@ -98,7 +97,7 @@ TOOL_LABELS = {
     "shardlint-warm": "shardlint cache, warm: the same `--cache-dir` again, nothing changed",
     "shardlint-one-file": "shardlint cache, one file changed: populated `--cache-dir`, a comment line appended to one file",
 }
-TOOL_ORDER = ["shardlint", "shardlint-j1", "ruff-wasm", "ruff-wasm-liftoff", "pyflakes", "pylint", "parse-floor",
+TOOL_ORDER = ["shardlint", "shardlint-j1", "ruff", "pyflakes", "pylint", "parse-floor",
               "shardlint-cold", "shardlint-cold-fill", "shardlint-warm", "shardlint-one-file"]
 CACHE_TOOLS = ("shardlint-cold", "shardlint-cold-fill", "shardlint-warm", "shardlint-one-file")
 DENSE = ("torchtitan", "pytorch-lightning", "composer")
@@ -175,7 +174,7 @@ def classify(raw, r):
         return f"could not be started (exit {rc})"
     if r.tool.startswith("shardlint"):
         return None if rc in (0, 1) else f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
-    if r.tool in ("ruff-wasm", "ruff-wasm-liftoff", "parse-floor"):
+    if r.tool in ("ruff", "parse-floor"):  # ruff runs with --exit-zero: findings do not change its exit status
         return None if rc == 0 else f"exit {rc}: {err.strip().splitlines()[-1] if err.strip() else ''}"
     if "Traceback (most recent call last)" in err:
         return f"crashed (exit {rc}, Python traceback on stderr)"
@@ -193,10 +192,15 @@ def output_note(raw, r):
     if r.tool.startswith("shardlint"):
         n = sum(1 for line in out.splitlines() if re.match(r"^\S.*:\d+:\d+: (error|warning)", line))
         return plural(n, "finding")
-    if r.tool in ("ruff-wasm", "ruff-wasm-liftoff", "parse-floor"):
+    if r.tool == "ruff":
+        # Ruff's default (full) output: one "CODE message" line per diagnostic, then "Found N error(s)." or
+        # "All checks passed!"; syntax errors are diagnostics named invalid-syntax
+        found = re.search(r"^Found (\d+) errors?\.", out, re.M)
+        n = int(found.group(1)) if found else (0 if "All checks passed!" in out else None)
+        syntax = sum(1 for line in out.splitlines() if line.startswith("invalid-syntax:"))
+        return f"{'?' if n is None else n} diagnostics ({syntax} of them syntax errors)"
+    if r.tool == "parse-floor":
         m = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
-        if r.tool != "parse-floor":
-            return f"{m.get('diagnostics', '?')} diagnostics, {m.get('syntax_errors', '?')} syntax errors"
         n = m.get("syntax_errors", "?")
         return f"{n} file{'' if n == '1' else 's'} with syntax errors"
     if r.tool == "pyflakes":
@@ -215,6 +219,20 @@ def output_files(raw, r):
         return int(m["files"]), int(m["bytes"])
     except (KeyError, ValueError):
         return None
+
+
+def ruff_files(raw, corpus):
+    """(number of files, "N .py, M .ipynb, ...") Ruff checks in this corpus, from run.sh's untimed
+    `ruff check ... --show-files` run; ("?", "") when there is none."""
+    lines = [x.strip() for x in read(os.path.join(raw, corpus, "ruff_files.txt")).splitlines() if x.strip()]
+    if not lines:
+        return "?", ""
+    kinds = {}
+    for x in lines:
+        base = os.path.basename(x)
+        ext = base if base == "pyproject.toml" else (os.path.splitext(base)[1] or base)
+        kinds[ext] = kinds.get(ext, 0) + 1
+    return len(lines), ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
 
 
 def plural(n, word):
@@ -302,8 +320,8 @@ def report(raw, out_path):
     L.append("## Machine and versions\n")
     L.append("| | |\n|---|---|")
     for k, label in [("cpu", "CPU"), ("cores", "cores"), ("memory", "memory"), ("kernel", "kernel"),
-                     ("shardlint", "shardlint"), ("shardlint_sha256", "shardlint binary (sha256 prefix)"), ("ruff", "Ruff (wasm, @astral-sh/ruff-wasm-nodejs)"),
-                     ("node", "Node.js"), ("pyflakes", "pyflakes"), ("pylint", "pylint"),
+                     ("shardlint", "shardlint"), ("shardlint_sha256", "shardlint binary (sha256 prefix)"), ("ruff", "Ruff (native, from PyPI, pinned by hash)"),
+                     ("pyflakes", "pyflakes"), ("pylint", "pylint"),
                      ("torch", "python3-torch (corpus)"), ("python", "Python (pyflakes, pylint)"),
                      ("gcc", "gcc (parse floor, -O2)")]:
         L.append(f"| {label} | {env.get(k, '?').strip()} |")
@@ -365,12 +383,16 @@ def report(raw, out_path):
                 files = nsample
             elif tool == "pyflakes":
                 files = all_py
-            elif tool in ("ruff-wasm", "ruff-wasm-liftoff", "parse-floor"):
+            elif tool == "ruff":
+                files, kinds = ruff_files(raw, corpus)
+            elif tool == "parse-floor":
                 fb2 = output_files(raw, r)
                 files = fb2[0] if fb2 else "?"
             else:
                 files = len(files_txt)
             note = output_note(raw, r)
+            if tool == "ruff" and kinds:
+                note += f"; files checked: {kinds}"
             if tool == "shardlint-one-file":
                 one = read(os.path.join(raw, corpus, "one_file.txt")).strip()
                 if one:
@@ -408,17 +430,6 @@ def report(raw, out_path):
                 if text:
                     L.append(f"shardlint {title} (an extra, untimed run):\n")
                     L.append("```\n" + text + "\n```\n")
-
-    empties = {t: best.get(("_empty", t)) for t in ("ruff-wasm", "ruff-wasm-liftoff")}
-    if any(empties.values()):
-        parts = [f"{fmt_s(e.wall)} s wall, {fmt_s(e.cpu)} s CPU, {e.rss_mib:.0f} MiB with "
-                 f"{'`node --liftoff-only`' if t.endswith('liftoff') else '`node` defaults'}"
-                 for t, e in empties.items() if e]
-        L.append("Ruff wasm's fixed cost, the same command on an empty directory: " + "; ".join(parts) + ". It is "
-                 "included in every Ruff wasm row. With Node's defaults V8 also compiles the 10 MB wasm module "
-                 "with its optimizing compiler on background threads once linting starts, and the process "
-                 "exit waits for that (hence CPU time above wall time); `--liftoff-only` keeps V8's baseline "
-                 "compiler only, which is faster end to end at these corpus sizes.\n")
 
     # ------------------------------------------------------------------ editor latency
     lsp = []
@@ -462,28 +473,17 @@ def report(raw, out_path):
         return r if (r and r.failure is None) else None
 
     sl, floor = get("torch", "shardlint"), get("torch", "parse-floor")
-    ruffs = [r for r in (get("torch", "ruff-wasm"), get("torch", "ruff-wasm-liftoff")) if r]
-    ruff = min(ruffs, key=lambda r: r.wall) if ruffs else None
+    ruff = get("torch", "ruff")
     lines = []
     if sl and ruff:
         q = sl.wall / ruff.wall
-        variant = "`node --liftoff-only`" if ruff.tool.endswith("liftoff") else "`node` defaults"
-        extra = ""
-        others = [r for r in ruffs if r is not ruff]
-        if others:
-            o = others[0]
-            extra += (f" Against the slower Ruff wasm row ({'`node --liftoff-only`' if o.tool.endswith('liftoff') else '`node` defaults'}, "
-                      f"{o.wall:.2f} s) the ratio is {sl.wall / o.wall:.2f}x.")
-        e = empties.get(ruff.tool)
-        if e and ruff.wall - e.wall > 0:
-            extra += (f" For context only: without that row's fixed start-up cost ({e.wall:.2f} s) the ratio "
-                      f"would be {sl.wall / (ruff.wall - e.wall):.2f}x.")
-        lines.append(f"- **(a) shardlint wall time <= 0.1x Ruff wasm's on the torch corpus: "
-                     f"{'met' if q <= 0.1 else 'missed'}.** shardlint {sl.wall:.2f} s vs the faster Ruff wasm row "
-                     f"({variant}) {ruff.wall:.2f} s = {q:.2f}x (goal <= 0.10x; met would need <= {0.1 * ruff.wall:.2f} s)."
-                     f"{extra}")
+        lines.append(f"- **(a) shardlint wall time <= 0.1x native Ruff's (F rules, all cores) on the torch corpus: "
+                     f"{'met' if q <= 0.1 else 'missed'}.** shardlint {sl.wall:.2f} s vs Ruff {ruff.wall:.2f} s = "
+                     f"{q:.2f}x (goal <= 0.10x; met would need <= {0.1 * ruff.wall:.2f} s). Both use all "
+                     f"{env.get('cores', '?')} cores; CPU time: shardlint {sl.cpu:.2f} s, Ruff {ruff.cpu:.2f} s.")
     else:
-        lines.append("- **(a) shardlint wall <= 0.1x Ruff wasm on torch: not measured** (a run failed or the torch corpus was not measured).")
+        lines.append("- **(a) shardlint wall <= 0.1x native Ruff on torch: not measured** (a run failed or the torch "
+                     "corpus was not measured).")
     if sl and floor:
         q = sl.wall / floor.wall
         lines.append(f"- **(b) shardlint wall time <= 0.5x the single-thread parse-only floor on the torch corpus: "
@@ -523,7 +523,7 @@ def report(raw, out_path):
         lines.append("- **(d) 16x synthetic <= 17x the 1x corpus: not measured** (needs synth-1x and synth-16x).")
     L.extend(lines)
     L.append("")
-    L.extend(dense_goals(get, empties, lsp, lsp_errors, corpora))
+    L.extend(dense_goals(get, lsp, lsp_errors, corpora))
     L.append("")
 
     if failures:
@@ -539,7 +539,7 @@ def report(raw, out_path):
         f.write("\n".join(L).rstrip() + "\n")
 
 
-def dense_goals(get, empties, lsp, lsp_errors, corpora):
+def dense_goals(get, lsp, lsp_errors, corpora):
     """Issue 12's goals on the dense corpus, the accelerate checkout and the editor latency."""
     measured = {c for c, _ in corpora}
     if not (measured & set(ECO_CORPORA)) and not lsp:
@@ -547,19 +547,16 @@ def dense_goals(get, empties, lsp, lsp_errors, corpora):
                 "has none of the checkouts)."]
     out = ["Dense corpus (torchtitan + pytorch-lightning + composer in one run), the accelerate checkout and the editor:\n"]
     sl, floor = get("dense", "shardlint"), get("dense", "parse-floor")
-    ruff, lift = get("dense", "ruff-wasm"), get("dense", "ruff-wasm-liftoff")
+    ruff = get("dense", "ruff")
     if sl and ruff:
         q = sl.wall / ruff.wall
-        extra = ""
-        if lift:
-            extra = (f" Against the `node --liftoff-only` row ({lift.wall:.2f} s) the ratio is {sl.wall / lift.wall:.2f}x"
-                     f" ({'would be met' if sl.wall / lift.wall <= 0.5 else 'would be missed'} there).")
-        out.append(f"- **(e) shardlint wall time <= 0.5x Ruff wasm's (`node` defaults) on the dense corpus: "
-                   f"{'met' if q <= 0.5 else 'missed'}.** shardlint {sl.wall:.2f} s vs Ruff wasm {ruff.wall:.2f} s = "
-                   f"{q:.2f}x (goal <= 0.50x; met would need <= {0.5 * ruff.wall:.2f} s).{extra}")
+        out.append(f"- **(e) shardlint wall time <= 0.5x native Ruff's (F rules, all cores) on the dense corpus: "
+                   f"{'met' if q <= 0.5 else 'missed'}.** shardlint {sl.wall:.2f} s vs Ruff {ruff.wall:.2f} s = "
+                   f"{q:.2f}x (goal <= 0.50x; met would need <= {0.5 * ruff.wall:.2f} s). CPU time: shardlint "
+                   f"{sl.cpu:.2f} s, Ruff {ruff.cpu:.2f} s.")
     else:
-        out.append("- **(e) shardlint wall <= 0.5x Ruff wasm on the dense corpus: not measured** (a run failed or the "
-                   "dense corpus was not measured).")
+        out.append("- **(e) shardlint wall <= 0.5x native Ruff on the dense corpus: not measured** (a run failed or "
+                   "the dense corpus was not measured).")
     if sl and floor:
         q = sl.wall / floor.wall
         out.append(f"- **(f) shardlint wall time <= 2x the single-thread parse-only floor on the dense corpus: "

@@ -2,7 +2,7 @@
  *
  * Parses every .py file under the given directories once, on ONE thread, with the same
  * tree-sitter runtime and tree-sitter-python grammar sources that shardlint links
- * (third_party/node_modules), and prints how many files and bytes it parsed.
+ * (third_party/src, extracted by scripts/setup.sh), and prints how many files and bytes it parsed.
  *
  * It walks directories with shardlint's discovery rules (analyzer/driver/Discovery.cpp:
  * skip hidden folders, node_modules, __pycache__, build, dist, site-packages, venv, env,

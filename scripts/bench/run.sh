@@ -10,9 +10,9 @@
 #   BENCH_OUT=/tmp/results.md scripts/bench/run.sh            # write the report elsewhere
 #   SHARDLINT=/path/to/shardlint scripts/bench/run.sh         # measure another binary (skips the build)
 #
-# Idempotent: Debian packages are installed only when missing, npm packages only when the lockfile
-# changed, the parse floor is recompiled only when a source changed, corpora are regenerated only
-# when the generator changed. Raw measurements go to scripts/bench/build/raw/ (git-ignored).
+# Idempotent: Debian packages are installed only when missing, native Ruff (PyPI, pinned by hash in
+# requirements-bench.txt) only when that file changed, the parse floor is recompiled only when a source
+# changed, corpora are regenerated only when the generator changed. Raw measurements go to scripts/bench/build/raw/ (git-ignored).
 set -euo pipefail
 bench="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$bench/../.." && pwd)"
@@ -33,7 +33,7 @@ SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
 # ------------------------------------------------------------------ Debian packages
 # pylint only for the corpora it runs on (not the checkouts), python3-torch only for the torch corpus
-debs=(time gcc pyflakes3 python3)
+debs=(time gcc pyflakes3 python3 python3-venv)
 for c in $CORPORA; do
   case "$c" in
     torch) debs+=(python3-torch pylint) ;;
@@ -45,7 +45,6 @@ missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-if ! { command -v node >/dev/null && command -v npm >/dev/null; }; then missing+=(nodejs npm); fi
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing Debian packages: ${missing[*]} (python3-torch is a large download)"
   $SUDO apt-get update -qq
@@ -68,30 +67,39 @@ mkdir -p "$bench/build"
 cp "$SL" "$bench/build/shardlint-under-test"
 SL="$bench/build/shardlint-under-test"
 
-# ------------------------------------------------------------------ npm: Ruff's wasm build
-stamp="$bench/node_modules/.bench-lock.sha256"
-want="$(sha256sum "$bench/package-lock.json" | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -d "$bench/node_modules/@astral-sh/ruff-wasm-nodejs" ]; then
-  log "installing pinned npm packages from scripts/bench/package-lock.json"
-  (cd "$bench" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+# ------------------------------------------------------------------ native Ruff from PyPI, pinned by hash
+# requirements-bench.txt pins the version and the wheel's sha256; pip installs it into a private venv
+# (scripts/bench/build/venv, git-ignored) with --require-hashes, again only when that file changed.
+VENV="$bench/build/venv"
+REQ="$bench/requirements-bench.txt"
+stamp="$VENV/.bench-requirements.sha256"
+want="$(sha256sum "$REQ" | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x "$VENV/bin/ruff" ]; then
+  log "installing native Ruff pinned by hash in scripts/bench/requirements-bench.txt into scripts/bench/build/venv"
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --require-hashes -r "$REQ"
   echo "$want" > "$stamp"
 fi
+RUFF="$VENV/bin/ruff"
+[ -x "$RUFF" ] || die "no ruff at $RUFF after installing scripts/bench/requirements-bench.txt"
 
 # ------------------------------------------------------------------ parse-only floor
 mkdir -p "$bench/build"
-# BENCH_THIRD_PARTY: the node_modules folder with tree-sitter and tree-sitter-python (default: this checkout's
-# third_party/node_modules; a git worktree without one uses the main worktree's)
-TP="${BENCH_THIRD_PARTY:-$root/third_party/node_modules}"
-if [ -z "${BENCH_THIRD_PARTY:-}" ] && [ ! -d "$TP/tree-sitter" ]; then
+# BENCH_THIRD_PARTY: the folder scripts/setup.sh extracts the pinned tree-sitter sources into (default: this
+# checkout's third_party/src; a git worktree without one uses the main worktree's)
+TP="${BENCH_THIRD_PARTY:-$root/third_party/src}"
+if [ -z "${BENCH_THIRD_PARTY:-}" ] && [ ! -f "$TP/runtime/tree_sitter/core/lib/src/lib.c" ]; then
   main_wt="$(cd "$root" && cd "$(git rev-parse --git-common-dir 2>/dev/null || echo .)" && cd .. && pwd)"
-  if [ -d "$main_wt/third_party/node_modules/tree-sitter" ]; then
-    TP="$main_wt/third_party/node_modules"
-    log "no third_party/node_modules here: the parse floor uses $TP"
+  if [ -f "$main_wt/third_party/src/runtime/tree_sitter/core/lib/src/lib.c" ]; then
+    TP="$main_wt/third_party/src"
+    log "no third_party/src here: the parse floor uses $TP"
   fi
 fi
-TS="$TP/tree-sitter/vendor/tree-sitter/lib"
-TSPY="$TP/tree-sitter-python/src"
-floor_src=("$bench/parse_floor.c" "$TS/src/lib.c" "$TSPY/parser.c" "$TSPY/scanner.c")
+TS="$TP/runtime/tree_sitter/core/lib"           # the runtime: include/ and src/lib.c
+TSPY="$TP/python-grammar/src"                   # the grammar: parser.c, scanner.c
+TSPY_INC="$TP/python-grammar-include"           # the grammar's tree_sitter/parser.h (as CMakeLists.txt uses it)
+floor_src=("$bench/parse_floor.c" "$TS/src/lib.c" "$TSPY/parser.c" "$TSPY/scanner.c" "$TSPY_INC/tree_sitter/parser.h")
 FLOOR="$bench/build/parse_floor"
 for f in "${floor_src[@]}"; do [ -f "$f" ] || die "missing $f (run scripts/setup.sh)"; done
 rebuild=0
@@ -99,8 +107,15 @@ rebuild=0
 for f in "${floor_src[@]}"; do [ "$f" -nt "$FLOOR" ] && rebuild=1; done
 if [ "$rebuild" = 1 ]; then
   log "compiling the parse-only floor (gcc -O2, same tree-sitter sources as shardlint)"
-  gcc -O2 -DNDEBUG -std=gnu11 -w -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200112L \
-      -I"$TS/include" -I"$TS/src" -I"$TSPY" -o "$FLOOR.tmp" "${floor_src[@]}"
+  # each part with the include path CMakeLists.txt gives it: the runtime with its include/ and src/, the grammar
+  # with its own src/ and the grammar header folder
+  objs="$bench/build/parse_floor.objs"; rm -rf "$objs"; mkdir -p "$objs"
+  cflags=(-O2 -DNDEBUG -std=gnu11 -w -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200112L)
+  gcc "${cflags[@]}" -I"$TS/include" -I"$TS/src" -c "$TS/src/lib.c" -o "$objs/lib.o"
+  gcc "${cflags[@]}" -I"$TSPY" -I"$TSPY_INC" -c "$TSPY/parser.c" -o "$objs/parser.o"
+  gcc "${cflags[@]}" -I"$TSPY" -I"$TSPY_INC" -c "$TSPY/scanner.c" -o "$objs/scanner.o"
+  gcc "${cflags[@]}" -I"$TS/include" -c "$bench/parse_floor.c" -o "$objs/parse_floor.o"
+  gcc -o "$FLOOR.tmp" "$objs/parse_floor.o" "$objs/lib.o" "$objs/parser.o" "$objs/scanner.o"
   mv "$FLOOR.tmp" "$FLOOR"
 fi
 
@@ -233,7 +248,7 @@ wait_quiet() {  # wait_quiet LABEL -> appends "LABEL busy%" to $RAW/busy.tsv
 # tools_for CORPUS -> sets the array TOOLS: pylint is not run on the checkouts (minutes for a 50-file sample
 # that says little about them); the cache rows only on the checkouts, and only with a cache
 tools_for() {
-  TOOLS=(shardlint shardlint-j1 ruff-wasm ruff-wasm-liftoff pyflakes)
+  TOOLS=(shardlint shardlint-j1 ruff pyflakes)
   is_eco "$1" || TOOLS+=(pylint)
   TOOLS+=(parse-floor)
   if is_eco "$1" && [ "$HAS_CACHE" = 1 ]; then
@@ -250,10 +265,9 @@ tool_cmd() {
     shardlint-j1)
       if [ "$HAS_JOBS" = 1 ]; then CMD=("$SL" check "${DIRS[@]}" -q "${MAIN_CACHE[@]}" --jobs 1)
       else CMD=("$SL" check "${DIRS[@]}" -q "${MAIN_CACHE[@]}"); fi ;;
-    ruff-wasm) CMD=(node "$bench/ruff_wasm.mjs" "${DIRS[@]}") ;;
-    # V8's baseline wasm compiler only: no optimizing (TurboFan) compilation of the 10 MB module,
-    # which otherwise runs on background threads and holds up the process exit
-    ruff-wasm-liftoff) CMD=(node --liftoff-only "$bench/ruff_wasm.mjs" "${DIRS[@]}") ;;
+    # native Ruff, pyflakes rules only, on all cores (Ruff's own default parallelism), no cache; --exit-zero:
+    # findings do not make the exit status non-zero, so any non-zero exit is a failure
+    ruff) CMD=("$RUFF" check --select F --no-cache --exit-zero "${DIRS[@]}") ;;
     pyflakes) CMD=(pyflakes3 "${DIRS[@]}") ;;
     pylint)
       local files=()
@@ -345,6 +359,9 @@ for c in "${MEASURED[@]}"; do
   "$PY" "$bench/harness.py" discover "${DIRS[@]}" > "$RAW/$c/files.txt"
   head -n "$PYLINT_SAMPLE" "$RAW/$c/files.txt" > "$RAW/$c/pylint_sample.txt"
   "$PY" "$bench/harness.py" count-all "${DIRS[@]}" > "$RAW/$c/all_py_count.txt"
+  # the files Ruff checks (its own discovery: .gitignore, its default excludes, the projects' own Ruff settings;
+  # .py, .pyi, .ipynb and pyproject.toml by default), from an untimed --show-files run
+  "$RUFF" check --select F --no-cache --exit-zero --show-files "${DIRS[@]}" > "$RAW/$c/ruff_files.txt" 2> /dev/null || true
   log "corpus $c: ${DIRS[*]} ($(wc -l < "$RAW/$c/files.txt") files by shardlint's discovery)"
   ONE_FILE=""; ONE_FILE_ORIG=""
   if is_eco "$c"; then
@@ -409,14 +426,6 @@ if [ "${BENCH_LSP:-1}" = 1 ] && [ "${#ECO_MEASURED[@]}" -gt 0 ]; then
   done
 fi
 
-# Ruff wasm's fixed cost (Node start-up + compiling the 10 MB wasm module), on an empty directory
-empty="$bench/build/empty"; mkdir -p "$empty"
-DIRS=("$empty"); COPY_DIRS=()
-for run in $(seq 1 "$RUNS"); do
-  measure _empty ruff-wasm "$run" /dev/null
-  measure _empty ruff-wasm-liftoff "$run" /dev/null
-done
-
 # ------------------------------------------------------------------ environment + report
 {
   printf 'date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -434,8 +443,7 @@ done
   printf 'max_busy\t%s\n' "${BENCH_MAX_BUSY:-15}"
   printf 'retries\t%s\n' "${BENCH_RETRIES:-2}"
   printf 'pylint_sample\t%s\n' "$PYLINT_SAMPLE"
-  printf 'ruff\t%s\n' "$(cd "$bench" && node -e 'console.log(require("@astral-sh/ruff-wasm-nodejs").Workspace.version())' 2>&1)"
-  printf 'node\t%s\n' "$(node --version)"
+  printf 'ruff\t%s\n' "$("$RUFF" --version 2>&1 | head -1) (PyPI wheel, sha256 $(grep -o 'sha256:[0-9a-f]*' "$REQ" | head -1 | cut -c8-23)...)"
   printf 'pyflakes\t%s\n' "$(pyflakes3 --version 2>&1 | head -1)"
   printf 'pylint\t%s\n' "$(if command -v pylint > /dev/null; then pylint --version 2>&1 | head -2 | tr '\n' ' '; else echo 'not installed (no corpus measured needs it)'; fi)"
   printf 'torch\t%s\n' "$(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo 'not installed (torch corpus not measured)')"
