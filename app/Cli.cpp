@@ -735,7 +735,9 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   probeCmd->add_option("--nproc", po.nproc, "Ranks per node (default 2)")->check(CLI::Range(1, 1024));
   probeCmd->add_option("--backend", po.backend, "auto (default), nccl or gloo")
       ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
-  probeCmd->add_option("--python", po.python, "Python interpreter with torch (default python3)");
+  probeCmd->add_option("--python", po.python,
+                       "Python interpreter with torch (default: $SHARDLINT_PROBE_PYTHON, else the probe-venv "
+                       "scripts/setup-probe.sh makes beside this executable, else python3)");
   probeCmd->add_option("--timeout", po.timeoutSeconds, "Seconds per launched run (default 300)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
@@ -790,6 +792,7 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
       return kExitUsage;
     }
     if (probeCmd->count("--master-port")) po.masterPort = masterPort;
+    if (!probeCmd->count("--python")) po.python = probe::defaultPython();
     po.format = pa.format;
     po.scriptArgs = scriptArgs;
     if (!pa.paths.empty()) po.script = pa.paths.front();

@@ -1119,6 +1119,22 @@ TEST_CASE("probe recorded: real runs' reports parse and give the verdicts they g
   SUCCEED();
 }
 
+TEST_CASE("probe python: $SHARDLINT_PROBE_PYTHON, then build/probe-venv beside shardlint, then python3", "[probe]") {
+  ProbeTempDir dir;
+  auto python = dir.write("fake-python", kFakePython, true);
+  // The CLI uses the variable without --python: the fake answers the torch check with its synthetic torch.
+  CliResult r = runShardlint("probe --format json fixtures/python/SL101_alias.py", dir.path() / "err.txt",
+                             "SHARDLINT_PROBE_PYTHON=" + shellQuote(python.string()) + " FAKE_LAUNCH=stale");
+  INFO(r.err);
+  CHECK(r.err.find("shardlint probe: " + python.string() + ": python ") != std::string::npos);
+  // In this process: the variable, else the probe environment next to the test binary's folder, else python3.
+  ::setenv("SHARDLINT_PROBE_PYTHON", "/opt/py/bin/python", 1);
+  CHECK(shardlint::probe::defaultPython() == "/opt/py/bin/python");
+  ::unsetenv("SHARDLINT_PROBE_PYTHON");
+  fs::path beside = fs::read_symlink("/proc/self/exe").parent_path() / "probe-venv" / "bin" / "python";
+  CHECK(shardlint::probe::defaultPython() == (fs::exists(beside) ? beside.string() : std::string("python3")));
+}
+
 TEST_CASE("probe preflight: $SHARDLINT_PREFLIGHT overrides where the preflight is looked for", "[probe]") {
   const char* old = std::getenv("SHARDLINT_PREFLIGHT");
   std::string saved = old ? old : "";

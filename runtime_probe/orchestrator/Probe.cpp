@@ -1826,6 +1826,17 @@ int Session::run(std::vector<Diagnostic>& diags) {
 // Preflight
 // ============================================================================================
 
+std::string defaultPython() {
+  if (const char* env = std::getenv("SHARDLINT_PROBE_PYTHON"); env && *env) return env;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path venv = self.parent_path() / "probe-venv" / "bin" / "python";
+    if (fs::exists(venv, ec)) return venv.string();
+  }
+  return "python3";
+}
+
 std::string preflightPath() {
   // $SHARDLINT_PREFLIGHT, then next to this executable (an installed or relocated build: the
   // build tree and `install()` both put it beside `shardlint`), then the path CMake built it at.

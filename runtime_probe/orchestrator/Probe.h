@@ -228,4 +228,9 @@ int runPreflight(std::ostream& err, const std::vector<std::string>& args = {});
 // The preflight binary's path ("" when not built).
 std::string preflightPath();
 
+// The interpreter `shardlint probe` runs without --python: $SHARDLINT_PROBE_PYTHON, else the probe
+// environment scripts/setup-probe.sh makes next to the executable (build/probe-venv/bin/python beside
+// build/shardlint), else `python3` from PATH.
+std::string defaultPython();
+
 }  // namespace shardlint::probe
