@@ -15,11 +15,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 log() { printf '[setup-probe] %s\n' "$*" >&2; }
 
+. scripts/lib/pinned-venv.sh
 reqs="scripts/requirements-probe.txt"
 venv="build/probe-venv"
-stamp="$venv/.shardlint-requirements.sha256"
-want="$(sha256sum "$reqs" | cut -d' ' -f1)"
-if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+if pinned_venv_current "$venv" "$reqs"; then
   log "$venv is up to date ($reqs)"
   exit 0
 fi
@@ -30,19 +29,12 @@ start=$(date +%s)
 log "creating $venv and installing $reqs (about 2.9 GB the first time)"
 wheels="${SHARDLINT_WHEELHOUSE:-$HOME/.cache/shardlint/wheels}"
 mkdir -p "$wheels"
-install() {  # into a fresh venv, from the wheelhouse only; pip checks every wheel against its hash
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
-    --no-index --find-links "$wheels" -r "$reqs"
-}
-if ! install 2>/dev/null; then
-  log "downloading what $wheels lacks (pip checks each file's hash)"
+# From the wheelhouse only; what it lacks is downloaded first (pip checks each file's hash either way).
+if ! pinned_venv_make python3 "$venv" "$reqs" --no-index --find-links "$wheels" 2>/dev/null; then
+  log "downloading what $wheels lacks"
   python3 -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes \
     --find-links "$wheels" -d "$wheels" -r "$reqs"
   log "wheels ready after $(( $(date +%s) - start )) s"
-  install
+  pinned_venv_make python3 "$venv" "$reqs" --no-index --find-links "$wheels"
 fi
-"$venv/bin/python" -m pip check --disable-pip-version-check >&2 || { log "error: pip check failed"; exit 1; }
-echo "$want" > "$stamp"
 log "installed in $(( $(date +%s) - start )) s: $("$venv/bin/python" -c 'import torch, accelerate, lightning; print("torch", torch.__version__, "accelerate", accelerate.__version__, "lightning", lightning.__version__)')"

@@ -37,8 +37,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   mkdir -p third_party/dist
   # one pin a line: NAME==VERSION --hash=sha256:HEX # ROLE
   pins=()
-  while read -r spec hash _hash role _rest; do
-    case "$spec" in ''|'#'*) continue ;; esac
+  while read -r spec hash _hash role; do
     pins+=("${spec%%==*} ${spec##*==} ${hash#--hash=sha256:} $role")
   done < <(sed 's/#/ # /' "$lock" | awk '$1 !~ /^#/ && NF { print $1, $2, $3, $4 }')
   # An sdist is NAME-VERSION.tar.gz, with '-' in NAME written as '_' by newer build tools.
@@ -77,15 +76,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 # --- Python test tools from PyPI into build/venv (scripts/requirements-test.txt) -------------------
-reqs="scripts/requirements-test.txt"
-vstamp="build/venv/.shardlint-requirements.sha256"
-vwant="$(sha256sum "$reqs" | cut -d' ' -f1)"
-if [ ! -x build/venv/bin/python ] || [ ! -f "$vstamp" ] || [ "$(cat "$vstamp")" != "$vwant" ]; then
-  log "installing the pinned Python test tools into build/venv ($reqs)"
-  rm -rf build/venv
-  python3 -m venv build/venv
-  build/venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r "$reqs"
-  echo "$vwant" > "$vstamp"
+. scripts/lib/pinned-venv.sh
+if ! pinned_venv_current build/venv scripts/requirements-test.txt; then
+  log "installing the pinned Python test tools into build/venv (scripts/requirements-test.txt)"
+  pinned_venv_make python3 build/venv scripts/requirements-test.txt
 fi
 
 # --- build ----------------------------------------------------------------

