@@ -83,6 +83,16 @@ bool addressInUse(const std::string& output) {
   return contains(output, "EADDRINUSE") || contains(lower(output), "address already in use");
 }
 
+// The API a replay uses, in words.
+std::string wrapApiName(const ReplaySpec& s) {
+  if (s.wrapApi == "fully_shard") return "FSDP2 `fully_shard`";
+  if (s.wrapApi == "fsdp1")
+    return std::string("FSDP1 (use_orig_params=") + (s.useOrigParams ? "True" : "False") + ")";
+  if (s.wrapApi == "accelerate") return "accelerate FSDP" + std::to_string(s.fsdpVersion) + " `prepare`";
+  if (s.wrapApi == "fabric") return "Lightning Fabric FSDPStrategy";
+  return s.wrapApi;
+}
+
 // Whether the replay of `s` needs FSDP2 (`fully_shard`).
 bool usesFsdp2(const ReplaySpec& s) {
   return s.wrapApi == "fully_shard" || (s.wrapApi == "accelerate" && s.fsdpVersion == 2);
@@ -172,7 +182,10 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
       s.wrapApi = "accelerate";
       s.fsdpVersion = 2;
     } else if (contains(text, "Fabric")) {
-      return fail("the replay does not model Lightning Fabric's `setup_module`; use --mode script");
+      // Lightning's FSDPStrategy defaults to use_orig_params=True (since 2.1); the replay follows the source.
+      s.wrapApi = "fabric";
+      s.fsdpVersion = 1;
+      s.useOrigParams = !std::regex_search(source, std::regex(R"(use_orig_params\s*=\s*False)"));
     } else {
       return fail("cannot tell which FSDP API the finding is about from its message");
     }
@@ -331,69 +344,25 @@ TorchInfo probeTorch(const std::string& python, double timeoutSeconds) {
 }
 
 namespace {
-const char* kCpuFsdpSelfTest = R"PY(
-import json, os, sys, tempfile
+// The self-test lives in the instrumentation package (runtime_probe/python/shardlint_probe/selftest.py);
+// this stub runs it with the package on PYTHONPATH.
+const char* kCpuFsdpSelfTest =
+    "import sys\n"
+    "from shardlint_probe.selftest import main\n"
+    "if __name__ == \"__main__\":  # torch.multiprocessing imports this file again in each rank\n"
+    "    sys.exit(main())\n";
 
-def work(rank, world, store, out_dir):
-    import torch, torch.distributed as dist
-    res = {}
-    try:
-        dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
-    except BaseException as e:
-        res["init"] = "%s: %s" % (type(e).__name__, e)
-        json.dump(res, open(os.path.join(out_dir, "%d.json" % rank), "w"))
-        return
-    try:
-        try:
-            from torch.distributed.fsdp import fully_shard
-        except ImportError:
-            from torch.distributed._composable.fsdp import fully_shard
-        from torch.distributed.device_mesh import init_device_mesh
-        torch.manual_seed(0)
-        m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
-        mesh = init_device_mesh("cpu", (world,))
-        for layer in m:
-            fully_shard(layer, mesh=mesh)
-        fully_shard(m, mesh=mesh)
-        opt = torch.optim.AdamW(m.parameters(), lr=0.1)
-        m(torch.randn(4, 8)).sum().backward()
-        opt.step()
-        res["fsdp2"] = True
-    except BaseException as e:
-        res["fsdp2"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-    try:
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-        torch.manual_seed(0)
-        m = FSDP(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)), use_orig_params=True)
-        opt = torch.optim.AdamW(m.parameters(), lr=0.1)
-        m(torch.randn(4, 8)).sum().backward()
-        opt.step()
-        res["fsdp1"] = True
-    except BaseException as e:
-        res["fsdp1"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
-    json.dump(res, open(os.path.join(out_dir, "%d.json" % rank), "w"))
-    dist.destroy_process_group()
-
-if __name__ == "__main__":
-    import torch.multiprocessing as mp
-    d = tempfile.mkdtemp(prefix="shardlint-cpu-fsdp-")
-    mp.spawn(work, args=(2, os.path.join(d, "store"), d), nprocs=2, join=True)
-    out = {}
-    for key in ("fsdp2", "fsdp1"):
-        vals = []
-        for r in range(2):
-            p = os.path.join(d, "%d.json" % r)
-            v = json.load(open(p)) if os.path.exists(p) else {"init": "rank %d wrote nothing" % r}
-            vals.append(v.get(key, v.get("init", "not run")))
-        bad = [v for v in vals if v is not True]
-        out[key] = True if not bad else bad[0]
-    import shutil
-    shutil.rmtree(d, ignore_errors=True)
-    print(json.dumps(out))
-)PY";
+// The self-test's name for the API a replay needs on CPU.
+std::string selfTestKey(const ReplaySpec& s) {
+  if (s.wrapApi == "fully_shard") return "fsdp2";
+  if (s.wrapApi == "fsdp1") return s.useOrigParams ? "fsdp1_orig" : "fsdp1_flat";
+  if (s.wrapApi == "accelerate") return "accelerate_fsdp" + std::to_string(s.fsdpVersion);
+  if (s.wrapApi == "fabric") return "fabric";
+  return "";
+}
 }  // namespace
 
-void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info) {
+void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info, const std::string& packageDir) {
   std::error_code ec;
   // A fresh file (mkstemps: O_EXCL, mode 0600): a predictable name in the shared temporary
   // folder could be a planted symbolic link, and writing through it would clobber its target.
@@ -415,6 +384,10 @@ void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& i
   o.killGraceSeconds = 1;
   o.env["CUDA_VISIBLE_DEVICES"] = "";
   o.env["OMP_NUM_THREADS"] = "1";
+  if (!packageDir.empty()) {
+    const char* oldPath = std::getenv("PYTHONPATH");
+    o.env["PYTHONPATH"] = packageDir + (oldPath && *oldPath ? ":" + std::string(oldPath) : "");
+  }
   RunResult r = runProcess({python, script.string()}, o);
   fs::remove(script, ec);
   info.cpuFsdp1 = false;
@@ -439,6 +412,33 @@ void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& i
   };
   take("fsdp2", info.cpuFsdp2);
   take("fsdp1", info.cpuFsdp1);
+  for (const char* k : {"fsdp2", "fsdp1_orig", "fsdp1_flat", "accelerate_fsdp2", "accelerate_fsdp1", "fabric"}) {
+    if (!j.contains(k)) continue;
+    if (j[k].is_boolean())
+      info.cpuChecks[k] = j[k].get<bool>() ? "" : "failed";
+    else if (j[k].is_string())
+      info.cpuChecks[k] = j[k].get<std::string>();
+  }
+  if (j.contains("notes") && j["notes"].is_array())
+    for (const auto& n : j["notes"])
+      if (n.is_string()) info.cpuNotes.push_back(n.get<std::string>());
+}
+
+std::string cpuSelfTestSummary(const TorchInfo& info) {
+  static const std::vector<std::pair<std::string, std::string>> names = {
+      {"fsdp2", "FSDP2 fully_shard"},
+      {"fsdp1_orig", "FSDP1 use_orig_params=True"},
+      {"fsdp1_flat", "FSDP1 use_orig_params=False"},
+      {"accelerate_fsdp2", "accelerate FSDP2 prepare"},
+      {"accelerate_fsdp1", "accelerate FSDP1 prepare"},
+      {"fabric", "Lightning Fabric FSDPStrategy"}};
+  std::string out;
+  for (const auto& [key, name] : names) {
+    auto it = info.cpuChecks.find(key);
+    if (it == info.cpuChecks.end()) continue;
+    out += (out.empty() ? "" : "; ") + name + ": " + (it->second.empty() ? "ok" : it->second);
+  }
+  return out;
 }
 
 int applyCudaVisibleDevices(int devices, const char* cvd) {
@@ -984,6 +984,10 @@ std::optional<RankReport> parseRankReport(const std::string& text, std::string* 
   str("exception_type", r.exceptionType);
   str("exception_message", r.exceptionMessage);
   num("elapsed_seconds", r.elapsedSeconds);
+  if (const json* v = field("notes", &json::is_array, "a list")) {
+    for (const auto& n : *v)
+      if (n.is_string()) r.notes.push_back(n.get<std::string>());
+  }
   // `probe_error` (an extra of the Python reports): the probe could not do its job on this rank
   // (torch or accelerate missing or too old, no process group). It travels as a ProbeError
   // exception when the rank recorded no framework exception of its own.
@@ -1044,7 +1048,9 @@ bool isMixedDTensor(const RankReport& r) {
 }
 bool isSl101FrameworkError(const RankReport& r) {
   return contains(r.exceptionMessage, "FlatParameter") || isMixedDTensor(r) || isShardedKeyError(r) ||
-         contains(r.exceptionMessage, "can't optimize a non-leaf Tensor");
+         contains(r.exceptionMessage, "can't optimize a non-leaf Tensor") ||
+         // Lightning's FSDPStrategy.setup_optimizer on an optimizer built before setup_module
+         contains(r.exceptionMessage, "does not seem to reference any FSDP parameters");
 }
 
 // The run could not test anything: the probe's own environment failed.
@@ -1103,9 +1109,16 @@ ProbeResult decide(const std::string& code, const std::vector<RankReport>& repor
     for (const auto& r : reports) ws = std::max(ws, r.worldSize);
     if (ws > 0) res.worldSize = ws;
   }
+  // The ranks' notes (what the replay adapted, e.g. accelerate's FSDP switched on in CPU
+  // processes) travel with the evidence, each once.
+  std::vector<std::string> rankNotes;
+  for (const auto& r : reports)
+    for (const auto& n : r.notes)
+      if (std::find(rankNotes.begin(), rankNotes.end(), n) == rankNotes.end()) rankNotes.push_back(n);
   auto verdict = [&](Verdict v, std::string evidence) {
     res.verdict = v;
     res.evidence = std::move(evidence);
+    for (const auto& n : rankNotes) res.evidence += " (note: " + firstLine(n, 300) + ")";
     return res;
   };
 
@@ -1615,8 +1628,11 @@ int Session::run(std::vector<Diagnostic>& diags) {
                  (o.backend == "nccl" && gpus < o.nproc && o.nproc >= 2);
   if (wantCpu && torch_.gloo) {
     log_ << "shardlint probe: checking FSDP on CPU with gloo (2 ranks, one step)...\n";
-    probeCpuFsdp(o.python, std::min(o.timeoutSeconds, 180.0), torch_);
+    probeCpuFsdp(o.python, std::min(o.timeoutSeconds, 180.0), torch_, pyDir);
     if (interrupted()) return 130;
+    if (std::string summary = cpuSelfTestSummary(torch_); !summary.empty())
+      log_ << "shardlint probe: CPU self-test (2 gloo ranks, one step each): " << summary << "\n";
+    for (const auto& n : torch_.cpuNotes) log_ << "  note: " << n << "\n";
   }
   BackendChoice choice = chooseBackend(o.backend, o.nproc, gpus, torch_, needsFsdp2);
   if (!choice.ok) {
@@ -1773,6 +1789,13 @@ int Session::run(std::vector<Diagnostic>& diags) {
         continue;
       }
       if (choice.device == "cpu") {
+        auto check = torch_.cpuChecks.find(selfTestKey(*spec));
+        if (check != torch_.cpuChecks.end() && !check->second.empty()) {
+          finish(i, errorResult("gloo on CPU cannot run " + wrapApiName(*spec) + " with torch " + torch_.torchVersion +
+                                (torch_.accelerateVersion.empty() ? "" : ", accelerate " + torch_.accelerateVersion) +
+                                ": the CPU self-test failed with " + check->second));
+          continue;
+        }
         std::optional<bool> ok = usesFsdp2(*spec) ? torch_.cpuFsdp2 : torch_.cpuFsdp1;
         if (ok.has_value() && !*ok) {
           finish(i, errorResult("gloo on CPU cannot run " + api + " with torch " + torch_.torchVersion +

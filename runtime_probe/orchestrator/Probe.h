@@ -44,6 +44,11 @@ struct TorchInfo {
   // The CPU self-test (two gloo ranks on CPU, one forward/backward/step): run on demand.
   std::optional<bool> cpuFsdp2, cpuFsdp1;
   std::string cpuFsdpError;
+  // Every API the self-test tried on CPU (runtime_probe/python/shardlint_probe/selftest.py): "fsdp2",
+  // "fsdp1_orig", "fsdp1_flat", "accelerate_fsdp2", "accelerate_fsdp1", "fabric" -> "" (a step ran)
+  // or the error; and what it adapted to run there (notes).
+  std::map<std::string, std::string> cpuChecks;
+  std::vector<std::string> cpuNotes;
 };
 
 // The Python snippet behind probeTorch (printed JSON, one line).
@@ -53,7 +58,11 @@ TorchInfo probeTorch(const std::string& python, double timeoutSeconds);
 // Parses the snippet's JSON line (exposed for tests).
 TorchInfo parseTorchInfo(const std::string& output);
 // Two gloo ranks on CPU (torch.multiprocessing, a FileStore: no port): does FSDP2 / FSDP1 train a step?
-void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info);
+// `packageDir`: runtime_probe/python (the self-test is shardlint_probe.selftest).
+void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info,
+                  const std::string& packageDir = "");
+// One line: what the self-test found for each API it tried.
+std::string cpuSelfTestSummary(const TorchInfo& info);
 
 // GPUs visible to this process: `nvidia-smi -L` (or /proc/driver/nvidia/gpus), then limited by
 // CUDA_VISIBLE_DEVICES. `cudaVisibleDevices` nullptr: read the environment.

@@ -75,6 +75,9 @@ std::string wrapApiText(const ReplaySpec& spec) {
   if (spec.wrapApi == "fully_shard") return "FSDP2 fully_shard";
   if (spec.wrapApi == "fsdp1")
     return std::string("FSDP1 FullyShardedDataParallel(use_orig_params=") + pyBool(spec.useOrigParams) + ")";
+  if (spec.wrapApi == "fabric")
+    return std::string("Lightning Fabric FSDPStrategy(use_orig_params=") + pyBool(spec.useOrigParams) +
+           "), setup_module then setup_optimizers";
   if (spec.fsdpVersion == 2) return "accelerate FullyShardedDataParallelPlugin(fsdp_version=2), Accelerator.prepare";
   return std::string("accelerate FullyShardedDataParallelPlugin(fsdp_version=1, use_orig_params=") +
          pyBool(spec.useOrigParams) + "), Accelerator.prepare";
@@ -119,7 +122,7 @@ void acceleratePrelude(Lines& b, const ReplaySpec& spec) {
     b.push_back("s.require_accelerate(rt.compat.ACCELERATE_MIN_FSDP2, \"FullyShardedDataParallelPlugin(fsdp_version=2)\")");
   else
     b.push_back("s.require_accelerate(rt.compat.ACCELERATE_MIN, \"accelerate FSDP1\")");
-  b.push_back("s.init_distributed()  # the process group accelerate then uses");
+  b.push_back("env = s.init_distributed()  # the process group accelerate then uses");
   b.push_back("from accelerate import Accelerator");
   b.push_back("from accelerate.utils import FullyShardedDataParallelPlugin");
   if (spec.fsdpVersion == 2) {
@@ -129,8 +132,18 @@ void acceleratePrelude(Lines& b, const ReplaySpec& spec) {
     b.push_back("plugin = FullyShardedDataParallelPlugin(use_orig_params=" + pyBool(spec.useOrigParams) +
                 ", **rt.fsdp_version_kwargs(1))");
   }
-  b.push_back("accelerator = Accelerator(fsdp_plugin=plugin)");
-  b.push_back("s.check_accelerator(accelerator)");
+  b.push_back("accelerator = Accelerator(fsdp_plugin=plugin, cpu=env.device.type == \"cpu\")");
+  b.push_back("s.check_accelerator(accelerator, plugin)");
+  b.push_back("model = rt.build_standin()");
+}
+
+void fabricPrelude(Lines& b, const ReplaySpec& spec) {
+  b.push_back("s.require_torch(rt.compat.TORCH_MIN, \"Lightning Fabric FSDP\")");
+  b.push_back("env = s.init_distributed()  # the process group Fabric then uses");
+  b.push_back("fabric_cls = s.require_fabric()");
+  b.push_back("fabric = fabric_cls(strategy=rt.fabric_fsdp_strategy(env, use_orig_params=" + pyBool(spec.useOrigParams) +
+              "), **rt.fabric_device_kwargs(env))");
+  b.push_back("fabric.launch()");
   b.push_back("model = rt.build_standin()");
 }
 
@@ -173,6 +186,15 @@ Lines body(const ReplaySpec& spec) {
       b.push_back("s.phase(\"wrap\")");
       b.push_back(fsdp1Wrap(spec, false));
       b.push_back("s.run_first_step(model, optimizer)");
+    } else if (api == "fabric") {
+      fabricPrelude(b, spec);
+      b.push_back("# The optimizer is built from the model's parameters first ...");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("# ... then Fabric wraps the model (FSDP1) and is handed the pre-built optimizer.");
+      b.push_back("s.phase(\"wrap\")");
+      b.push_back("model = fabric.setup_module(model)");
+      b.push_back("optimizer = fabric.setup_optimizers(optimizer)");
+      b.push_back("s.run_first_step(model, optimizer, device=fabric.device, backward=fabric.backward)");
     } else {
       acceleratePrelude(b, spec);
       b.push_back("# The optimizer is built from the model's parameters first ...");
@@ -248,7 +270,7 @@ const std::vector<std::string>& replayShapes() {
 }
 
 const std::vector<std::string>& replayWrapApis() {
-  static const std::vector<std::string> apis = {"fully_shard", "fsdp1", "accelerate"};
+  static const std::vector<std::string> apis = {"fully_shard", "fsdp1", "accelerate", "fabric"};
   return apis;
 }
 
@@ -264,7 +286,7 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   };
   if (!listed(replayShapes(), shape)) return no("unknown replay shape '" + shape + "'");
   if (!listed(replayWrapApis(), api))
-    return no("unknown wrap API '" + api + "' (fully_shard, fsdp1 or accelerate)");
+    return no("unknown wrap API '" + api + "' (fully_shard, fsdp1, accelerate or fabric)");
   if (api == "accelerate" && spec.fsdpVersion != 1 && spec.fsdpVersion != 2)
     return no("accelerate fsdp_version must be 1 or 2, not " + std::to_string(spec.fsdpVersion));
   bool ok = false;

@@ -12,8 +12,8 @@ struct ReplaySpec {
   std::string code;        // "SL101", "SL102", "SL103"
   std::string path;        // the finding's file (as reported)
   int line = 0;            // 1-based
-  std::string wrapApi;     // "fully_shard" | "fsdp1" | "accelerate"
-  bool useOrigParams = false;              // FSDP1 / accelerate FSDP1
+  std::string wrapApi;     // "fully_shard" | "fsdp1" | "accelerate" | "fabric" (Lightning Fabric FSDPStrategy)
+  bool useOrigParams = false;              // FSDP1 / accelerate FSDP1 / Fabric
   int fsdpVersion = 2;                     // accelerate: 1 or 2
   std::string optimizer = "torch.optim.AdamW";  // qualified optimizer class (falls back to AdamW)
   // SL101: optimizer built before the wrap; SL102: a free parameter added (after the wrap,
@@ -35,6 +35,7 @@ struct RankReport {
   std::optional<bool> diverged;       // ranks disagree on parameters outside FSDP after a step
   std::string exceptionType, exceptionMessage;  // empty when none
   double elapsedSeconds = 0;
+  std::vector<std::string> notes;     // what the rank adapted or noticed (e.g. accelerate FSDP on CPU)
 };
 
 enum class Verdict { Confirmed, NotReproduced, NotReached, ProbeError };

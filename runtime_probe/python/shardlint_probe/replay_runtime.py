@@ -144,7 +144,9 @@ class DistEnv:
         self.local_rank = local_rank
         self.backend = backend
         self.device = device                     # torch.device for the model and the data
-        self.device_id = device if device.type == "cuda" else None  # FSDP1's device_id
+        # FSDP1's device_id. On CPU it must be given: without it FSDP1 (torch 2.6+) looks for an
+        # accelerator and raises "FSDP needs a non-CPU accelerator device" when there is none.
+        self.device_id = device
         self._mesh = None
 
     @property
@@ -238,6 +240,81 @@ def fsdp_version_kwargs(version: int) -> Dict[str, int]:
     return {}
 
 
+def enable_accelerate_fsdp_on_cpu(accelerator: Any, plugin: Any) -> Optional[str]:
+    """In CPU processes accelerate leaves distributed_type at MULTI_CPU even with an FSDP plugin
+    (AcceleratorState switches to FSDP only for MULTI_GPU, MULTI_NPU, ...). This switches the state
+    to FSDP with `plugin`, as accelerate does on accelerators, and returns the note that says so;
+    None when there was nothing to switch."""
+    kind = getattr(getattr(accelerator, "distributed_type", None), "name", "")
+    if kind != "MULTI_CPU" or plugin is None:
+        return None
+    from accelerate.utils import DistributedType
+
+    state = accelerator.state
+    state.distributed_type = DistributedType.FSDP
+    state.fsdp_plugin = plugin
+    return (f"accelerate {compat.accelerate_version()} enables FSDP only on accelerators (distributed_type "
+            f"MULTI_CPU in CPU processes): the probe set distributed_type FSDP with the plugin, as accelerate "
+            f"does on GPUs")
+
+
+# ---- Lightning Fabric -----------------------------------------------------------------------------
+
+
+def _fabric_modules() -> tuple:
+    """(Fabric, FSDPStrategy) from `lightning.fabric` (the `lightning` package) or `lightning_fabric`."""
+    errors = []
+    for package in ("lightning.fabric", "lightning_fabric"):
+        try:
+            fabric_mod = importlib.import_module(package)
+            strategies = importlib.import_module(package + ".strategies")
+            return fabric_mod.Fabric, strategies.FSDPStrategy
+        except Exception as exc:  # ImportError, or a lightning that fails to import
+            errors.append(f"{package}: {type(exc).__name__}: {exc}")
+    raise compat.ProbeEnvironmentError(
+        "Lightning Fabric is not importable in this Python (" + sys.executable + "): " + "; ".join(errors))
+
+
+def fabric_device_kwargs(env: DistEnv) -> Dict[str, Any]:
+    """Fabric's accelerator, devices and num_nodes for the ranks torch.distributed.run started."""
+    local = report_mod.env_int("LOCAL_WORLD_SIZE", env.world_size)
+    return {"accelerator": "cuda" if env.device.type == "cuda" else "cpu", "devices": local,
+            "num_nodes": max(1, env.world_size // max(1, local))}
+
+
+def fabric_fsdp_strategy(env: DistEnv, use_orig_params: bool) -> Any:
+    """Lightning's FSDPStrategy; in CPU processes a subclass that lets it run there.
+
+    Fabric refuses FSDP on CPU ("FSDP is only available on GPU", a check in its connector that a
+    subclass of FSDPStrategy passes), and its setup_module passes `device_id=root_device.index`, None
+    on CPU, which FSDP1 refuses without an accelerator. The subclass only gives FSDP1 the CPU
+    device_id; Fabric's own setup_module and setup_optimizer run unchanged.
+    """
+    _, strategy_cls = _fabric_modules()
+    kwargs = {} if use_orig_params else {"use_orig_params": False}
+    if env.device.type != "cpu":
+        return strategy_cls(**kwargs)
+
+    class CpuFSDPStrategy(strategy_cls):  # type: ignore[misc, valid-type]
+        def setup_module(self, module: Any) -> Any:
+            import torch
+            import torch.distributed.fsdp as fsdp_mod
+
+            original = fsdp_mod.FullyShardedDataParallel
+
+            class CpuFSDP(original):  # type: ignore[misc, valid-type]
+                def __init__(self, *args: Any, device_id: Any = None, **kw: Any) -> None:
+                    super().__init__(*args, device_id=torch.device("cpu") if device_id is None else device_id, **kw)
+
+            fsdp_mod.FullyShardedDataParallel = CpuFSDP
+            try:
+                return super().setup_module(module)
+            finally:
+                fsdp_mod.FullyShardedDataParallel = original
+
+    return CpuFSDPStrategy(**kwargs)
+
+
 # ---- optimizers -----------------------------------------------------------------------------------
 
 
@@ -289,12 +366,28 @@ class ReplaySession:
     def require_accelerate(self, minimum: str = compat.ACCELERATE_MIN, why: str = "") -> Any:
         return compat.require_accelerate(minimum, why)
 
+    def require_fabric(self) -> Any:
+        """Lightning's Fabric class (lightning.fabric or lightning_fabric); ProbeEnvironmentError if absent."""
+        fabric_cls, _ = _fabric_modules()
+        if self.env is not None and self.env.device.type == "cpu":
+            self.report.add_note("Lightning Fabric refuses FSDP on CPU (\"FSDP is only available on GPU\"): the "
+                                 "replay runs Fabric's FSDPStrategy through a subclass that gives FSDP1 the CPU device")
+        return fabric_cls
+
     def init_distributed(self) -> DistEnv:
         self.env = init_distributed(self.report)
         return self.env
 
-    def check_accelerator(self, accelerator: Any) -> None:
-        """accelerate turns FSDP on only for multi-accelerator setups: anything else replays nothing."""
+    def check_accelerator(self, accelerator: Any, plugin: Any = None) -> None:
+        """accelerate turns FSDP on only for multi-accelerator setups (MULTI_GPU, MULTI_NPU, ...; see
+        AcceleratorState in accelerate/state.py): on CPU processes it stays MULTI_CPU and prepare()
+        would not shard at all. On a gloo/CPU run the probe switches the state to FSDP with the
+        finding's plugin, which is what accelerate itself does on GPUs, and says so in the report;
+        prepare() then runs accelerate's own FSDP code. Anything else replays nothing."""
+        if self.env is not None and self.env.backend == "gloo":
+            note = enable_accelerate_fsdp_on_cpu(accelerator, plugin)
+            if note:
+                self.report.add_note(note)
         kind = getattr(getattr(accelerator, "distributed_type", None), "name", str(getattr(accelerator, "distributed_type", "")))
         if kind != "FSDP":
             raise compat.ProbeEnvironmentError(
