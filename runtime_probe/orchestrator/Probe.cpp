@@ -118,7 +118,9 @@ std::string_view verdictName(Verdict v) {
   return "probe-error";
 }
 
-bool probedCode(std::string_view code) { return code == "SL101" || code == "SL102" || code == "SL103"; }
+bool probedCode(std::string_view code) {
+  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL402";
+}
 
 // ============================================================================================
 // Replay specs
@@ -156,7 +158,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     if (whyNot) *whyNot = std::move(why);
     return std::nullopt;
   };
-  if (!probedCode(d.code)) return fail(d.code + " is not a rule the probe tests (SL101, SL102, SL103)");
+  if (!probedCode(d.code)) return fail(d.code + " is not a rule the probe tests (SL101, SL102, SL103, SL402)");
   ReplaySpec s;
   s.code = d.code;
   s.path = d.location.path;
@@ -166,7 +168,14 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
   if (d.location.range.end > d.location.range.begin && d.location.range.end <= source.size())
     at = source.substr(d.location.range.begin, d.location.range.end - d.location.range.begin);
 
-  if (d.code == "SL101") {
+  if (d.code == "SL402") {
+    // accelerate FSDP1 with use_orig_params false (the plugin's default or the config's) and an
+    // optimizer built before prepare: SL101's accelerate FSDP1 replay, judged like SL101.
+    s.shape = "optimizer-before-wrap";
+    s.wrapApi = "accelerate";
+    s.fsdpVersion = 1;
+    s.useOrigParams = false;
+  } else if (d.code == "SL101") {
     s.shape = "optimizer-before-wrap";
     if (contains(text, "FSDP2 `fully_shard`")) {
       s.wrapApi = "fully_shard";
@@ -631,8 +640,11 @@ std::vector<std::string> launchCommand(const LaunchSpec& spec) {
   cmd.insert(cmd.end(),
              {spec.python, "-m", "torch.distributed.run", "--nproc_per_node", std::to_string(spec.nprocPerNode)});
   if (!spec.nnodes.empty()) cmd.insert(cmd.end(), {"--nnodes", spec.nnodes});
+  // torchrun's default rendezvous (`static`) needs a --node-rank per node, which the probe does not
+  // pass: every node would be node 0 and wait for the others until the timeout. `c10d` ranks the
+  // nodes as they join the store at the endpoint.
   if (!spec.rdzvEndpoint.empty())
-    cmd.insert(cmd.end(), {"--rdzv-endpoint", spec.rdzvEndpoint});
+    cmd.insert(cmd.end(), {"--rdzv-endpoint", spec.rdzvEndpoint, "--rdzv-backend", "c10d"});
   else if (spec.masterPort > 0)
     cmd.insert(cmd.end(), {"--master_port", std::to_string(spec.masterPort)});
   cmd.insert(cmd.end(), {"--max_restarts", "0"});
@@ -1090,9 +1102,10 @@ std::string stderrTail(const std::string& tail) {
   return out.empty() ? "(no output)" : out;
 }
 
-}  // namespace
-
-ProbeResult decide(const std::string& code, const std::vector<RankReport>& reports, const RunOutcome& run) {
+// decide(); `nodeRanks` > 0: a multi-node probe with one orchestrator per node, whose report folder
+// holds this node's `nodeRanks` ranks only (every node judges its own ranks).
+ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>& reports, const RunOutcome& run,
+                         int nodeRanks) {
   ProbeResult res;
   res.backend = run.backend;
   res.worldSize = run.worldSize;
@@ -1115,10 +1128,17 @@ ProbeResult decide(const std::string& code, const std::vector<RankReport>& repor
   for (const auto& r : reports)
     for (const auto& n : r.notes)
       if (std::find(rankNotes.begin(), rankNotes.end(), n) == rankNotes.end()) rankNotes.push_back(n);
+  std::string nodeScope;  // multi-node: which ranks this node judged
+  if (nodeRanks > 0 && !reports.empty()) {
+    nodeScope = std::string("multi-node: judged from this node's ") + (reports.size() == 1 ? "rank " : "ranks ");
+    for (size_t i = 0; i < reports.size(); ++i) nodeScope += (i ? ", " : "") + std::to_string(reports[i].rank);
+    nodeScope += " of world size " + std::to_string(res.worldSize) + "; each node judges its own ranks";
+  }
   auto verdict = [&](Verdict v, std::string evidence) {
     res.verdict = v;
     res.evidence = std::move(evidence);
     for (const auto& n : rankNotes) res.evidence += " (note: " + firstLine(n, 300) + ")";
+    if (!nodeScope.empty()) res.evidence += " (" + nodeScope + ")";
     return res;
   };
 
@@ -1135,6 +1155,13 @@ ProbeResult decide(const std::string& code, const std::vector<RankReport>& repor
     missingText = missing.size() == 1 ? "rank " : "ranks ";
     for (size_t i = 0; i < missing.size(); ++i) missingText += (i ? ", " : "") + std::to_string(missing[i]);
     missingText += " wrote no report";
+  }
+  if (nodeRanks > 0) {
+    // The other nodes' ranks report on their own nodes: only this node's can be missing here.
+    missingText.clear();
+    if (static_cast<int>(reports.size()) < nodeRanks)
+      missingText = std::to_string(nodeRanks - static_cast<int>(reports.size())) + " of this node's " +
+                    std::to_string(nodeRanks) + " ranks wrote no report";
   }
 
   // Signals over all ranks.
@@ -1168,7 +1195,7 @@ ProbeResult decide(const std::string& code, const std::vector<RankReport>& repor
   auto onRank = [](int rank) { return " (rank " + std::to_string(rank) + ")"; };
 
   std::vector<std::string> confirm;
-  if (code == "SL101") {
+  if (code == "SL101" || code == "SL402") {
     if (stale > 0)
       confirm.push_back("after the wrap the optimizer still held " +
                         plural(stale, "tensor that is not a parameter", "tensors that are not parameters") +
@@ -1227,7 +1254,7 @@ ProbeResult decide(const std::string& code, const std::vector<RankReport>& repor
     if (!firstException) e += "; output: " + stderrTail(run.outputTail);
     return verdict(Verdict::NotReached, e);
   }
-  if (!missing.empty()) {
+  if (!missingText.empty()) {
     std::string e = missingText + (run.timedOut ? " (timed out after " + fmtSeconds(run.timeoutSeconds) + ")" : "") +
                     "; output: " + stderrTail(run.outputTail);
     return verdict(Verdict::NotReached, e);
@@ -1242,10 +1269,11 @@ ProbeResult decide(const std::string& code, const std::vector<RankReport>& repor
 
   std::string e =
       "the first optimizer step ran on " +
-      (ranksReported == 1 ? std::string("the only rank") : "all " + std::to_string(ranksReported) + " ranks") +
+      (ranksReported == 1 ? std::string(nodeRanks > 0 ? "this node's rank" : "the only rank")
+                          : "all " + std::to_string(ranksReported) + " ranks") +
       " with no sign of the bug: ";
   std::vector<std::string> facts;
-  if (code == "SL101") {
+  if (code == "SL101" || code == "SL402") {
     facts.push_back(plural(stale, "stale optimizer entry", "stale optimizer entries"));
     facts.push_back(changedKnown ? "the step changed the parameters" : "parameter change not measured");
   } else {
@@ -1261,6 +1289,12 @@ ProbeResult decide(const std::string& code, const std::vector<RankReport>& repor
   if (firstException)
     e += "; later rank " + std::to_string(firstException->rank) + " raised " + exceptionText(*firstException);
   return verdict(Verdict::NotReproduced, e);
+}
+
+}  // namespace
+
+ProbeResult decide(const std::string& code, const std::vector<RankReport>& reports, const RunOutcome& run) {
+  return decideOnNode(code, reports, run, 0);
 }
 
 ProbeResult mergeDivergencePass(const ProbeResult& first, const ProbeResult& second) {
@@ -1300,13 +1334,23 @@ void attachVerdict(Diagnostic& d, const ProbeResult& r) { d.notes.push_back({d.l
 namespace {
 json verdictObject(const ProbeResult& r) {
   double secs = std::round(r.elapsedSeconds * 1000.0) / 1000.0;
-  return {{"verdict", std::string(verdictName(r.verdict))},
-          {"evidence", r.evidence},
-          {"backend", r.backend.empty() ? json(nullptr) : json(r.backend)},
-          {"world_size", r.worldSize},
-          {"torch_version", r.torchVersion.empty() ? json(nullptr) : json(r.torchVersion)},
-          {"accelerate_version", r.accelerateVersion.empty() ? json(nullptr) : json(r.accelerateVersion)},
-          {"elapsed_seconds", secs}};
+  json j = {{"verdict", std::string(verdictName(r.verdict))},
+            {"evidence", r.evidence},
+            {"backend", r.backend.empty() ? json(nullptr) : json(r.backend)},
+            {"world_size", r.worldSize},
+            {"torch_version", r.torchVersion.empty() ? json(nullptr) : json(r.torchVersion)},
+            {"accelerate_version", r.accelerateVersion.empty() ? json(nullptr) : json(r.accelerateVersion)},
+            {"elapsed_seconds", secs}};
+  if (r.replay) {
+    const ReplaySpec& s = *r.replay;
+    j["replay"] = {{"shape", s.shape},
+                   {"wrap_api", s.wrapApi},
+                   {"use_orig_params", s.wrapApi == "fully_shard" ? json(nullptr) : json(s.useOrigParams)},
+                   {"fsdp_version", s.wrapApi == "accelerate" ? json(s.fsdpVersion) : json(nullptr)},
+                   {"optimizer", s.optimizer},
+                   {"shared_with", r.sharedWith.empty() ? json(nullptr) : json(r.sharedWith)}};
+  }
+  return j;
 }
 std::string findingKey(const std::string& code, const std::string& path, long line, long column,
                        const std::string& message) {
@@ -1719,7 +1763,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   // pass once run (script mode runs it once for all findings).
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
                       const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
-    if (!choice.divergenceOnGloo || code == "SL101" || first.verdict == Verdict::Confirmed ||
+    if (!choice.divergenceOnGloo || code == "SL101" || code == "SL402" || first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;
     if (!g) {
@@ -1759,6 +1803,13 @@ int Session::run(std::vector<Diagnostic>& diags) {
     for (size_t i : probed)
       finish(i, withGloo(diags[i].code, decide(diags[i].code, p.reports, p.outcome), program, dir, id, g));
   } else {
+    // Findings whose replays are the same program (same rule, shape, API, options and optimizer)
+    // share one run: the program differs only in the finding's path and line, which it reports.
+    std::map<std::string, std::pair<size_t, std::string>> ranReplays;  // key -> (finding index, "path:line")
+    auto replayKey = [](const ReplaySpec& s) {
+      return s.code + "|" + s.shape + "|" + s.wrapApi + "|" + (s.useOrigParams ? "1" : "0") + "|" +
+             std::to_string(s.fsdpVersion) + "|" + s.optimizer;
+    };
     for (size_t i : probed) {
       if (gInterrupted) break;
       const Diagnostic& d = diags[i];
@@ -1766,6 +1817,14 @@ int Session::run(std::vector<Diagnostic>& diags) {
       const auto& spec = specs[i];
       if (!spec) {
         finish(i, errorResult("not replayable: " + whyNot[i]));
+        continue;
+      }
+      if (auto same = ranReplays.find(replayKey(*spec)); same != ranReplays.end()) {
+        ProbeResult r = results_[same->second.first];
+        r.sharedWith = same->second.second;
+        r.evidence += " (the same replay as for " + same->second.second + ")";
+        log_ << "shardlint probe: " << d.code << " " << where << ": the same replay as " << same->second.second << "\n";
+        finish(i, std::move(r));
         continue;
       }
       std::string api =
@@ -1825,7 +1884,10 @@ int Session::run(std::vector<Diagnostic>& diags) {
       const std::vector<std::string> argv = {program.string()};
       Pass p = launch(argv, choice, dir, id);
       std::optional<Pass> g;
-      finish(i, withGloo(d.code, decide(d.code, p.reports, p.outcome), argv, dir, id, g));
+      ProbeResult r = withGloo(d.code, decide(d.code, p.reports, p.outcome), argv, dir, id, g);
+      r.replay = spec;
+      finish(i, std::move(r));
+      ranReplays[replayKey(*spec)] = {i, where};
     }
   }
   if (interrupted()) {
@@ -1834,6 +1896,8 @@ int Session::run(std::vector<Diagnostic>& diags) {
   }
 
   for (auto& [i, r] : results_) {
+    if (o.mode != "script" && !r.replay)
+      if (auto s = specs.find(i); s != specs.end()) r.replay = s->second;  // the replay it would have run
     attachVerdict(diags[i], r);
     // concise prints no notes: the verdict goes into the message there.
     if (o.format == "concise") diags[i].message += " [" + verdictText(r) + "]";

@@ -47,6 +47,8 @@ struct ProbeResult {
   int worldSize = 0;
   std::string torchVersion, accelerateVersion;
   double elapsedSeconds = 0;
+  std::optional<ReplaySpec> replay;  // the replay that ran (replay mode)
+  std::string sharedWith;            // "path:line" of the finding whose identical replay gave this verdict
 };
 
 }  // namespace shardlint::probe

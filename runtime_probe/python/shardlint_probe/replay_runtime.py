@@ -250,12 +250,21 @@ def enable_accelerate_fsdp_on_cpu(accelerator: Any, plugin: Any) -> Optional[str
         return None
     from accelerate.utils import DistributedType
 
+    import torch
+
     state = accelerator.state
     state.distributed_type = DistributedType.FSDP
     state.fsdp_plugin = plugin
-    return (f"accelerate {compat.accelerate_version()} enables FSDP only on accelerators (distributed_type "
+    note = (f"accelerate {compat.accelerate_version()} enables FSDP only on accelerators (distributed_type "
             f"MULTI_CPU in CPU processes): the probe set distributed_type FSDP with the plugin, as accelerate "
             f"does on GPUs")
+    device = getattr(state, "device", None)
+    if device is not None and device.type == "cpu" and device.index is not None:
+        # accelerate names the CPU `cpu:<rank>`; FSDP1 passes it as device_id and then refuses it
+        # ("Inconsistent compute device and `device_id`: cpu vs cpu:0").
+        state.device = torch.device("cpu")
+        note += f", and its device `cpu` instead of `{device}`, which FSDP1 rejects as another device"
+    return note
 
 
 # ---- Lightning Fabric -----------------------------------------------------------------------------
