@@ -161,6 +161,16 @@ case "$1" in
       hang) echo "$$" > "$FAKE_PIDFILE"; sleep 30 & echo "$!" >> "$FAKE_PIDFILE"; wait; exit 0 ;;
       crash) echo "Traceback (most recent call last):" >&2
              echo "RuntimeError: synthetic crash before the first step" >&2; exit 1 ;;
+      node1)  # one node of two: only this node's rank (1) reports here
+        echo "$*" > "$FAKE_ARGS"
+        printf '{"rank": 1, "world_size": 2, "backend": "gloo", "torch_version": "2.11.0+synthetic", "accelerate_version": "1.15.0", "reached_step": true, "stale_optimizer_entries": %s, "unmanaged_entries": 0, "params_changed": %s, "diverged": null, "exception_type": "", "exception_message": "", "elapsed_seconds": 0.5}\n' "$FAKE_STALE" "$FAKE_CHANGED" > "$SHARDLINT_PROBE_OUT/rank1.json"
+        exit 0 ;;
+      rdzv-timeout)
+        echo "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError" >&2; exit 1 ;;
+      rdzv-unreachable)
+        echo "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of (10.9.9.9, 29400). The client socket has failed to connect to 10.9.9.9:29400 (errno: 113 - No route to host)." >&2
+        echo "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details." >&2
+        exit 1 ;;
       stale)
         for r in 0 1; do
           printf '{"rank": %s, "world_size": 2, "backend": "gloo", "torch_version": "2.11.0+synthetic", "accelerate_version": "1.15.0", "reached_step": true, "stale_optimizer_entries": 4, "unmanaged_entries": 0, "params_changed": false, "diverged": null, "exception_type": "", "exception_message": "", "elapsed_seconds": 0.5}\n' $r > "$SHARDLINT_PROBE_OUT/rank$r.json"
@@ -199,10 +209,11 @@ TEST_CASE("probe launch: --nnodes and --rdzv-endpoint are passed through", "[pro
   s.nnodes = "2";
   s.rdzvEndpoint = "node0:29400";
   s.program = {"-m", "shardlint_probe", "train.py", "--lr", "1e-4"};
-  std::vector<std::string> want = {"python3",  "-m", "torch.distributed.run", "--nproc_per_node", "8",
-                                   "--nnodes", "2",  "--rdzv-endpoint",       "node0:29400",      "--max_restarts",
-                                   "0",        "-m", "shardlint_probe",       "train.py",         "--lr",
-                                   "1e-4"};
+  // c10d: torchrun's default (static) rendezvous would make every node node 0 without a --node-rank.
+  std::vector<std::string> want = {
+      "python3", "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2", "--rdzv-endpoint",
+      "node0:29400", "--rdzv-backend", "c10d", "--max_restarts", "0", "-m", "shardlint_probe", "train.py", "--lr",
+      "1e-4"};
   CHECK(launchCommand(s) == want);
 }
 
@@ -221,6 +232,9 @@ TEST_CASE("probe launch: an srun line is put in front", "[probe]") {
   REQUIRE(cmd.size() > head.size());
   CHECK(std::vector<std::string>(cmd.begin(), cmd.begin() + static_cast<long>(head.size())) == head);
   CHECK(std::find(cmd.begin(), cmd.end(), "--master_port") == cmd.end());
+  auto backend = std::find(cmd.begin(), cmd.end(), "--rdzv-backend");
+  REQUIRE(backend + 1 < cmd.end());
+  CHECK(backend[1] == "c10d");
   CHECK(cmd.back() == "replay.py");
 }
 
@@ -266,10 +280,27 @@ TEST_CASE("probe spec: SL101 with each wrap API", "[probe]") {
     CHECK(s->optimizer == "torch.optim.AdamW");
   }
   {
-    std::string why;
-    auto s = replaySpecFor(findingOf("SL101_fabric_setup_module.py", "SL101"), &why);
-    CHECK_FALSE(s);
-    CHECK(why.find("Fabric") != std::string::npos);
+    // Lightning Fabric: FSDPStrategy's default use_orig_params (True since Lightning 2.1) unless the
+    // source sets it to False.
+    auto s = replaySpecFor(findingOf("SL101_fabric_setup_module.py", "SL101"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fabric");
+    CHECK(s->useOrigParams);
+    auto f = replaySpecFor(findingOf("SL101_fabric_orig_params_false.py", "SL101"));
+    REQUIRE(f);
+    CHECK(f->wrapApi == "fabric");
+    CHECK_FALSE(f->useOrigParams);
+    CHECK(f->optimizer == "torch.optim.SGD");
+  }
+  {
+    // SL402: accelerate FSDP1 with use_orig_params false, the optimizer built before prepare.
+    auto s = replaySpecFor(findingOf("SL402_plugin_default_use_orig_params.py", "SL402"));
+    REQUIRE(s);
+    CHECK(s->code == "SL402");
+    CHECK(s->shape == "optimizer-before-wrap");
+    CHECK(s->wrapApi == "accelerate");
+    CHECK(s->fsdpVersion == 1);
+    CHECK_FALSE(s->useOrigParams);
   }
 }
 
@@ -334,11 +365,12 @@ TEST_CASE("probe spec: SL103 shapes", "[probe]") {
   }
 }
 
-TEST_CASE("probe spec: every SL101-SL103 fixture finding gets a spec or a reason", "[probe]") {
+TEST_CASE("probe spec: every SL101-SL103 and SL402 fixture finding gets a spec", "[probe]") {
   size_t specs = 0, reasons = 0;
   for (const auto& e : fs::directory_iterator(std::string(SHARDLINT_SOURCE_DIR) + "/fixtures/python")) {
     std::string name = e.path().filename().string();
-    if (name.rfind("SL10", 0) != 0 || name.find("_ok") != std::string::npos) continue;
+    if ((name.rfind("SL10", 0) != 0 && name.rfind("SL402", 0) != 0) || name.find("_ok") != std::string::npos)
+      continue;
     for (const auto& d : lint(e.path().string())) {
       if (!probedCode(d.code)) continue;
       std::string why;
@@ -346,17 +378,18 @@ TEST_CASE("probe spec: every SL101-SL103 fixture finding gets a spec or a reason
       INFO(name << ": " << d.message);
       if (s) {
         ++specs;
-        CHECK((s->wrapApi == "fully_shard" || s->wrapApi == "fsdp1" || s->wrapApi == "accelerate"));
+        CHECK((s->wrapApi == "fully_shard" || s->wrapApi == "fsdp1" || s->wrapApi == "accelerate" ||
+               s->wrapApi == "fabric"));
         CHECK(!s->shape.empty());
         CHECK(s->code == d.code);
       } else {
         ++reasons;
-        CHECK(why.find("Fabric") != std::string::npos);  // the only shape the replay does not model
+        FAIL_CHECK("no replay: " << why);  // every positive fixture's shape is replayed
       }
     }
   }
   CHECK(specs > 50);
-  CHECK(reasons <= 2);
+  CHECK(reasons == 0);
 }
 
 TEST_CASE("probe spec: other rules are not probed", "[probe]") {
@@ -904,6 +937,10 @@ TEST_CASE("probe cli: usage errors", "[probe]") {
     CHECK(r.code == 2);
     CHECK(r.err.find("must be a number of seconds above 0") != std::string::npos);
   }
+  // Several nodes need one rendezvous endpoint (without it each node's torchrun waits for itself).
+  r = runShardlint("probe --nnodes 2 --python /bin/false fixtures/python/SL101_alias.py", dir.path() / "err.txt");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--nnodes 2 needs --rdzv-endpoint HOST:PORT") != std::string::npos);
 }
 
 TEST_CASE("probe cli: a --master-port in use is refused", "[probe]") {
@@ -1019,6 +1056,108 @@ TEST_CASE("probe cli: reports are collected and merged into every format", "[pro
   json doc = json::parse(js.out);
   CHECK(doc["findings"][0]["probe"]["verdict"] == "confirmed");
   CHECK(doc["findings"][0]["probe"]["world_size"] == 2);
+  // The replay that ran, for tools that check verdicts against shapes (tests/probe_real.py).
+  json replay = doc["findings"][0]["probe"]["replay"];
+  CHECK(replay["shape"] == "optimizer-before-wrap");
+  CHECK(replay["wrap_api"] == "fully_shard");
+  CHECK(replay["use_orig_params"].is_null());
+  CHECK(replay["shared_with"].is_null());
+}
+
+TEST_CASE("probe reports: the ranks' notes travel with the evidence, each once", "[probe]") {
+  RunOutcome run;
+  run.expectedRanks = 2;
+  run.backend = "gloo";
+  std::vector<RankReport> reports(2);
+  for (int r = 0; r < 2; ++r) {
+    reports[r].rank = r;
+    reports[r].worldSize = 2;
+    reports[r].reachedStep = true;
+    reports[r].staleOptimizerEntries = 2;
+    reports[r].notes = {"accelerate switched to FSDP on CPU"};
+  }
+  reports[1].notes.push_back("second note");
+  ProbeResult res = decide("SL402", reports, run);
+  CHECK(res.verdict == Verdict::Confirmed);
+  CHECK(res.evidence.find("(note: accelerate switched to FSDP on CPU)") != std::string::npos);
+  CHECK(res.evidence.find("(note: accelerate switched to FSDP on CPU)", res.evidence.find("(note: accelerate") + 1) ==
+        std::string::npos);
+  CHECK(res.evidence.find("(note: second note)") != std::string::npos);
+  // Parsed from a rank report; a note list of the wrong type is refused like any other field.
+  std::string why;
+  auto parsed = parseRankReport(R"({"rank": 0, "notes": ["a", "b"]})", &why);
+  REQUIRE(parsed);
+  CHECK(parsed->notes == std::vector<std::string>{"a", "b"});
+  CHECK_FALSE(parseRankReport(R"({"rank": 0, "notes": "a"})", &why));
+  CHECK(why.find("notes") != std::string::npos);
+}
+
+TEST_CASE("probe self-test: the summary names each API and its error", "[probe]") {
+  TorchInfo t;
+  t.cpuChecks = {{"fsdp2", ""}, {"fsdp1_flat", "RuntimeError: FSDP needs a non-CPU accelerator device"},
+                 {"fabric", "not installed: ModuleNotFoundError: No module named 'lightning'"}};
+  std::string s = cpuSelfTestSummary(t);
+  CHECK(s == "FSDP2 fully_shard: ok; FSDP1 use_orig_params=False: RuntimeError: FSDP needs a non-CPU accelerator "
+             "device; Lightning Fabric FSDPStrategy: not installed: ModuleNotFoundError: No module named 'lightning'");
+}
+
+// One `shardlint probe` per node (tests/probe_two_nodes.sh runs two across network namespaces with
+// real torch): the launch is a c10d rendezvous with bounded waits, and the node judges from its own
+// ranks' reports, the only ones in its folder.
+TEST_CASE("probe cli: one node of a multi-node probe judges from its own ranks", "[probe]") {
+  ProbeTempDir dir;
+  auto python = dir.write("fake-python", kFakePython, true);
+  fs::path args = dir.path() / "args";
+  std::string base = "probe --format json --nproc 1 --nnodes 2 --rdzv-endpoint 10.9.9.1:29400 --timeout 20 --python " +
+                     shellQuote(python.string()) + " fixtures/python/SL101_alias.py";
+  std::string env = "-u PET_RDZV_CONF FAKE_LAUNCH=node1 FAKE_ARGS=" + shellQuote(args.string());
+  CliResult r = runShardlint(base, dir.path() / "err.txt", env + " FAKE_STALE=4 FAKE_CHANGED=false");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  std::string argv = shardlint::testing::readFile(args);
+  CHECK(argv.find("--nnodes 2 --rdzv-endpoint 10.9.9.1:29400 --rdzv-backend c10d "
+                  "--rdzv-conf join_timeout=10,read_timeout=10 --max_restarts 0") != std::string::npos);
+  json p = json::parse(r.out)["findings"][0]["probe"];
+  CHECK(p["verdict"] == "confirmed");
+  CHECK(p["world_size"] == 2);
+  std::string evidence = p["evidence"];
+  CHECK(evidence.find("(rank 1)") != std::string::npos);
+  CHECK(evidence.find("multi-node: judged from this node's rank 1 of world size 2") != std::string::npos);
+  CHECK(evidence.find("wrote no report") == std::string::npos);  // rank 0 reports on the other node
+
+  // Refuted on this node: not-reproduced from its one rank, not not-reached for the other node's.
+  r = runShardlint(base, dir.path() / "err.txt", env + " FAKE_STALE=0 FAKE_CHANGED=true");
+  p = json::parse(r.out)["findings"][0]["probe"];
+  CHECK(p["verdict"] == "not-reproduced");
+  CHECK(p["evidence"].get<std::string>().find("ran on this node's rank with no sign of the bug") != std::string::npos);
+
+  // $PET_RDZV_CONF (torchrun's environment form of --rdzv-conf) is kept; its waits win.
+  r = runShardlint(base, dir.path() / "err.txt",
+                   "PET_RDZV_CONF=is_host=1,join_timeout=3 FAKE_LAUNCH=node1 FAKE_STALE=4 FAKE_CHANGED=false FAKE_ARGS=" +
+                       shellQuote(args.string()));
+  CHECK(shardlint::testing::readFile(args).find("--rdzv-conf is_host=1,join_timeout=3,read_timeout=10 ") !=
+        std::string::npos);
+}
+
+TEST_CASE("probe cli: a rendezvous that fails is not reached, and says so", "[probe]") {
+  ProbeTempDir dir;
+  auto python = dir.write("fake-python", kFakePython, true);
+  std::string base = "probe --format json --nproc 1 --nnodes 2 --timeout 30 --python " + shellQuote(python.string());
+  CliResult r = runShardlint(base + " --rdzv-endpoint 10.9.9.1:29401 fixtures/python/SL101_alias.py",
+                             dir.path() / "err.txt", "-u PET_RDZV_CONF FAKE_LAUNCH=rdzv-timeout");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  json p = json::parse(r.out)["findings"][0]["probe"];
+  CHECK(p["verdict"] == "not-reached");
+  CHECK(p["evidence"].get<std::string>().find("the rendezvous at 10.9.9.1:29401 timed out: not every node joined "
+                                              "(--nnodes 2) [--rdzv-conf join_timeout=15,read_timeout=15]") !=
+        std::string::npos);
+  r = runShardlint(base + " --rdzv-endpoint 10.9.9.9:29400 fixtures/python/SL101_alias.py", dir.path() / "err.txt",
+                   "-u PET_RDZV_CONF FAKE_LAUNCH=rdzv-unreachable");
+  p = json::parse(r.out)["findings"][0]["probe"];
+  CHECK(p["verdict"] == "not-reached");
+  CHECK(p["evidence"].get<std::string>().find(
+            "cannot reach the rendezvous store at 10.9.9.9:29400 (No route to host, errno 113)") != std::string::npos);
 }
 
 TEST_CASE("probe cli: the instrumentation's own report without torch is a probe-error", "[probe]") {

@@ -94,20 +94,33 @@ std::vector<Case> supportedCases() {
   }
   for (bool orig : {false, true}) {
     cases.push_back({spec("SL101", "optimizer-before-wrap", "accelerate", orig, 1),
-                     {"s.require_accelerate(rt.compat.ACCELERATE_MIN,", "    s.init_distributed()  #",
+                     {"s.require_accelerate(rt.compat.ACCELERATE_MIN,", "    env = s.init_distributed()  #",
                       "from accelerate import Accelerator",
                       std::string("plugin = FullyShardedDataParallelPlugin(use_orig_params=") + (orig ? "True" : "False") +
                           ", **rt.fsdp_version_kwargs(1))",
-                      "accelerator = Accelerator(fsdp_plugin=plugin)", "s.check_accelerator(accelerator)",
+                      "accelerator = Accelerator(fsdp_plugin=plugin, cpu=env.device.type == \"cpu\")", "s.check_accelerator(accelerator, plugin)",
                       "model = rt.build_standin()\n", "optimizer = s.make_optimizer(model.parameters())",
                       "model, optimizer = accelerator.prepare(model, optimizer)", accelRun},
                      {"fsdp_version=2", "fully_shard(", "scale"}});
   }
   cases.push_back({spec("SL101", "optimizer-before-wrap", "accelerate", false, 2),
                    {"s.require_accelerate(rt.compat.ACCELERATE_MIN_FSDP2,", "plugin = FullyShardedDataParallelPlugin(fsdp_version=2)",
-                    "accelerator = Accelerator(fsdp_plugin=plugin)", "optimizer = s.make_optimizer(model.parameters())",
+                    "accelerator = Accelerator(fsdp_plugin=plugin, cpu=env.device.type == \"cpu\")", "optimizer = s.make_optimizer(model.parameters())",
                     "model, optimizer = accelerator.prepare(model, optimizer)", accelRun},
                    {"use_orig_params", "scale"}});
+  // Lightning Fabric: the optimizer is built first, then setup_module, then setup_optimizers.
+  for (bool orig : {false, true}) {
+    cases.push_back({spec("SL101", "optimizer-before-wrap", "fabric", orig, 1),
+                     {"s.require_torch(rt.compat.TORCH_MIN, \"Lightning Fabric FSDP\")", "env = s.init_distributed()  #",
+                      "fabric_cls = s.require_fabric()",
+                      std::string("fabric = fabric_cls(strategy=rt.fabric_fsdp_strategy(env, use_orig_params=") +
+                          (orig ? "True" : "False") + "), **rt.fabric_device_kwargs(env))",
+                      "fabric.launch()", "model = rt.build_standin()\n", "optimizer = s.make_optimizer(model.parameters())",
+                      "s.phase(\"wrap\")", "model = fabric.setup_module(model)",
+                      "optimizer = fabric.setup_optimizers(optimizer)",
+                      "s.run_first_step(model, optimizer, device=fabric.device, backward=fabric.backward)"},
+                     {"fully_shard(", "accelerate", "scale"}});
+  }
   // SL102 stray-param-after-wrap: wrap, optimizer, then add_param_group with a free parameter.
   cases.push_back({spec("SL102", "stray-param-after-wrap", "fully_shard"),
                    {fsPrelude, "fully_shard(block, mesh=env.mesh)", "fully_shard(model, mesh=env.mesh)",
@@ -127,7 +140,7 @@ std::vector<Case> supportedCases() {
     cases.push_back({spec("SL102", "stray-param-before-prepare", "accelerate", false, version),
                      {version == 2 ? "plugin = FullyShardedDataParallelPlugin(fsdp_version=2)"
                                    : "plugin = FullyShardedDataParallelPlugin(use_orig_params=False, **rt.fsdp_version_kwargs(1))",
-                      "accelerator = Accelerator(fsdp_plugin=plugin)",
+                      "accelerator = Accelerator(fsdp_plugin=plugin, cpu=env.device.type == \"cpu\")",
                       "scale = torch.nn.Parameter(torch.ones((), device=accelerator.device))",
                       "optimizer = s.make_optimizer([{\"params\": list(model.parameters())}, {\"params\": [scale]}])",
                       "s.phase(\"prepare\")", "model, optimizer = accelerator.prepare(model, optimizer)",
@@ -196,7 +209,7 @@ std::string noTorchEnv(const fs::path& out) {
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
   CHECK(replayShapes().size() == 5);
-  CHECK(replayWrapApis().size() == 3);
+  CHECK(replayWrapApis().size() == 4);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
     for (const auto& api : replayWrapApis()) {
@@ -217,7 +230,8 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
     }
   }
   CHECK(supported == std::set<std::string>{"optimizer-before-wrap/fully_shard", "optimizer-before-wrap/fsdp1",
-                                           "optimizer-before-wrap/accelerate", "stray-param-after-wrap/fully_shard",
+                                           "optimizer-before-wrap/accelerate", "optimizer-before-wrap/fabric",
+                                           "stray-param-after-wrap/fully_shard",
                                            "stray-param-after-wrap/fsdp1", "stray-param-before-prepare/accelerate",
                                            "blocks-without-root/fully_shard", "ignored-trainable/fully_shard",
                                            "ignored-trainable/fsdp1"});
@@ -266,7 +280,7 @@ TEST_CASE("replay: every program has its calls in order and compiles", "[probe][
     INFO(program << "\n" << r.out);
     CHECK(r.code == 0);
   }
-  CHECK(index == 14);
+  CHECK(index == 16);
 }
 
 TEST_CASE("replay: the finding and the optimizer are Python literals", "[probe][replay]") {

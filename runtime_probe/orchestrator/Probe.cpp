@@ -353,6 +353,9 @@ TorchInfo probeTorch(const std::string& python, double timeoutSeconds) {
 }
 
 namespace {
+// How long the CPU self-test may take (two gloo ranks, six one-step checks; 15-30 s on two busy cores).
+constexpr double kCpuSelfTestTimeoutSeconds = 180.0;
+
 // The self-test lives in the instrumentation package (runtime_probe/python/shardlint_probe/selftest.py);
 // this stub runs it with the package on PYTHONPATH.
 const char* kCpuFsdpSelfTest =
@@ -1553,6 +1556,7 @@ namespace {
 struct Pass {
   std::vector<RankReport> reports;
   RunOutcome outcome;
+  int nodeRanks = 0;  // multi-node with one orchestrator per node: this node's ranks (decideOnNode)
 };
 
 struct SignalGuard {
@@ -1583,6 +1587,50 @@ int expectedRanksFor(const ProbeOptions& o, int perNode) {
   if (o.nnodes.empty()) return perNode;
   if (o.nnodes.find_first_not_of("0123456789") == std::string::npos) return perNode * std::atoi(o.nnodes.c_str());
   return 0;  // elastic "MIN:MAX": the reports' world_size decides
+}
+
+// Several nodes: `--nnodes 2`, `1:4` (not `1` or `1:1`).
+bool multiNode(const ProbeOptions& o) { return !o.nnodes.empty() && o.nnodes != "1" && o.nnodes != "1:1"; }
+
+// `--rdzv-conf` for a multi-node launch: $PET_RDZV_CONF (torchrun's environment form of the option,
+// which the explicit option would override) first, then join_timeout and read_timeout where it sets
+// neither: half of --timeout (at least 5 s) instead of torchrun's 600 s and 60 s, so a node whose
+// peers never join, or whose endpoint cannot be reached, fails at the rendezvous before the run is killed.
+std::string rendezvousConf(double timeoutSeconds) {
+  const char* env = std::getenv("PET_RDZV_CONF");
+  std::string conf = env ? env : "";
+  const std::string wait = std::to_string(std::max(5, static_cast<int>(timeoutSeconds / 2)));
+  for (const std::string key : {"join_timeout", "read_timeout"}) {
+    bool given = false;
+    std::istringstream items(conf);
+    for (std::string item; std::getline(items, item, ',');) {
+      item.erase(0, item.find_first_not_of(' '));
+      if (item.rfind(key + "=", 0) == 0) given = true;
+    }
+    if (!given) conf += (conf.empty() ? "" : ",") + key + "=" + wait;
+  }
+  return conf;
+}
+
+// One line for a launch that failed at the rendezvous, from torchrun's output ("" when it did not).
+std::string rendezvousFailure(const std::string& output, const ProbeOptions& o, const std::string& conf) {
+  static const std::regex errorLine(R"(torch\.distributed\.elastic\.rendezvous\.api\.(Rendezvous\w*Error)[^\n]*)");
+  std::string last, name;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), errorLine); it != std::sregex_iterator(); ++it)
+    last = it->str(), name = (*it)[1].str();
+  if (name.empty()) return "";
+  std::string why;
+  if (name == "RendezvousTimeoutError") {
+    why = "the rendezvous at " + o.rdzvEndpoint + " timed out: not every node joined (--nnodes " + o.nnodes + ")";
+  } else if (name == "RendezvousConnectionError") {
+    why = "cannot reach the rendezvous store at " + o.rdzvEndpoint;
+    std::smatch m;
+    if (std::regex_search(output, m, std::regex(R"(errno: (\d+) - ([^)\n]+))")))
+      why += " (" + m[2].str() + ", errno " + m[1].str() + ")";
+  } else {
+    why = "the rendezvous at " + o.rdzvEndpoint + " failed (" + name + ")";
+  }
+  return why + " [--rdzv-conf " + conf + "]\n" + last;
 }
 
 }  // namespace
@@ -1619,6 +1667,12 @@ int Session::run(std::vector<Diagnostic>& diags) {
   }
   if (o.timeoutSeconds <= 0) {
     log_ << "shardlint: error: --timeout must be positive\n";
+    return 2;
+  }
+  if (multiNode(o) && o.rdzvEndpoint.empty()) {
+    // Without an endpoint every node's torchrun would wait for the others on its own 127.0.0.1.
+    log_ << "shardlint: error: --nnodes " << o.nnodes
+         << " needs --rdzv-endpoint HOST:PORT (one node's address, the same on every node)\n";
     return 2;
   }
   const std::string pyDir = instrumentationDir();
@@ -1672,7 +1726,9 @@ int Session::run(std::vector<Diagnostic>& diags) {
                  (o.backend == "nccl" && gpus < o.nproc && o.nproc >= 2);
   if (wantCpu && torch_.gloo) {
     log_ << "shardlint probe: checking FSDP on CPU with gloo (2 ranks, one step)...\n";
-    probeCpuFsdp(o.python, std::min(o.timeoutSeconds, 180.0), torch_, pyDir);
+    // Its own limit, not --timeout (the limit of the user's run): under load the self-test takes
+    // 15-30 s, and a short --timeout must not turn it into "gloo cannot run FSDP" (exit 2).
+    probeCpuFsdp(o.python, kCpuSelfTestTimeoutSeconds, torch_, pyDir);
     if (interrupted()) return 130;
     if (std::string summary = cpuSelfTestSummary(torch_); !summary.empty())
       log_ << "shardlint probe: CPU self-test (2 gloo ranks, one step each): " << summary << "\n";
@@ -1722,11 +1778,14 @@ int Session::run(std::vector<Diagnostic>& diags) {
     ro.env["SHARDLINT_PROBE_TIMEOUT"] = std::to_string(std::max(5, static_cast<int>(o.timeoutSeconds * 0.75)));
     ro.env["PYTHONUNBUFFERED"] = "1";
     if (c.device == "cpu") ro.env["CUDA_VISIBLE_DEVICES"] = "";  // gloo on CPU: torch must not pick a GPU
+    const std::string rdzvConf = o.rdzvEndpoint.empty() ? "" : rendezvousConf(o.timeoutSeconds);
     RunResult rr;
     bool portClash = false;
     for (int attempt = 0; attempt < 2; ++attempt) {
       for (const auto& f : fs::directory_iterator(outDir, ec)) fs::remove(f.path(), ec);
       auto cmd = launchCommand(ls);
+      if (!rdzvConf.empty())  // after launchCommand's `--rdzv-backend c10d`
+        cmd.insert(std::find(cmd.begin(), cmd.end(), "c10d") + 1, {"--rdzv-conf", rdzvConf});
       log_ << "  $ " << shellJoin(cmd) << "\n";
       rr = runProcess(cmd, ro);
       // A clash at start (another job took the chosen port): nothing ran, so run again once.
@@ -1752,6 +1811,13 @@ int Session::run(std::vector<Diagnostic>& diags) {
     if (o.masterPort && portClash && p.reports.empty())
       p.outcome.outputTail =
           "port " + std::to_string(*o.masterPort) + " is in use (EADDRINUSE); " + p.outcome.outputTail;
+    if (!rdzvConf.empty() && rr.started && !rr.timedOut && p.reports.empty())
+      if (std::string why = rendezvousFailure(rr.output, o, rdzvConf); !why.empty()) {
+        p.outcome.outputTail = why;
+        log_ << "  " << why.substr(0, why.find('\n')) << "\n";
+      }
+    // One orchestrator per node (no srun): this node's folder holds its own ranks' reports only.
+    if (multiNode(o) && o.srun.empty()) p.nodeRanks = c.worldSize;
     return p;
   };
   BackendChoice glooPass = choice;
@@ -1770,7 +1836,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
       log_ << "  divergence pass: gloo on CPU, " << o.nproc << " ranks\n";
       g = launch(program, glooPass, dir, id);
     }
-    return mergeDivergencePass(first, decide(code, g->reports, g->outcome));
+    return mergeDivergencePass(first, decideOnNode(code, g->reports, g->outcome, g->nodeRanks));
   };
 
   auto finish = [&](size_t i, ProbeResult r) {
@@ -1801,7 +1867,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
     Pass p = launch(program, choice, dir, id);
     std::optional<Pass> g;
     for (size_t i : probed)
-      finish(i, withGloo(diags[i].code, decide(diags[i].code, p.reports, p.outcome), program, dir, id, g));
+      finish(i, withGloo(diags[i].code, decideOnNode(diags[i].code, p.reports, p.outcome, p.nodeRanks), program, dir, id, g));
   } else {
     // Findings whose replays are the same program (same rule, shape, API, options and optimizer)
     // share one run: the program differs only in the finding's path and line, which it reports.
@@ -1884,7 +1950,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
       const std::vector<std::string> argv = {program.string()};
       Pass p = launch(argv, choice, dir, id);
       std::optional<Pass> g;
-      ProbeResult r = withGloo(d.code, decide(d.code, p.reports, p.outcome), argv, dir, id, g);
+      ProbeResult r = withGloo(d.code, decideOnNode(d.code, p.reports, p.outcome, p.nodeRanks), argv, dir, id, g);
       r.replay = spec;
       finish(i, std::move(r));
       ranReplays[replayKey(*spec)] = {i, where};
