@@ -400,6 +400,13 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     options.cacheKey = std::string("shardlint ") + SHARDLINT_VERSION + " " + executableFingerprint();
     options.pchCacheDir = options.cacheDir;
   }
+  // `probe --controls`: the rules' controls are collected, so every file is analysed (a file whose
+  // findings come from the cache runs no rule); the probe's own cache (the self-test) stays.
+  const std::string probeCacheDir = options.cacheDir;
+  if (probe && probe->options().controls && probe->options().mode == "replay") {
+    options.controls = std::make_shared<ControlSink>();
+    options.cacheDir.clear();
+  }
   options.cxxFlags = a.cxxFlags;
   Linter linter(catalog, std::move(options));
   LintStats stats;
@@ -466,6 +473,16 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   }
 
   if (probe && !internalError) {
+    probe->setCacheDir(probeCacheDir);  // the CPU self-test's answer is kept there
+    if (linter.options().controls) {
+      std::vector<Diagnostic> controls = linter.options().controls->take();
+      // Only controls in files given on the command line (not in modules they import).
+      std::set<std::string> given(found.files.begin(), found.files.end());
+      controls.erase(std::remove_if(controls.begin(), controls.end(),
+                                    [&](const Diagnostic& c) { return !given.count(c.location.path); }),
+                     controls.end());
+      probe->setControls(std::move(controls));
+    }
     if (int rc = probe->run(all); rc != kExitClean) return rc;
   }
 
@@ -484,7 +501,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   } else if (format == "json" && probe) {
     std::ostringstream plain;
     output::writeJson(plain, all, summary, SHARDLINT_VERSION);
-    out << probe::addProbeToJson(plain.str(), all, probe->results());
+    out << probe::addProbeToJson(plain.str(), all, probe->results(), probe->controls(), probe->controlResults());
   } else if (format == "json") {
     output::writeJson(out, all, summary, SHARDLINT_VERSION);
   } else if (format == "sarif") {
@@ -509,6 +526,8 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     style.source = [&](const std::string& path) { return texts.get(path); };
     output::writeText(out, all, summary, style);
   }
+  if (probe && !probe->controls().empty() && (format == "text" || format == "concise") && !a.statistics)
+    probe::writeControls(out, probe->controls(), probe->controlResults());
   if (a.outputFile) {
     if (std::string err = atomicWriteFile(*a.outputFile, report.str()); !err.empty()) {
       std::cerr << "shardlint: error: cannot write " << *a.outputFile << ": " << err << "\n";
@@ -750,10 +769,15 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
             return "must be a number of seconds above 0 and at most 86400, got '" + v + "'";
           },
           "SECONDS", "seconds"));
+  probeCmd->add_flag("--no-cache", pa.noCache,
+                     "Neither read nor write the cache (findings, and the CPU self-test's answer for this interpreter)");
   probeCmd->add_option("--format", pa.format, "Output format: text, concise, json, sarif, github, lsp")
       ->check(CLI::IsMember({"text", "concise", "json", "sarif", "github", "lsp"}));
   probeCmd->add_flag("--preflight", preflight, "Run the native CUDA/NCCL preflight and exit with its code");
   probeCmd->add_flag("--keep", po.keep, "Keep the replay programs, logs and rank reports");
+  probeCmd->add_flag("--controls", po.controls,
+                     "Also replay the patterns the rules examined and found correct (controls): each should be "
+                     "not-reproduced; a confirmed control is a bug the rules missed (exit 1). Replay mode only");
   probeCmd->add_option("--master-port", masterPort, "torchrun's master port (default: a free one)")
       ->check(CLI::Range(1, 65535));
   probeCmd->add_option("--nnodes", po.nnodes, "Passed to torch.distributed.run (multi-node)");

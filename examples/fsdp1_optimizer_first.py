@@ -1,6 +1,7 @@
 """Train a small causal LM with FSDP1 (FullyShardedDataParallel).
 
 Launch: torchrun --nproc_per_node=8 examples/fsdp1_optimizer_first.py
+Toy run on CPU (gloo): torchrun --nproc_per_node=2 examples/fsdp1_optimizer_first.py --dim 32 --layers 2 --heads 4 --vocab 128 --seq-len 16 --batch-size 2
 
 Seeded bug (SL101): AdamW is built from model.parameters() before FSDP(model).
 FSDP1 without use_orig_params=True flattens the parameters into FlatParameters,
@@ -43,14 +44,22 @@ def main():
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=512)
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--dim", type=int, default=1024)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--heads", type=int, default=16)
     args = parser.parse_args()
 
-    dist.init_process_group("nccl")
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local_rank)
+    if torch.cuda.is_available():
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     torch.manual_seed(0)
 
-    model = TinyLM()
+    model = TinyLM(args.vocab, args.dim, args.layers, args.heads)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)  # BUG: SL101 built before FSDP(model)
 
     policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={nn.TransformerEncoderLayer})
@@ -58,12 +67,12 @@ def main():
         model,
         auto_wrap_policy=policy,
         mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
-        device_id=local_rank,
+        device_id=device,
     )
 
     model.train()
     for step in range(args.steps):
-        tokens = torch.randint(0, 32000, (args.batch_size, 513), device="cuda")
+        tokens = torch.randint(0, args.vocab, (args.batch_size, args.seq_len + 1), device=device)
         logits = model(tokens[:, :-1])
         loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
         loss.backward()

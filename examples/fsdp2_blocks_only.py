@@ -1,11 +1,13 @@
 """Pretraining loop sharded with FSDP2 (fully_shard), torchtitan style.
 
 Launch: torchrun --nproc_per_node=8 examples/fsdp2_blocks_only.py
+Toy run on CPU (gloo): torchrun --nproc_per_node=2 examples/fsdp2_blocks_only.py --dim 32 --layers 2 --heads 4 --vocab 128 --seq-len 16 --batch-size 2
 
 Seeded bug (SL103): every transformer block is passed to fully_shard, the root
 module never is. tok_embeddings, norm and output belong to no FSDP group: they stay
 plain replicated tensors whose gradients are never reduced, so the ranks drift apart.
 """
+import argparse
 import os
 
 import torch
@@ -36,20 +38,32 @@ class Transformer(nn.Module):
 
 
 def main():
-    dist.init_process_group("nccl")
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    mesh = init_device_mesh("cuda", (dist.get_world_size(),))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--seq-len", type=int, default=2048)
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--dim", type=int, default=2048)
+    parser.add_argument("--layers", type=int, default=16)
+    parser.add_argument("--heads", type=int, default=16)
+    args = parser.parse_args()
 
-    with torch.device("cuda"):
-        model = Transformer()
-    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    mesh = init_device_mesh(device_type, (dist.get_world_size(),))
+
+    with torch.device(device_type):
+        model = Transformer(args.vocab, args.dim, args.layers, args.heads)
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, output_dtype=torch.float32)
     for layer in model.layers:
         fully_shard(layer, mesh=mesh, mp_policy=mp_policy)  # BUG: SL103 blocks sharded, root module never sharded
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
 
-    for step in range(1000):
-        tokens = torch.randint(0, 32000, (4, 2049), device="cuda")
+    for step in range(args.steps):
+        tokens = torch.randint(0, args.vocab, (args.batch_size, args.seq_len + 1), device=device_type)
         logits = model(tokens[:, :-1])
         loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
         loss.backward()

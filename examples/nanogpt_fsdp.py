@@ -1,8 +1,10 @@
 """nanoGPT-style training script moved from DDP to FSDP1 (torchrun --nproc_per_node=8).
+Toy run on CPU (gloo): torchrun --nproc_per_node=2 examples/nanogpt_fsdp.py --dim 32 --layers 2 --heads 4 --vocab 128 --seq-len 16 --batch-size 2
 
 Seeded bug (SL101): GPT.configure_optimizers() builds AdamW before FSDP(model). Fine under
 DDP, but FSDP1 without use_orig_params=True replaces the parameters: step() is a no-op.
 """
+import argparse
 import math
 import os
 
@@ -14,7 +16,16 @@ from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
 learning_rate, weight_decay, beta1, beta2 = 6e-4, 1e-1, 0.9, 0.95
-max_iters, batch_size, block_size = 5000, 12, 1024
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=5000)
+parser.add_argument("--batch-size", type=int, default=12)
+parser.add_argument("--seq-len", type=int, default=1024)
+parser.add_argument("--vocab", type=int, default=50304)
+parser.add_argument("--dim", type=int, default=768)
+parser.add_argument("--layers", type=int, default=12)
+parser.add_argument("--heads", type=int, default=12)
+args = parser.parse_args()
+max_iters, batch_size, block_size = args.steps, args.batch_size, args.seq_len
 
 
 class Block(nn.Module):
@@ -61,20 +72,22 @@ class GPT(nn.Module):
         return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas)
 
 
-dist.init_process_group(backend="nccl")
-local_rank = int(os.environ["LOCAL_RANK"])
-torch.cuda.set_device(local_rank)
+backend = "nccl" if torch.cuda.is_available() else "gloo"
+dist.init_process_group(backend=backend)
+device = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if backend == "nccl" else "cpu")
+if device.type == "cuda":
+    torch.cuda.set_device(device)
 
-model = GPT()
+model = GPT(args.vocab, args.layers, args.heads, args.dim)
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2))  # BUG: SL101 optimizer built before FSDP
-model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({Block}), device_id=local_rank)
+model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({Block}), device_id=device)
 
 for it in range(max_iters):
     lr = learning_rate * 0.5 * (1.0 + math.cos(math.pi * it / max_iters))
     for param_group in optimizer.param_groups:
         param_group["lr"] = lr
-    x = torch.randint(0, 50304, (batch_size, block_size + 1), device="cuda")
-    loss = model(x[:, :-1], x[:, 1:])
+    x = torch.randint(0, args.vocab, (batch_size, block_size + 1), device=device)
+    loss = model(x[:, :-1], x[:, 1:].contiguous())
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

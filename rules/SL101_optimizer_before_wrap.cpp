@@ -54,12 +54,19 @@ class OptimizerBeforeWrap final : public Rule {
     // accelerate FSDP1 counts here only when `use_orig_params=False` is written in code;
     // defaults and linked configs are SL402's.
     auto mine = [](const Event& w) { return w.attr("api") != "accelerate" || w.attr("orig_from") == "code"; };
-    for (const auto& s : staleOptimizers(st, mine)) {
+    auto stale = staleOptimizers(st, mine);
+    for (const auto& s : stale) {
       std::string msg = "optimizer is built from the parameters of `" + render(st, s.module) + "` before " +
                         std::string(wrapApiName(*s.wrap)) + " wraps it; " + whatHappens(*s.wrap) + "; " +
                         fix(*s.wrap);
       reportStale(cx, info(), st, s, std::move(msg), {}, moveFix(cx, st, s));
     }
+    // Controls also cover accelerate FSDP2, which re-points a pre-built optimizer (no SL101 there).
+    emitControls(cx, info(), st,
+                 [&](const Event& w) {
+                   return mine(w) || (w.attr("api") == "accelerate" && w.attr("fsdp_version") == "2");
+                 },
+                 stale);
   }
 
   // The fix (FSDP1 wrapper and `fully_shard`): move the optimizer's statement, `name = Optimizer(...)`,

@@ -25,7 +25,9 @@ class OrigParamsFalseWithPrebuiltOptimizer final : public Rule {
         return w.attr("api") == "accelerate" && w.attr("fsdp_version") != "2" &&
                (w.attr("orig_from") == "config" || w.attr("orig_from") == "code-default");
       };
-      for (const auto& s : staleOptimizers(st, mine)) {
+      auto stale = staleOptimizers(st, mine);
+      emitControls(cx, info(), st, mine, stale);
+      for (const auto& s : stale) {
         bool fromConfig = s.wrap->attr("orig_from") == "config";
         std::string why =
             fromConfig ? "the linked accelerate config sets `fsdp_use_orig_params: false`"

@@ -31,6 +31,7 @@
 #include "Registry.h"
 #include "driver/Linter.h"
 #include "orchestrator/Probe.h"
+#include "orchestrator/Replay.h"
 #include "output/Emitters.h"
 #include "TestSupport.h"
 
@@ -918,7 +919,7 @@ TEST_CASE("probe cli: nothing to probe needs no torch", "[probe]") {
   CliResult r = runShardlint("probe --python /bin/false fixtures/python/SL101_alias_ok.py", dir.path() / "err.txt");
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.err.find("no SL101, SL102 or SL103 finding") != std::string::npos);
+  CHECK(r.err.find("no SL101, SL102, SL103 or SL402 finding") != std::string::npos);
 }
 
 TEST_CASE("probe cli: usage errors", "[probe]") {
@@ -1317,4 +1318,92 @@ TEST_CASE("probe: C++ verdicts from the probe library's report", "[probe][cxx]")
   // An optimizer built before any parameter existed (a constructor's initialiser list).
   CHECK(cxxVerdict(report(1, {param("fc", true, false, true, false)})).verdict == Verdict::Confirmed);
   CHECK(cxxVerdict("not json").verdict == Verdict::ProbeError);
+}
+
+TEST_CASE("probe self-test: an answer is applied whole; a cached one is reused", "[probe]") {
+  TorchInfo t;
+  // One JSON line, as the self-test prints it (after whatever torch printed first).
+  applyCpuSelfTest("a warning first\n"
+                   R"({"fsdp2": true, "fsdp1": true, "fsdp1_orig": true, "fsdp1_flat": "RuntimeError: x", )"
+                   R"("accelerate_fsdp2": true, "notes": ["switched"]})",
+                   t);
+  CHECK(t.cpuFsdp2.value_or(false));
+  CHECK(t.cpuFsdp1.value_or(false));
+  CHECK(t.cpuChecks["fsdp1_flat"] == "RuntimeError: x");
+  CHECK(t.cpuChecks["accelerate_fsdp2"].empty());
+  CHECK(t.cpuNotes == std::vector<std::string>{"switched"});
+  TorchInfo none;
+  applyCpuSelfTest("no json here", none);
+  CHECK_FALSE(none.cpuFsdp2.value_or(true));
+  CHECK_FALSE(none.cpuFsdpError.empty());
+
+  // The stand-in python answers the self-test once; the second command reads the cache and says so.
+  ProbeTempDir dir;
+  auto python = dir.write("fake-python", kFakePython, true);
+  fs::path cache = dir.path() / "cache";
+  std::string base = "probe --timeout 20 --python " + shellQuote(python.string()) + " fixtures/python/SL101_alias.py";
+  std::string env = "FAKE_LAUNCH=stale SHARDLINT_CACHE_DIR=" + shellQuote(cache.string());
+  CliResult first = runShardlint(base, dir.path() / "err.txt", env);
+  INFO(first.err);
+  CHECK(first.err.find("is cached") == std::string::npos);
+  CliResult second = runShardlint(base, dir.path() / "err.txt", env);
+  INFO(second.err);
+  CHECK(second.err.find("the CPU self-test's answer for this interpreter is cached") != std::string::npos);
+  CHECK(second.code == first.code);
+  CliResult fresh = runShardlint(base + " --no-cache", dir.path() / "err.txt", env);
+  CHECK(fresh.err.find("is cached") == std::string::npos);
+}
+
+TEST_CASE("probe controls: the rules' controls are collected only when asked, and replayed from their facts",
+          "[probe]") {
+  // Never in a plain lint: the fixture is clean.
+  CHECK(lint(fixture("SL101_alias_ok.py")).empty());
+  LintOptions options;
+  options.controls = std::make_shared<ControlSink>();
+  Linter linter(rules::catalog(), options);
+  CHECK(linter.lintPath(fixture("SL101_alias_ok.py")).empty());  // still no finding
+  std::vector<Diagnostic> controls = options.controls->take();
+  REQUIRE(controls.size() == 1);
+  const Diagnostic& c = controls[0];
+  CHECK(c.code == "SL101");
+  CHECK(c.severity == Severity::Hint);
+  CHECK(c.facts.at("shape") == "optimizer-after-wrap");
+  CHECK(c.facts.at("wrap_api") == "fully_shard");
+  CHECK(c.message.find("after FSDP2 `fully_shard` wraps it") != std::string::npos);
+  auto s = replaySpecFor(c);
+  REQUIRE(s);
+  CHECK(s->control);
+  CHECK(s->shape == "optimizer-after-wrap");
+  CHECK(s->wrapApi == "fully_shard");
+  CHECK(s->optimizer == "torch.optim.SGD");
+  CHECK(replaySupported(*s));
+  CHECK(replayProgram(*s).find("# Control replay of SL101 (optimizer-after-wrap) found correct at") != std::string::npos);
+
+  // The framework keeps or re-points the parameters: built before the wrap, replayed that way.
+  auto one = [](const std::string& file) {
+    LintOptions o;
+    o.controls = std::make_shared<ControlSink>();
+    Linter l(rules::catalog(), o);
+    l.lintPath(fixture(file));
+    auto found = o.controls->take();
+    INFO(file);
+    REQUIRE(found.size() == 1);
+    return found[0];
+  };
+  Diagnostic orig = one("SL101_fsdp1_use_orig_params_ok.py");
+  CHECK(orig.facts.at("shape") == "optimizer-before-wrap");
+  CHECK(orig.facts.at("wrap_api") == "fsdp1");
+  CHECK(orig.facts.at("use_orig_params") == "1");
+  Diagnostic joint = one("SL101_fabric_setup_ok.py");
+  CHECK(joint.facts.at("joint") == "1");
+  auto js = replaySpecFor(joint);
+  REQUIRE(js);
+  CHECK(js->joint);
+  CHECK(js->useOrigParams);  // Lightning's default: the source does not say False
+  // A file with a finding gives no control for the optimizer it reports.
+  LintOptions o;
+  o.controls = std::make_shared<ControlSink>();
+  Linter l(rules::catalog(), o);
+  CHECK_FALSE(l.lintPath(fixture("SL101_alias.py")).empty());
+  CHECK(o.controls->take().empty());
 }

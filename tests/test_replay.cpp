@@ -121,6 +121,32 @@ std::vector<Case> supportedCases() {
                       "s.run_first_step(model, optimizer, device=fabric.device, backward=fabric.backward)"},
                      {"fully_shard(", "accelerate", "scale"}});
   }
+  // Controls: the order the rules expect (the wrap first, then the optimizer from the wrapped model).
+  cases.push_back({spec("SL101", "optimizer-after-wrap", "fully_shard"),
+                   {fsPrelude, "s.phase(\"wrap\")", "fully_shard(block, mesh=env.mesh)", "fully_shard(model, mesh=env.mesh)",
+                    "optimizer = s.make_optimizer(model.parameters())", run},
+                   {"accelerate", "scale"}});
+  cases.push_back({spec("SL101", "optimizer-after-wrap", "fsdp1", true, 1),
+                   {"s.phase(\"wrap\")", fsdp1Wrap + "use_orig_params=True", "optimizer = s.make_optimizer(model.parameters())", run},
+                   {"fully_shard(", "scale"}});
+  cases.push_back({spec("SL101", "optimizer-after-wrap", "accelerate", false, 2),
+                   {"plugin = FullyShardedDataParallelPlugin(fsdp_version=2)", "model = accelerator.prepare(model)",
+                    "optimizer = s.make_optimizer(model.parameters())", "optimizer = accelerator.prepare(optimizer)",
+                    accelRun},
+                   {"scale", "model, optimizer = accelerator.prepare"}});
+  cases.push_back({spec("SL101", "optimizer-after-wrap", "fabric", true, 1),
+                   {"fabric.launch()", "model = fabric.setup_module(model)", "optimizer = s.make_optimizer(model.parameters())",
+                    "optimizer = fabric.setup_optimizers(optimizer)"},
+                   {"accelerate", "fully_shard("}});
+  {
+    ReplaySpec joint = spec("SL101", "optimizer-before-wrap", "fabric", true, 1);
+    joint.joint = true;
+    cases.push_back({joint,
+                     {"optimizer = s.make_optimizer(model.parameters())", "s.phase(\"wrap\")",
+                      "model, optimizer = fabric.setup(model, optimizer)",
+                      "s.run_first_step(model, optimizer, device=fabric.device, backward=fabric.backward)"},
+                     {"setup_module", "setup_optimizers"}});
+  }
   // SL102 stray-param-after-wrap: wrap, optimizer, then add_param_group with a free parameter.
   cases.push_back({spec("SL102", "stray-param-after-wrap", "fully_shard"),
                    {fsPrelude, "fully_shard(block, mesh=env.mesh)", "fully_shard(model, mesh=env.mesh)",
@@ -208,7 +234,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 5);
+  CHECK(replayShapes().size() == 6);
   CHECK(replayWrapApis().size() == 4);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -231,6 +257,8 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
   }
   CHECK(supported == std::set<std::string>{"optimizer-before-wrap/fully_shard", "optimizer-before-wrap/fsdp1",
                                            "optimizer-before-wrap/accelerate", "optimizer-before-wrap/fabric",
+                                           "optimizer-after-wrap/fully_shard", "optimizer-after-wrap/fsdp1",
+                                           "optimizer-after-wrap/accelerate", "optimizer-after-wrap/fabric",
                                            "stray-param-after-wrap/fully_shard",
                                            "stray-param-after-wrap/fsdp1", "stray-param-before-prepare/accelerate",
                                            "blocks-without-root/fully_shard", "ignored-trainable/fully_shard",
@@ -280,7 +308,7 @@ TEST_CASE("replay: every program has its calls in order and compiles", "[probe][
     INFO(program << "\n" << r.out);
     CHECK(r.code == 0);
   }
-  CHECK(index == 16);
+  CHECK(index == 21);
 }
 
 TEST_CASE("replay: the finding and the optimizer are Python literals", "[probe][replay]") {

@@ -1,5 +1,6 @@
 // The diagnostic model every emitter reads.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +53,9 @@ struct Diagnostic {
   std::string message;
   std::vector<Note> notes;
   std::optional<Fix> fix;
+  // Controls only (RuleContext::control): what the rule saw, for a runtime check of its silence
+  // (e.g. {"shape": "optimizer-after-wrap", "wrap_api": "fully_shard"}); empty on findings.
+  std::map<std::string, std::string> facts;
 };
 
 Diagnostic makeDiagnostic(const struct RuleInfo& info, Location location, std::string message,

@@ -229,7 +229,8 @@ class Task final : public semantic::ModuleProvider {
     if (!importedByOthers_) session_->keepLocal(root_->module.get());
     semantic::FileAnalysis analysis(*root_->module, *session_);
     if (!rules.empty()) analysis.run();
-    RuleContext cx(table_, analysis, found);
+    std::vector<Diagnostic> controls;
+    RuleContext cx(table_, analysis, found, options_.controls ? &controls : nullptr);
     // Per-node-kind dispatch for the rules that ask for it; the comments for suppressions.
     std::vector<std::vector<Rule*>> table(static_cast<size_t>(syntax::Kind::Count));
     bool anyKinds = false;
@@ -253,6 +254,7 @@ class Task final : public semantic::ModuleProvider {
     Suppressions own(&file);
     collectComments(file, treeRoot, own);
     for (auto& r : rules) r->finish(cx);
+    if (options_.controls) options_.controls->add(std::move(controls));
     // Where a limit cut the analysis short, the findings say so (SL002, as a note).
     if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info))
       for (const auto& cut : session_->cuts()) {

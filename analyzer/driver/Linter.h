@@ -2,6 +2,8 @@
 // walk with per-node-kind dispatch, finish(), suppressions, sorting.
 #pragma once
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -34,6 +36,23 @@ class RuleSelection {
 // The key of `path` in LintOptions::overlays and ::parsedTrees: absolute, lexically normal.
 std::string absolutePathKey(const std::string& path);
 
+// Where controls go (RuleContext::control), from every analysed file; thread-safe.
+struct ControlSink {
+  void add(std::vector<Diagnostic> found) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& d : found) items.push_back(std::move(d));
+  }
+  std::vector<Diagnostic> take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<Diagnostic> out = std::move(items);
+    items.clear();
+    sortDiagnostics(out);
+    return out;
+  }
+  std::mutex mutex;
+  std::vector<Diagnostic> items;
+};
+
 struct LintOptions {
   RuleSelection selection;
   uint64_t maxFileBytes = 2u * 1024u * 1024u;
@@ -62,6 +81,9 @@ struct LintOptions {
   Facts settingsFacts;
   // Compile flags for C++ files given on the command line (`shardlint check ... -- FLAGS`).
   std::vector<std::string> cxxFlags;
+  // Collect the rules' controls here (`shardlint probe --controls`); null: none are made. Files whose
+  // findings come from the cache run no rule, so a caller that wants controls turns the cache off.
+  std::shared_ptr<ControlSink> controls;
 };
 
 struct LintStats {

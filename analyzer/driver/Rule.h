@@ -20,8 +20,9 @@ namespace shardlint {
 class RuleContext {
  public:
   // `modules` maps the file ids used in semantic Sites to sources and modules.
-  RuleContext(const semantic::ModuleLookup& modules, semantic::FileAnalysis& analysis, std::vector<Diagnostic>& out)
-      : modules_(modules), analysis_(analysis), out_(out) {}
+  RuleContext(const semantic::ModuleLookup& modules, semantic::FileAnalysis& analysis, std::vector<Diagnostic>& out,
+              std::vector<Diagnostic>* controls = nullptr)
+      : modules_(modules), analysis_(analysis), out_(out), controls_(controls) {}
   // The innermost function (in any loaded module) whose body contains the site.
   const semantic::FunctionDef* enclosingFunction(const semantic::Site& site) const {
     if (site.file == analysis_.module().fileId()) return analysis_.enclosingFunction(site.range);
@@ -39,6 +40,19 @@ class RuleContext {
               std::optional<Fix> fix = std::nullopt);
   // An edit of `site`'s bytes (in the file of `site.file`).
   Edit edit(const semantic::Site& site, std::string text) const { return Edit{locate(site), std::move(text)}; }
+  // Whether controls are collected (LintOptions::controls): rules skip the work otherwise.
+  bool wantsControls() const { return controls_ != nullptr; }
+  // A control: a pattern the rule examined and found correct, with the facts a runtime check of
+  // that verdict needs (`shardlint probe --controls` replays it and expects no bug). Never a
+  // finding: controls go to their own list, not to any output of `check`.
+  void control(const RuleInfo& info, const semantic::Site& primary, std::string message,
+               std::map<std::string, std::string> facts) {
+    if (!controls_) return;
+    Diagnostic d = makeDiagnostic(info, locate(primary), std::move(message));
+    d.severity = Severity::Hint;
+    d.facts = std::move(facts);
+    controls_->push_back(std::move(d));
+  }
   // Where findings go (for rules that check settings written in code with a ConfigContext).
   std::vector<Diagnostic>& sink() { return out_; }
 
@@ -46,6 +60,7 @@ class RuleContext {
   const semantic::ModuleLookup& modules_;
   semantic::FileAnalysis& analysis_;
   std::vector<Diagnostic>& out_;
+  std::vector<Diagnostic>* controls_;
 };
 
 // Facts a configuration contributes to the analysis of the scripts it applies to

@@ -73,6 +73,15 @@ bool rebuiltAfter(const Store& st, ObjId opt, const Event& wrap, const Event& us
   return false;
 }
 
+// Does one of the optimizer's parameter sources lie in the wrapped module (or the module it
+// belongs to contain it)?
+bool relatedTo(const Store& st, const ValueSet& sources, const Lineage& target) {
+  return std::any_of(sources.begin(), sources.end(), [&](ObjId s) {
+    Lineage src = lineageOf(st, s);
+    return within(src, target) || within(target, moduleOfSource(src));
+  });
+}
+
 }  // namespace
 
 std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function<bool(const Event&)>& wrapFilter) {
@@ -94,11 +103,7 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
         semantic::PointId made = st.obj(target.root).point;
         if (loop >= 0 && st.insideArm(made, loop) && st.precedes(made, w->point)) continue;
       }
-      bool related = std::any_of(sources.begin(), sources.end(), [&](ObjId s) {
-        Lineage src = lineageOf(st, s);
-        return within(src, target) || within(target, moduleOfSource(src));
-      });
-      if (!related || repointedByWrappingCall(st, *w, opt)) continue;
+      if (!relatedTo(st, sources, target) || repointedByWrappingCall(st, *w, opt)) continue;
       // A use of this optimizer object after the wrap, not preceded by a refresh.
       const Event* use = nullptr;
       for (const Event& e : st.events) {
@@ -118,6 +123,57 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
     }
   }
   return out;
+}
+
+void emitControls(RuleContext& cx, const RuleInfo& info, const Store& st,
+                  const std::function<bool(const Event&)>& wrapFilter, const std::vector<StaleOptimizer>& stale) {
+  if (!cx.wantsControls()) return;
+  auto wraps = domainEvents(st, "wrap");
+  for (ObjId opt : optimizers(st)) {
+    if (std::any_of(stale.begin(), stale.end(), [&](const StaleOptimizer& s) { return s.optimizer == opt; })) continue;
+    const auto& o = st.obj(opt);
+    if (o.inputs().empty()) continue;
+    ValueSet sources = paramSources(st, o.inputs()[0]);
+    for (const Event* w : wraps) {
+      if (w->target == kNoObj || !wrapFilter(*w) || alreadyShardedBy(st, *w).root != kNoObj) continue;
+      if (!relatedTo(st, sources, lineageOf(st, w->target))) continue;
+      std::string_view api = w->attr("api"), replaces = w->attr("replaces");
+      std::map<std::string, std::string> facts{{"wrap_api", std::string(api)},
+                                               {"fsdp_version", std::string(w->attr("fsdp_version"))}};
+      std::string how;
+      if (st.precedes(w->point, o.point)) {
+        facts["shape"] = "optimizer-after-wrap";
+        how = "after " + std::string(wrapApiName(*w)) + " wraps it";
+      } else if (st.precedes(o.point, w->point)) {
+        // Built first: replayable only where the framework itself keeps or re-points the parameters.
+        bool repointed = std::any_of(st.events.begin(), st.events.end(), [&](const Event& e) {
+          return e.kind == semantic::EventKind::Domain && e.name == "repoint" && e.target == opt;
+        });
+        if ((api == "fsdp1" || (api == "accelerate" && w->attr("fsdp_version") != "2")) && replaces == "0")
+          how = "before " + std::string(wrapApiName(*w)) + ", which keeps the original parameters (use_orig_params=True)";
+        else if (api == "accelerate" && w->attr("fsdp_version") == "2" && repointed)
+          how = "before accelerate FSDP2 `prepare`, which re-points it";
+        else if (api == "fabric" && repointed)
+          how = "and handed to Fabric's `setup` together with the model, which re-points it", facts["joint"] = "1";
+        else
+          break;  // fine for a reason the replay does not model (refreshed param groups, no later use, ...)
+        facts["shape"] = "optimizer-before-wrap";
+      } else {
+        break;  // no order on every path (branches, loops): nothing to replay
+      }
+      if (api == "fsdp1" || api == "accelerate" || api == "fabric") {
+        if (replaces == "?") break;  // use_orig_params not known
+        facts["use_orig_params"] = replaces == "0" ? "1" : "0";
+        if (api == "fabric" && replaces == "1") facts["use_orig_params"] = "?";  // Lightning's default decides
+      }
+      cx.control(info, o.origin.primaryIn(w->origin),
+                 "optimizer built from the parameters of `" +
+                     render(st, moduleOfSource(writtenLineage(st, sources.empty() ? kNoObj : sources.front()))) +
+                     "` " + how,
+                 std::move(facts));
+      break;
+    }
+  }
 }
 
 void reportStale(RuleContext& cx, const RuleInfo& info, const Store& st, const StaleOptimizer& s, std::string message,

@@ -21,6 +21,14 @@ struct StaleOptimizer {
 // parameters) that makes it stale before a use.
 std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function<bool(const Event&)>& wrapFilter);
 
+// Controls (RuleContext::control) for the optimizers of `st` that a wrap accepted by `wrapFilter`
+// concerns and that `stale` does not hold, where the runtime probe can replay why they are fine:
+// built after the wrap from the wrapped model ("optimizer-after-wrap"), or built before a wrap that
+// keeps or re-points the parameters (FSDP1 / accelerate FSDP1 with use_orig_params=True, accelerate
+// FSDP2, Fabric's joint `setup`: "optimizer-before-wrap"). Nothing when the context wants none.
+void emitControls(RuleContext& cx, const RuleInfo& info, const Store& st,
+                  const std::function<bool(const Event&)>& wrapFilter, const std::vector<StaleOptimizer>& stale);
+
 // Reports at the construction (or the call that builds it, next to the wrap; or in
 // the class when a class both builds and wraps), with notes at the wrap and the use.
 void reportStale(RuleContext& cx, const RuleInfo& info, const Store& st, const StaleOptimizer& s, std::string message,

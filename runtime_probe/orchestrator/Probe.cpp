@@ -168,7 +168,22 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
   if (d.location.range.end > d.location.range.begin && d.location.range.end <= source.size())
     at = source.substr(d.location.range.begin, d.location.range.end - d.location.range.begin);
 
-  if (d.code == "SL402") {
+  if (!d.facts.empty()) {
+    // A control (RuleContext::control): the rule's facts say what it saw.
+    auto fact = [&](const char* k) {
+      auto it = d.facts.find(k);
+      return it == d.facts.end() ? std::string() : it->second;
+    };
+    s.shape = fact("shape");
+    s.wrapApi = fact("wrap_api");
+    s.fsdpVersion = fact("fsdp_version") == "1" ? 1 : 2;
+    s.useOrigParams = fact("use_orig_params") == "1";
+    if (s.wrapApi == "fabric" && fact("use_orig_params") == "?")
+      s.useOrigParams = !std::regex_search(source, std::regex(R"(use_orig_params\s*=\s*False)"));
+    s.joint = fact("joint") == "1";
+    s.control = true;
+    if (s.shape.empty() || s.wrapApi.empty()) return fail("the control names no shape or wrap API");
+  } else if (d.code == "SL402") {
     // accelerate FSDP1 with use_orig_params false (the plugin's default or the config's) and an
     // optimizer built before prepare: SL101's accelerate FSDP1 replay, judged like SL101.
     s.shape = "optimizer-before-wrap";
@@ -374,8 +389,78 @@ std::string selfTestKey(const ReplaySpec& s) {
 }
 }  // namespace
 
-void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info, const std::string& packageDir) {
+namespace {
+// FNV-1a, 64 bits: a cache key that is the same in every run (std::hash need not be).
+uint64_t fnv1a(std::string_view data, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : data) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The self-test's cache file for this interpreter and this package, or "" (no cache dir, no interpreter).
+fs::path selfTestCacheFile(const std::string& python, const TorchInfo& info, const std::string& packageDir,
+                           const std::string& cacheDir) {
+  if (cacheDir.empty()) return {};
   std::error_code ec;
+  fs::path exe = python.find('/') == std::string::npos ? fs::path() : fs::canonical(python, ec);
+  std::string key = python + "\n" + exe.string() + "\n" + info.torchVersion + "\n" + info.accelerateVersion + "\n";
+  if (!exe.empty()) {
+    auto size = fs::file_size(exe, ec);
+    auto mtime = fs::last_write_time(exe, ec).time_since_epoch().count();
+    key += std::to_string(size) + ":" + std::to_string(mtime) + "\n";
+  } else {
+    return {};  // a bare name: PATH decides which interpreter runs, so do not cache
+  }
+  // The interpreter's site-packages change without its binary changing: the versions above
+  // cover torch and accelerate; lightning and the self-test code are covered by the package's sources.
+  for (const char* f : {"selftest.py", "replay_runtime.py", "compat.py"}) {
+    std::string text;
+    if (readFileBytes((fs::path(packageDir) / "shardlint_probe" / f).string(), text)) key += text;
+  }
+  char name[40];
+  std::snprintf(name, sizeof name, "%016llx.json", static_cast<unsigned long long>(fnv1a(key)));
+  return fs::path(cacheDir) / "probe-selftest" / name;
+}
+}  // namespace
+
+void applyCpuSelfTest(const std::string& answerJson, TorchInfo& info) {
+  info.cpuFsdp1 = false;
+  info.cpuFsdp2 = false;
+  std::optional<json> answer = lastJsonObjectLine(answerJson);
+  if (!answer) {
+    info.cpuFsdpError = "the CPU FSDP self-test gave no answer";
+    return;
+  }
+  json& j = *answer;
+  auto take = [&](const char* k, std::optional<bool>& flag) {
+    if (j.contains(k) && j[k].is_boolean() && j[k].get<bool>())
+      flag = true;
+    else if (j.contains(k) && j[k].is_string() && info.cpuFsdpError.empty())
+      info.cpuFsdpError =
+          std::string(k == std::string("fsdp2") ? "FSDP2" : "FSDP1") + " on CPU: " + j[k].get<std::string>();
+  };
+  take("fsdp2", info.cpuFsdp2);
+  take("fsdp1", info.cpuFsdp1);
+  for (const char* k : {"fsdp2", "fsdp1_orig", "fsdp1_flat", "accelerate_fsdp2", "accelerate_fsdp1", "fabric"}) {
+    if (!j.contains(k)) continue;
+    if (j[k].is_boolean())
+      info.cpuChecks[k] = j[k].get<bool>() ? "" : "failed";
+    else if (j[k].is_string())
+      info.cpuChecks[k] = j[k].get<std::string>();
+  }
+  if (j.contains("notes") && j["notes"].is_array())
+    for (const auto& n : j["notes"])
+      if (n.is_string()) info.cpuNotes.push_back(n.get<std::string>());
+}
+
+void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info, const std::string& packageDir,
+                  const std::string& cacheDir) {
+  std::error_code ec;
+  const fs::path cached = selfTestCacheFile(python, info, packageDir, cacheDir);
+  if (std::string text; !cached.empty() && readFileBytes(cached.string(), text) && lastJsonObjectLine(text)) {
+    applyCpuSelfTest(text, info);
+    info.cpuSelfTestCached = cached.string();
+    return;
+  }
   // A fresh file (mkstemps: O_EXCL, mode 0600): a predictable name in the shared temporary
   // folder could be a planted symbolic link, and writing through it would clobber its target.
   std::string templ = (fs::temp_directory_path(ec) / "shardlint-cpu-selftest-XXXXXX.py").string();
@@ -414,26 +499,17 @@ void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& i
                         (r.output.empty() ? std::string() : ": " + firstLine(tailLines(r.output, 1)));
     return;
   }
-  json& j = *answer;
-  auto take = [&](const char* k, std::optional<bool>& flag) {
-    if (j.contains(k) && j[k].is_boolean() && j[k].get<bool>())
-      flag = true;
-    else if (j.contains(k) && j[k].is_string() && info.cpuFsdpError.empty())
-      info.cpuFsdpError =
-          std::string(k == std::string("fsdp2") ? "FSDP2" : "FSDP1") + " on CPU: " + j[k].get<std::string>();
-  };
-  take("fsdp2", info.cpuFsdp2);
-  take("fsdp1", info.cpuFsdp1);
-  for (const char* k : {"fsdp2", "fsdp1_orig", "fsdp1_flat", "accelerate_fsdp2", "accelerate_fsdp1", "fabric"}) {
-    if (!j.contains(k)) continue;
-    if (j[k].is_boolean())
-      info.cpuChecks[k] = j[k].get<bool>() ? "" : "failed";
-    else if (j[k].is_string())
-      info.cpuChecks[k] = j[k].get<std::string>();
+  applyCpuSelfTest(answer->dump(), info);
+  if (!cached.empty()) {
+    // Only an answer is kept, never a timeout or a crash; written whole (rename) so a reader never
+    // sees half a file.
+    fs::create_directories(cached.parent_path(), ec);
+    fs::path tmp = cached;
+    tmp += ".tmp" + std::to_string(getpid());
+    { std::ofstream(tmp) << answer->dump() << "\n"; }
+    fs::rename(tmp, cached, ec);
+    if (ec) fs::remove(tmp, ec);
   }
-  if (j.contains("notes") && j["notes"].is_array())
-    for (const auto& n : j["notes"])
-      if (n.is_string()) info.cpuNotes.push_back(n.get<std::string>());
 }
 
 std::string cpuSelfTestSummary(const TorchInfo& info) {
@@ -1364,7 +1440,8 @@ std::string findingKey(const std::string& code, const std::string& path, long li
 std::string verdictJson(const ProbeResult& r) { return verdictObject(r).dump(); }
 
 std::string addProbeToJson(const std::string& text, const std::vector<Diagnostic>& diags,
-                           const std::map<size_t, ProbeResult>& results) {
+                           const std::map<size_t, ProbeResult>& results, const std::vector<Diagnostic>& controls,
+                           const std::map<size_t, ProbeResult>& controlResults) {
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("findings") || !doc["findings"].is_array()) return text;
   std::map<std::string, const ProbeResult*> byKey;
@@ -1381,7 +1458,35 @@ std::string addProbeToJson(const std::string& text, const std::vector<Diagnostic
     auto it = byKey.find(key);
     if (it != byKey.end()) f["probe"] = verdictObject(*it->second);
   }
+  if (!controls.empty()) {
+    // The patterns the rules found correct, each with the verdict of its replay (--controls).
+    json list = json::array();
+    for (size_t i = 0; i < controls.size(); ++i) {
+      const Diagnostic& c = controls[i];
+      json item = {{"code", c.code},
+                   {"path", c.location.path},
+                   {"line", c.location.start.line + 1},
+                   {"column", c.location.start.codepointColumn + 1},
+                   {"message", c.message},
+                   {"facts", c.facts}};
+      if (auto it = controlResults.find(i); it != controlResults.end()) item["probe"] = verdictObject(it->second);
+      list.push_back(std::move(item));
+    }
+    doc["controls"] = std::move(list);
+  }
   return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+void writeControls(std::ostream& out, const std::vector<Diagnostic>& controls,
+                   const std::map<size_t, ProbeResult>& controlResults) {
+  out << "\nControls (patterns the rules found correct, replayed to check that silence):\n";
+  for (size_t i = 0; i < controls.size(); ++i) {
+    const Diagnostic& c = controls[i];
+    out << c.location.path << ":" << c.location.start.line + 1 << ":" << c.location.start.codepointColumn + 1 << ": "
+        << c.code << " control: " << c.message;
+    if (auto it = controlResults.find(i); it != controlResults.end()) out << " [" << verdictText(it->second) << "]";
+    out << "\n";
+  }
 }
 
 // ============================================================================================
@@ -1640,16 +1745,44 @@ int Session::exitCode(const std::vector<Diagnostic>& diags) const {
     auto it = results_.find(i);
     if (it == results_.end() || it->second.verdict != Verdict::NotReproduced) return 1;
   }
+  // A control the run confirmed is a bug the rules did not report.
+  for (const auto& [i, r] : controlResults_)
+    if (r.verdict == Verdict::Confirmed) return 1;
   return 0;
 }
 
 int Session::run(std::vector<Diagnostic>& diags) {
   if (options_.mode == "cxx") return runCxx(diags);
+  // Controls (--controls, replay mode) are probed like findings: they ride at the end of `diags`
+  // for this call and leave it, with their results, on every way out.
+  const size_t nFindings = diags.size();
+  if (options_.mode == "replay")
+    for (const auto& c : controls_)
+      if (probedCode(c.code)) diags.push_back(c);
+  struct Split {
+    Session& self;
+    std::vector<Diagnostic>& diags;
+    size_t n;
+    ~Split() {
+      self.controls_.assign(std::make_move_iterator(diags.begin() + static_cast<long>(n)),
+                            std::make_move_iterator(diags.end()));
+      diags.resize(n);
+      for (auto it = self.results_.begin(); it != self.results_.end();) {
+        if (it->first < n) {
+          ++it;
+          continue;
+        }
+        self.controlResults_[it->first - n] = std::move(it->second);
+        it = self.results_.erase(it);
+      }
+    }
+  } split{*this, diags, options_.mode == "replay" ? nFindings : diags.size()};
   std::vector<size_t> probed;
   for (size_t i = 0; i < diags.size(); ++i)
     if (probedCode(diags[i].code)) probed.push_back(i);
   if (probed.empty()) {
-    log_ << "shardlint probe: no SL101, SL102 or SL103 finding to probe\n";
+    log_ << "shardlint probe: no SL101, SL102, SL103 or SL402 finding" << (controls_.empty() ? "" : " or control")
+         << " to probe\n";
     return 0;
   }
   const ProbeOptions& o = options_;
@@ -1728,8 +1861,11 @@ int Session::run(std::vector<Diagnostic>& diags) {
     log_ << "shardlint probe: checking FSDP on CPU with gloo (2 ranks, one step)...\n";
     // Its own limit, not --timeout (the limit of the user's run): under load the self-test takes
     // 15-30 s, and a short --timeout must not turn it into "gloo cannot run FSDP" (exit 2).
-    probeCpuFsdp(o.python, kCpuSelfTestTimeoutSeconds, torch_, pyDir);
+    probeCpuFsdp(o.python, kCpuSelfTestTimeoutSeconds, torch_, pyDir, cacheDir_);
     if (interrupted()) return 130;
+    if (!torch_.cpuSelfTestCached.empty())
+      log_ << "shardlint probe: the CPU self-test's answer for this interpreter is cached (" << torch_.cpuSelfTestCached
+           << "; --no-cache runs it again)\n";
     if (std::string summary = cpuSelfTestSummary(torch_); !summary.empty())
       log_ << "shardlint probe: CPU self-test (2 gloo ranks, one step each): " << summary << "\n";
     for (const auto& n : torch_.cpuNotes) log_ << "  note: " << n << "\n";
@@ -1874,7 +2010,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
     std::map<std::string, std::pair<size_t, std::string>> ranReplays;  // key -> (finding index, "path:line")
     auto replayKey = [](const ReplaySpec& s) {
       return s.code + "|" + s.shape + "|" + s.wrapApi + "|" + (s.useOrigParams ? "1" : "0") + "|" +
-             std::to_string(s.fsdpVersion) + "|" + s.optimizer;
+             std::to_string(s.fsdpVersion) + "|" + (s.joint ? "joint|" : "|") + s.optimizer;
     };
     for (size_t i : probed) {
       if (gInterrupted) break;
@@ -1964,6 +2100,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   for (auto& [i, r] : results_) {
     if (o.mode != "script" && !r.replay)
       if (auto s = specs.find(i); s != specs.end()) r.replay = s->second;  // the replay it would have run
+    if (i >= split.n) continue;  // a control: its verdict is printed with the controls
     attachVerdict(diags[i], r);
     // concise prints no notes: the verdict goes into the message there.
     if (o.format == "concise") diags[i].message += " [" + verdictText(r) + "]";

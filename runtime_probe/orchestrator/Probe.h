@@ -49,6 +49,7 @@ struct TorchInfo {
   // or the error; and what it adapted to run there (notes).
   std::map<std::string, std::string> cpuChecks;
   std::vector<std::string> cpuNotes;
+  std::string cpuSelfTestCached;  // the cache file the answer came from ("" when it ran)
 };
 
 // The Python snippet behind probeTorch (printed JSON, one line).
@@ -60,7 +61,9 @@ TorchInfo parseTorchInfo(const std::string& output);
 // Two gloo ranks on CPU (torch.multiprocessing, a FileStore: no port): does FSDP2 / FSDP1 train a step?
 // `packageDir`: runtime_probe/python (the self-test is shardlint_probe.selftest).
 void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info,
-                  const std::string& packageDir = "");
+                  const std::string& packageDir = "", const std::string& cacheDir = "");
+// Fills `info` from the self-test's JSON answer (exposed for tests).
+void applyCpuSelfTest(const std::string& answerJson, TorchInfo& info);
 // One line: what the self-test found for each API it tried.
 std::string cpuSelfTestSummary(const TorchInfo& info);
 
@@ -178,7 +181,12 @@ std::string verdictJson(const ProbeResult& r);
 // Adds a "probe" object to each finding of writeJson's output that has a result (matched by
 // code, path, line and column); other output is unchanged.
 std::string addProbeToJson(const std::string& json, const std::vector<Diagnostic>& diags,
-                           const std::map<size_t, ProbeResult>& results);
+                           const std::map<size_t, ProbeResult>& results,
+                           const std::vector<Diagnostic>& controls = {},
+                           const std::map<size_t, ProbeResult>& controlResults = {});
+// The controls and their verdicts, for the text and concise formats (a section after the findings).
+void writeControls(std::ostream& out, const std::vector<Diagnostic>& controls,
+                   const std::map<size_t, ProbeResult>& controlResults);
 
 // ---- The `shardlint probe` command ----------------------------------------------------------
 
@@ -196,6 +204,7 @@ struct ProbeOptions {
   std::string script;                   // script mode: the entry script (the first PATH)
   std::vector<std::string> scriptArgs;  // after `--`
   double torchProbeTimeout = 120;       // the `python -c` environment probe
+  bool controls = false;                // --controls: replay the rules' controls too (replay mode)
 };
 
 // The verdict of a C++ probe run from the report the preloaded library wrote (runtime_probe/cxx):
@@ -222,6 +231,15 @@ class Session {
   // `--mode cxx`: SL501 findings, checked on the user's own LibTorch program.
   int runCxx(std::vector<Diagnostic>& diags);
   const std::map<size_t, ProbeResult>& results() const { return results_; }
+  // The folder the CPU self-test's answer is cached in (`probe-selftest/`), keyed by the
+  // interpreter (path, size, mtime), its torch/accelerate versions and the self-test's own source;
+  // empty: no cache (--no-cache).
+  void setCacheDir(std::string dir) { cacheDir_ = std::move(dir); }
+  // Controls (RuleContext::control, collected by `probe --controls`): replayed like findings in
+  // replay mode; a confirmed one makes the exit code 1.
+  void setControls(std::vector<Diagnostic> controls) { controls_ = std::move(controls); }
+  const std::vector<Diagnostic>& controls() const { return controls_; }
+  const std::map<size_t, ProbeResult>& controlResults() const { return controlResults_; }
   const ProbeOptions& options() const { return options_; }
 
  private:
@@ -229,6 +247,9 @@ class Session {
   std::ostream& log_;
   TorchInfo torch_;
   std::map<size_t, ProbeResult> results_;  // by index into the diagnostics
+  std::string cacheDir_;
+  std::vector<Diagnostic> controls_;
+  std::map<size_t, ProbeResult> controlResults_;  // by index into controls_
 };
 
 // `shardlint probe --preflight`: runs the native preflight binary (SHARDLINT_PREFLIGHT_PATH),

@@ -77,7 +77,7 @@ std::string wrapApiText(const ReplaySpec& spec) {
     return std::string("FSDP1 FullyShardedDataParallel(use_orig_params=") + pyBool(spec.useOrigParams) + ")";
   if (spec.wrapApi == "fabric")
     return std::string("Lightning Fabric FSDPStrategy(use_orig_params=") + pyBool(spec.useOrigParams) +
-           "), setup_module then setup_optimizers";
+           (spec.joint ? "), setup(model, optimizer)" : "), setup_module then setup_optimizers");
   if (spec.fsdpVersion == 2) return "accelerate FullyShardedDataParallelPlugin(fsdp_version=2), Accelerator.prepare";
   return std::string("accelerate FullyShardedDataParallelPlugin(fsdp_version=1, use_orig_params=") +
          pyBool(spec.useOrigParams) + "), Accelerator.prepare";
@@ -86,6 +86,9 @@ std::string wrapApiText(const ReplaySpec& spec) {
 std::string shapeText(const std::string& shape) {
   if (shape == "optimizer-before-wrap")
     return "the optimizer is built from the model's parameters before the model is wrapped";
+  if (shape == "optimizer-after-wrap")
+    return "the model is wrapped first; the optimizer is then built from the wrapped model's parameters (a control: "
+           "the rules found this correct)";
   if (shape == "stray-param-after-wrap")
     return "a free nn.Parameter joins the optimizer (add_param_group) after the model is wrapped";
   if (shape == "stray-param-before-prepare")
@@ -186,6 +189,14 @@ Lines body(const ReplaySpec& spec) {
       b.push_back("s.phase(\"wrap\")");
       b.push_back(fsdp1Wrap(spec, false));
       b.push_back("s.run_first_step(model, optimizer)");
+    } else if (api == "fabric" && spec.joint) {
+      fabricPrelude(b, spec);
+      b.push_back("# The optimizer is built from the model's parameters first, then handed to Fabric with the");
+      b.push_back("# model in one call, which wraps the model and re-points the optimizer.");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("s.phase(\"wrap\")");
+      b.push_back("model, optimizer = fabric.setup(model, optimizer)");
+      b.push_back("s.run_first_step(model, optimizer, device=fabric.device, backward=fabric.backward)");
     } else if (api == "fabric") {
       fabricPrelude(b, spec);
       b.push_back("# The optimizer is built from the model's parameters first ...");
@@ -202,6 +213,44 @@ Lines body(const ReplaySpec& spec) {
       b.push_back("# ... then the model and the optimizer are prepared together.");
       b.push_back("s.phase(\"prepare\")");
       b.push_back("model, optimizer = accelerator.prepare(model, optimizer)");
+      b.push_back(kAccelerateStep);
+    }
+  } else if (shape == "optimizer-after-wrap") {
+    const char* first = "# A control: the order the rules expect. The model is wrapped first ...";
+    if (api == "fully_shard") {
+      fullyShardPrelude(b, false);
+      b.push_back(first);
+      b.push_back("s.phase(\"wrap\")");
+      shardBlocks(b);
+      b.push_back("fully_shard(model, mesh=env.mesh)");
+      b.push_back("# ... then the optimizer is built from the wrapped model's parameters.");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("s.run_first_step(model, optimizer)");
+    } else if (api == "fsdp1") {
+      fsdp1Prelude(b);
+      b.push_back(first);
+      b.push_back("s.phase(\"wrap\")");
+      b.push_back(fsdp1Wrap(spec, false));
+      b.push_back("# ... then the optimizer is built from the wrapped model's parameters.");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("s.run_first_step(model, optimizer)");
+    } else if (api == "fabric") {
+      fabricPrelude(b, spec);
+      b.push_back(first);
+      b.push_back("s.phase(\"wrap\")");
+      b.push_back("model = fabric.setup_module(model)");
+      b.push_back("# ... then the optimizer is built from the wrapped model's parameters.");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("optimizer = fabric.setup_optimizers(optimizer)");
+      b.push_back("s.run_first_step(model, optimizer, device=fabric.device, backward=fabric.backward)");
+    } else {
+      acceleratePrelude(b, spec);
+      b.push_back(first);
+      b.push_back("s.phase(\"prepare\")");
+      b.push_back("model = accelerator.prepare(model)");
+      b.push_back("# ... then the optimizer is built from the prepared model's parameters and prepared.");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("optimizer = accelerator.prepare(optimizer)");
       b.push_back(kAccelerateStep);
     }
   } else if (shape == "stray-param-after-wrap") {
@@ -263,7 +312,7 @@ Lines body(const ReplaySpec& spec) {
 }  // namespace
 
 const std::vector<std::string>& replayShapes() {
-  static const std::vector<std::string> shapes = {"optimizer-before-wrap", "stray-param-after-wrap",
+  static const std::vector<std::string> shapes = {"optimizer-before-wrap", "optimizer-after-wrap", "stray-param-after-wrap",
                                                   "stray-param-before-prepare", "blocks-without-root",
                                                   "ignored-trainable"};
   return shapes;
@@ -290,7 +339,8 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   if (api == "accelerate" && spec.fsdpVersion != 1 && spec.fsdpVersion != 2)
     return no("accelerate fsdp_version must be 1 or 2, not " + std::to_string(spec.fsdpVersion));
   bool ok = false;
-  if (shape == "optimizer-before-wrap") ok = true;
+  if (shape == "optimizer-before-wrap") ok = !spec.joint || api == "fabric";
+  else if (shape == "optimizer-after-wrap") ok = true;
   else if (shape == "stray-param-after-wrap") ok = api == "fully_shard" || api == "fsdp1";
   else if (shape == "stray-param-before-prepare") ok = api == "accelerate";
   else if (shape == "blocks-without-root") ok = api == "fully_shard";
@@ -353,7 +403,8 @@ std::string replayProgram(const ReplaySpec& spec) {
 
   std::string p;
   p += "#!/usr/bin/env python3\n";
-  p += "# Replay of " + commentText(spec.code) + " (" + spec.shape + ") reported at " + where +
+  p += std::string(spec.control ? "# Control replay of " : "# Replay of ") + commentText(spec.code) + " (" +
+       spec.shape + ") " + (spec.control ? "found correct at " : "reported at ") + where +
        ", generated by `shardlint probe`.\n";
   p += "# Pattern: " + shapeText(spec.shape) + ".\n";
   p += "# Wrap API: " + wrapApiText(spec) + ". Optimizer: " + commentText(optimizer) + ".\n";

@@ -18,7 +18,10 @@ struct ReplaySpec {
   std::string optimizer = "torch.optim.AdamW";  // qualified optimizer class (falls back to AdamW)
   // SL101: optimizer built before the wrap; SL102: a free parameter added (after the wrap,
   // or before an accelerate FSDP2 prepare); SL103: blocks sharded but not the root, or ignored params.
-  std::string shape;       // "optimizer-before-wrap" | "stray-param-after-wrap" | "stray-param-before-prepare"
+  bool joint = false;      // Fabric: the optimizer goes to `fabric.setup(model, optimizer)` with the model
+  bool control = false;    // a control (a pattern the rules found correct), not a finding
+  std::string shape;       // "optimizer-before-wrap" | "optimizer-after-wrap" | "stray-param-after-wrap"
+                           // | "stray-param-before-prepare"
                            // | "blocks-without-root" | "ignored-trainable"
 };
 

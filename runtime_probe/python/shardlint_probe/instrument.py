@@ -16,13 +16,18 @@ separate events):
   subclass runs, unlike a patched Optimizer.step that subclasses override (script mode only);
 - fully_shard as exported by torch.distributed.fsdp and torch.distributed._composable.fsdp;
 - torch.distributed.fsdp.FullyShardedDataParallel.__init__;
-- accelerate.Accelerator.prepare.
+- accelerate.Accelerator.prepare;
+- accelerate.Accelerator.__init__ (script mode on a gloo run only, not recorded as an event): accelerate
+  enables FSDP only on accelerators, so in CPU processes it keeps distributed_type MULTI_CPU and
+  prepare() would wrap the model in DDP instead. Right after the constructor the probe switches the
+  state to FSDP with the script's plugin, as accelerate does on GPUs (the replays do the same,
+  replay_runtime.enable_accelerate_fsdp_on_cpu), and says so in the rank report.
 
 Script mode (``activate_script_mode``, called by runtime_probe/python/sitecustomize.py when
 SHARDLINT_PROBE_MODE=script): when the first optimizer.step() completes, the checks run, the
 report is written to $SHARDLINT_PROBE_OUT/rank<R>.json, stdout and stderr are flushed and the
 process ends with os._exit(0) (report.EXIT_OK). If the script raises first, the exception is
-recorded (sys.excepthook) and the report is written at exit with reached_step false; the script's
+recorded (sys.excepthook) and the report is written right then with reached_step false; the script's
 own exit status is kept. On SIGTERM (torch.distributed.run stopping the other ranks after one
 failed, or a timeout) the report is written before the process ends.
 """
@@ -320,6 +325,56 @@ def _patch_accelerate(module: Any) -> None:
     accelerator_cls = getattr(module, "Accelerator", None)
     if accelerator_cls is not None:
         _patch_attr(accelerator_cls, "prepare", "accelerate_prepare", _prepare_before, _prepare_after)
+        init = getattr(accelerator_cls, "__init__", None)
+        if init is not None and not getattr(init, "__shardlint_probe__", False):
+            accelerator_cls.__init__ = _accelerator_init_wrapper(init)
+
+
+def _accelerator_init_wrapper(original: Callable) -> Callable:
+    """Accelerator.__init__, then (script mode, gloo run) the switch to FSDP that accelerate makes
+    only on accelerators; see _enable_accelerate_fsdp_on_cpu."""
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if _script.active and _script.cpu_fsdp and _depth() == 0 and os.getpid() == _script.pid:
+            try:
+                _enable_accelerate_fsdp_on_cpu(self, original, args, kwargs)
+            except Exception as exc:  # never break the user's call
+                _script.report.add_note(f"switching accelerate to FSDP on CPU failed: {type(exc).__name__}: {exc}")
+
+    __init__.__shardlint_probe__ = True  # type: ignore[attr-defined]
+    return __init__
+
+
+def _enable_accelerate_fsdp_on_cpu(accelerator: Any, init: Callable, args: tuple, kwargs: dict) -> None:
+    """The script's FSDP plugin (the constructor's `fsdp_plugin`, else the one accelerate makes from
+    the environment when ACCELERATE_USE_FSDP=true, e.g. under `accelerate launch` with an FSDP
+    config); with it the state becomes FSDP, as replay_runtime.enable_accelerate_fsdp_on_cpu does
+    for replays, and the mixed precision goes to the plugin as accelerate does when it enables FSDP."""
+    import inspect
+
+    try:
+        bound = inspect.signature(init).bind(accelerator, *args, **kwargs)
+        plugin = bound.arguments.get("fsdp_plugin")
+    except TypeError:
+        plugin = kwargs.get("fsdp_plugin")
+    if plugin is None and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+        from accelerate.utils import FullyShardedDataParallelPlugin
+
+        plugin = FullyShardedDataParallelPlugin()
+    if plugin is None:
+        return
+    from .replay_runtime import enable_accelerate_fsdp_on_cpu
+
+    note = enable_accelerate_fsdp_on_cpu(accelerator, plugin)
+    if not note:
+        return
+    precision = getattr(accelerator.state, "_mixed_precision", "no")
+    if precision and precision != "no" and hasattr(plugin, "set_mixed_precision"):
+        plugin.set_mixed_precision(precision)
+        note += f" (mixed precision {precision} set on the plugin, as accelerate does)"
+    _script.report.add_note("script mode on gloo/CPU: " + note)
 
 
 _TARGETS: Dict[str, Callable[[Any], None]] = {
@@ -499,10 +554,12 @@ class _ScriptController:
         self.probe: Any = None
         self.done = False
         self.written = False
+        self.cpu_fsdp = False  # gloo run: accelerate's FSDP is switched on in CPU processes
 
     def start(self) -> None:
         self.active = True
         self.pid = os.getpid()
+        self.cpu_fsdp = os.environ.get("SHARDLINT_PROBE_BACKEND") == "gloo"
         self.report = report_mod.RankReport(mode="script")
         self.report.set_finding(*_finding_from_env())
         self.tracker = Tracker(self.report, record_exceptions=True)
@@ -573,9 +630,13 @@ class _ScriptController:
         if self.report is not None and isinstance(exc, Exception):
             self.report.set_exception(exc, self.report.phase)
         self._previous_excepthook(exc_type, exc, tb)
+        # The script is over: write now, not at exit. Between here and the atexit hooks the
+        # interpreter tears down (other exit hooks, a process group whose peer died), and a rank
+        # that is killed or crashes there would leave no report at all.
+        self.at_exit()
 
     def at_exit(self) -> None:
-        if self.active and not self.done and os.getpid() == self.pid:
+        if self.active and not self.done and not self.written and os.getpid() == self.pid:
             if not self.report.exception_type:
                 self.report.add_note("the script ended before its first optimizer.step() completed")
             self.write()
