@@ -811,6 +811,10 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   if (*server) return lsp::runStdioServer(catalog);
   if (*probeCmd) {
     if (preflight) return probe::runPreflight(std::cerr, scriptArgs);
+    if (po.controls && po.mode != "replay") {
+      std::cerr << "shardlint: error: --controls replays the rules' controls: it needs --mode replay\n";
+      return kExitUsage;
+    }
     if (!scriptArgs.empty() && po.mode != "script") {
       std::cerr << "shardlint: error: arguments after `--` are for --mode script\n";
       return kExitUsage;

@@ -1407,3 +1407,10 @@ TEST_CASE("probe controls: the rules' controls are collected only when asked, an
   CHECK_FALSE(l.lintPath(fixture("SL101_alias.py")).empty());
   CHECK(o.controls->take().empty());
 }
+
+TEST_CASE("probe cli: --controls needs replay mode", "[probe]") {
+  ProbeTempDir dir;
+  CliResult r = runShardlint("probe --controls --mode script fixtures/python/SL101_alias_ok.py", dir.path() / "err.txt");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--controls replays the rules' controls: it needs --mode replay") != std::string::npos);
+}
