@@ -97,7 +97,7 @@ mkdir -p "$corpus" "$artifacts" "$logs"
 opts=(-max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/")
 case "$target" in python|project) opts+=(-dict="$root/tests/fuzz/python.dict") ;; esac
 logfile="$logs/$target-$(date -u +%Y%m%dT%H%M%SZ).log"
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:intercept_tls_get_addr=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 command -v llvm-symbolizer-14 >/dev/null && export ASAN_SYMBOLIZER_PATH="$(command -v llvm-symbolizer-14)"
 log "running fuzz_$target for ${seconds}s (log: $logfile)"

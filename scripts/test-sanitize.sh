@@ -35,7 +35,13 @@ if [ "$only" != tsan ]; then
   cmake --build build-asan -j "$jobs"
   log "running the test suite in build-asan/"
   # detect_leaks: LeakSanitizer checks every process at its exit (a leak fails the test).
-  ASAN_OPTIONS="detect_leaks=1" \
+  # intercept_tls_get_addr=0: clang 14's runtime takes a dynamic TLS block whose address is 16 past a
+  # page boundary for a glibc 2.19 block header and scans a bogus range, so LeakSanitizer's tracer dies
+  # at exit ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal error") after the test
+  # passed (google/sanitizers#1322). Whether a block lands there depends on the binary's layout: on
+  # 4 December 2026 one commit's build failed two cxx tests this way every time, the one before never.
+  # Leaks reachable only from dynamic TLS are not seen then.
+  ASAN_OPTIONS="detect_leaks=1:intercept_tls_get_addr=0" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" "$@"
 fi
