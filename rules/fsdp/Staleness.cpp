@@ -161,10 +161,11 @@ void emitControls(RuleContext& cx, const RuleInfo& info, const Store& st,
       } else {
         break;  // no order on every path (branches, loops): nothing to replay
       }
-      if (api == "fsdp1" || api == "accelerate" || api == "fabric") {
+      if (api == "fabric") {
+        facts["use_orig_params"] = "?";  // the strategy's argument, or Lightning's default, decides
+      } else if (api == "fsdp1" || api == "accelerate") {
         if (replaces == "?") break;  // use_orig_params not known
         facts["use_orig_params"] = replaces == "0" ? "1" : "0";
-        if (api == "fabric" && replaces == "1") facts["use_orig_params"] = "?";  // Lightning's default decides
       }
       cx.control(info, o.origin.primaryIn(w->origin),
                  "optimizer built from the parameters of `" +

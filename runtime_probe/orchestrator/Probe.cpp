@@ -83,16 +83,6 @@ bool addressInUse(const std::string& output) {
   return contains(output, "EADDRINUSE") || contains(lower(output), "address already in use");
 }
 
-// The API a replay uses, in words.
-std::string wrapApiName(const ReplaySpec& s) {
-  if (s.wrapApi == "fully_shard") return "FSDP2 `fully_shard`";
-  if (s.wrapApi == "fsdp1")
-    return std::string("FSDP1 (use_orig_params=") + (s.useOrigParams ? "True" : "False") + ")";
-  if (s.wrapApi == "accelerate") return "accelerate FSDP" + std::to_string(s.fsdpVersion) + " `prepare`";
-  if (s.wrapApi == "fabric") return "Lightning Fabric FSDPStrategy";
-  return s.wrapApi;
-}
-
 // Whether the replay of `s` needs FSDP2 (`fully_shard`).
 bool usesFsdp2(const ReplaySpec& s) {
   return s.wrapApi == "fully_shard" || (s.wrapApi == "accelerate" && s.fsdpVersion == 2);
@@ -145,6 +135,12 @@ std::optional<std::string> optimizerIn(const std::string& text) {
   return std::nullopt;
 }
 
+// Lightning's FSDPStrategy defaults to use_orig_params=True (since 2.1): False only where the source says so.
+bool writesOrigParamsFalse(const std::string& source) {
+  static const std::regex re(R"(use_orig_params\s*=\s*False)");
+  return std::regex_search(source, re);
+}
+
 std::string allText(const Diagnostic& d) {
   std::string t = d.message;
   for (const auto& n : d.notes) t += "\n" + n.message;
@@ -179,7 +175,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     s.fsdpVersion = fact("fsdp_version") == "1" ? 1 : 2;
     s.useOrigParams = fact("use_orig_params") == "1";
     if (s.wrapApi == "fabric" && fact("use_orig_params") == "?")
-      s.useOrigParams = !std::regex_search(source, std::regex(R"(use_orig_params\s*=\s*False)"));
+      s.useOrigParams = !writesOrigParamsFalse(source);
     s.joint = fact("joint") == "1";
     s.control = true;
     if (s.shape.empty() || s.wrapApi.empty()) return fail("the control names no shape or wrap API");
@@ -209,7 +205,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
       // Lightning's FSDPStrategy defaults to use_orig_params=True (since 2.1); the replay follows the source.
       s.wrapApi = "fabric";
       s.fsdpVersion = 1;
-      s.useOrigParams = !std::regex_search(source, std::regex(R"(use_orig_params\s*=\s*False)"));
+      s.useOrigParams = !writesOrigParamsFalse(source);
     } else {
       return fail("cannot tell which FSDP API the finding is about from its message");
     }
@@ -422,15 +418,20 @@ fs::path selfTestCacheFile(const std::string& python, const TorchInfo& info, con
 }
 }  // namespace
 
-void applyCpuSelfTest(const std::string& answerJson, TorchInfo& info) {
-  info.cpuFsdp1 = false;
-  info.cpuFsdp2 = false;
-  std::optional<json> answer = lastJsonObjectLine(answerJson);
-  if (!answer) {
-    info.cpuFsdpError = "the CPU FSDP self-test gave no answer";
-    return;
-  }
-  json& j = *answer;
+namespace {
+// The self-test's answers (runtime_probe/python/shardlint_probe/selftest.py), in words.
+const std::vector<std::pair<std::string, std::string>>& selfTestChecks() {
+  static const std::vector<std::pair<std::string, std::string>> checks = {
+      {"fsdp2", "FSDP2 fully_shard"},
+      {"fsdp1_orig", "FSDP1 use_orig_params=True"},
+      {"fsdp1_flat", "FSDP1 use_orig_params=False"},
+      {"accelerate_fsdp2", "accelerate FSDP2 prepare"},
+      {"accelerate_fsdp1", "accelerate FSDP1 prepare"},
+      {"fabric", "Lightning Fabric FSDPStrategy"}};
+  return checks;
+}
+
+void applySelfTestAnswer(const json& j, TorchInfo& info) {
   auto take = [&](const char* k, std::optional<bool>& flag) {
     if (j.contains(k) && j[k].is_boolean() && j[k].get<bool>())
       flag = true;
@@ -440,7 +441,7 @@ void applyCpuSelfTest(const std::string& answerJson, TorchInfo& info) {
   };
   take("fsdp2", info.cpuFsdp2);
   take("fsdp1", info.cpuFsdp1);
-  for (const char* k : {"fsdp2", "fsdp1_orig", "fsdp1_flat", "accelerate_fsdp2", "accelerate_fsdp1", "fabric"}) {
+  for (const auto& [k, name] : selfTestChecks()) {
     if (!j.contains(k)) continue;
     if (j[k].is_boolean())
       info.cpuChecks[k] = j[k].get<bool>() ? "" : "failed";
@@ -450,6 +451,18 @@ void applyCpuSelfTest(const std::string& answerJson, TorchInfo& info) {
   if (j.contains("notes") && j["notes"].is_array())
     for (const auto& n : j["notes"])
       if (n.is_string()) info.cpuNotes.push_back(n.get<std::string>());
+}
+}  // namespace
+
+void applyCpuSelfTest(const std::string& answerJson, TorchInfo& info) {
+  info.cpuFsdp1 = false;
+  info.cpuFsdp2 = false;
+  std::optional<json> answer = lastJsonObjectLine(answerJson);
+  if (!answer) {
+    info.cpuFsdpError = "the CPU FSDP self-test gave no answer";
+    return;
+  }
+  applySelfTestAnswer(*answer, info);
 }
 
 void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& info, const std::string& packageDir,
@@ -499,7 +512,7 @@ void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& i
                         (r.output.empty() ? std::string() : ": " + firstLine(tailLines(r.output, 1)));
     return;
   }
-  applyCpuSelfTest(answer->dump(), info);
+  applySelfTestAnswer(*answer, info);
   if (!cached.empty()) {
     // Only an answer is kept, never a timeout or a crash; written whole (rename) so a reader never
     // sees half a file.
@@ -513,15 +526,8 @@ void probeCpuFsdp(const std::string& python, double timeoutSeconds, TorchInfo& i
 }
 
 std::string cpuSelfTestSummary(const TorchInfo& info) {
-  static const std::vector<std::pair<std::string, std::string>> names = {
-      {"fsdp2", "FSDP2 fully_shard"},
-      {"fsdp1_orig", "FSDP1 use_orig_params=True"},
-      {"fsdp1_flat", "FSDP1 use_orig_params=False"},
-      {"accelerate_fsdp2", "accelerate FSDP2 prepare"},
-      {"accelerate_fsdp1", "accelerate FSDP1 prepare"},
-      {"fabric", "Lightning Fabric FSDPStrategy"}};
   std::string out;
-  for (const auto& [key, name] : names) {
+  for (const auto& [key, name] : selfTestChecks()) {
     auto it = info.cpuChecks.find(key);
     if (it == info.cpuChecks.end()) continue;
     out += (out.empty() ? "" : "; ") + name + ": " + (it->second.empty() ? "ok" : it->second);
@@ -2052,7 +2058,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
       if (choice.device == "cpu") {
         auto check = torch_.cpuChecks.find(selfTestKey(*spec));
         if (check != torch_.cpuChecks.end() && !check->second.empty()) {
-          finish(i, errorResult("gloo on CPU cannot run " + wrapApiName(*spec) + " with torch " + torch_.torchVersion +
+          finish(i, errorResult("gloo on CPU cannot run " + wrapApiText(*spec) + " with torch " + torch_.torchVersion +
                                 (torch_.accelerateVersion.empty() ? "" : ", accelerate " + torch_.accelerateVersion) +
                                 ": the CPU self-test failed with " + check->second));
           continue;

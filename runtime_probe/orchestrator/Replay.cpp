@@ -71,18 +71,6 @@ std::string commentText(std::string_view text) {
 
 std::string pyBool(bool b) { return b ? "True" : "False"; }
 
-std::string wrapApiText(const ReplaySpec& spec) {
-  if (spec.wrapApi == "fully_shard") return "FSDP2 fully_shard";
-  if (spec.wrapApi == "fsdp1")
-    return std::string("FSDP1 FullyShardedDataParallel(use_orig_params=") + pyBool(spec.useOrigParams) + ")";
-  if (spec.wrapApi == "fabric")
-    return std::string("Lightning Fabric FSDPStrategy(use_orig_params=") + pyBool(spec.useOrigParams) +
-           (spec.joint ? "), setup(model, optimizer)" : "), setup_module then setup_optimizers");
-  if (spec.fsdpVersion == 2) return "accelerate FullyShardedDataParallelPlugin(fsdp_version=2), Accelerator.prepare";
-  return std::string("accelerate FullyShardedDataParallelPlugin(fsdp_version=1, use_orig_params=") +
-         pyBool(spec.useOrigParams) + "), Accelerator.prepare";
-}
-
 std::string shapeText(const std::string& shape) {
   if (shape == "optimizer-before-wrap")
     return "the optimizer is built from the model's parameters before the model is wrapped";
@@ -310,6 +298,18 @@ Lines body(const ReplaySpec& spec) {
 }
 
 }  // namespace
+
+std::string wrapApiText(const ReplaySpec& spec) {
+  if (spec.wrapApi == "fully_shard") return "FSDP2 fully_shard";
+  if (spec.wrapApi == "fsdp1")
+    return std::string("FSDP1 FullyShardedDataParallel(use_orig_params=") + pyBool(spec.useOrigParams) + ")";
+  if (spec.wrapApi == "fabric")
+    return std::string("Lightning Fabric FSDPStrategy(use_orig_params=") + pyBool(spec.useOrigParams) +
+           (spec.joint ? "), setup(model, optimizer)" : "), setup_module then setup_optimizers");
+  if (spec.fsdpVersion == 2) return "accelerate FullyShardedDataParallelPlugin(fsdp_version=2), Accelerator.prepare";
+  return std::string("accelerate FullyShardedDataParallelPlugin(fsdp_version=1, use_orig_params=") +
+         pyBool(spec.useOrigParams) + "), Accelerator.prepare";
+}
 
 const std::vector<std::string>& replayShapes() {
   static const std::vector<std::string> shapes = {"optimizer-before-wrap", "optimizer-after-wrap", "stray-param-after-wrap",

@@ -36,6 +36,8 @@
 
 namespace shardlint::probe {
 
+// The wrap API of a spec in words ("FSDP1 FullyShardedDataParallel(use_orig_params=False)", ...).
+std::string wrapApiText(const ReplaySpec& spec);
 // The shapes, in the order of the table above.
 const std::vector<std::string>& replayShapes();
 // The wrap APIs: "fully_shard", "fsdp1", "accelerate".
