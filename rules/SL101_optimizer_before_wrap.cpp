@@ -38,15 +38,19 @@ class OptimizerBeforeWrap final : public Rule {
     if (api == "accelerate")
       return "accelerate FSDP1 with `use_orig_params=False` wraps the model without re-pointing the optimizer, so it "
              "keeps stale tensors: training silently does nothing";
-    return "Fabric's FSDP `setup_module` replaces the parameters while the pre-built optimizer keeps the old ones: "
-           "training silently does nothing";
+    return "Fabric's FSDP `setup_module` flattens the parameters (FSDP1 with `use_orig_params=False`: " +
+           std::string(wrap.attr("why")) +
+           "), so the pre-built optimizer holds none of them: Fabric's `setup_optimizers` rejects it, or training "
+           "silently does nothing";
   }
 
   static std::string fix(const Event& wrap) {
     std::string_view api = wrap.attr("api");
     if (api == "accelerate")
       return "set `use_orig_params=True` in the plugin, or build the optimizer from the prepared model";
-    if (api == "fabric") return "pass model and optimizer together to `fabric.setup(model, optimizer)`";
+    if (api == "fabric")
+      return "build the optimizer after `setup_module`, from the set-up module's parameters, or use "
+             "`use_orig_params=True`";
     return "build the optimizer after wrapping, from the wrapped model's parameters";
   }
 

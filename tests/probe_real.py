@@ -8,8 +8,6 @@ predicts, with evidence read off the run.
 
 Expected verdicts (anything else fails the test):
 - `confirmed` for every finding, except
-- Lightning Fabric with the strategy's default `use_orig_params` (True since Lightning 2.1): the
-  pre-built optimizer keeps working, so `not-reproduced` (SL101 still reports it: see issue 29);
 - findings whose shape the replay does not model (`probe-error` "not replayable: ..."), listed in
   the table and allowed only for the reasons in NOT_REPLAYABLE_OK.
 
@@ -40,9 +38,8 @@ BEGIN, END = "<!-- probe-table:begin -->", "<!-- probe-table:end -->"
 
 
 def expected_verdict(probe: dict) -> str:
-    replay = probe.get("replay") or {}
-    if replay.get("wrap_api") == "fabric" and replay.get("use_orig_params") is True:
-        return "not-reproduced"
+    # Every finding is expected to be confirmed: SL101 reports Lightning Fabric only with
+    # use_orig_params=False (written in FSDPStrategy, or a Lightning before 2.1 that the project pins).
     return "confirmed"
 
 

@@ -432,6 +432,31 @@ void Linter::checkLaunchSettings(const SourceFile& file, const std::vector<Launc
     if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
 }
 
+const Facts* Linter::withRequirements(const std::string& path, const Facts* base,
+                                      std::vector<std::unique_ptr<Facts>>& store) const {
+  if (catalog_.requirementPackages.empty()) return base;
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  if (ec) return base;
+  const Requirements& declared = requirements_->forDirectory(abs.parent_path());
+  Facts added;
+  for (const auto& name : catalog_.requirementPackages) {
+    auto it = declared.find(name);
+    if (it == declared.end()) continue;
+    std::string value;
+    for (const auto& r : it->second)
+      value += (value.empty() ? "" : "|") + r.spec + "\t" +
+               std::filesystem::path(r.file).lexically_relative(abs.parent_path()).generic_string() + ":" +
+               std::to_string(r.line);
+    added["requires:" + name] = std::move(value);
+  }
+  if (added.empty()) return base;
+  if (base)
+    for (const auto& [k, v] : *base) added.emplace(k, v);
+  store.push_back(std::make_unique<Facts>(std::move(added)));
+  return store.back().get();
+}
+
 std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>& launchPaths,
                                                  std::map<std::string, Facts> configFacts,
                                                  std::vector<Diagnostic>* diagnostics) const {
@@ -615,7 +640,9 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
     return out;
   }
   ModuleTable table(tableConfig(false));
-  Task task(catalog_, options_, nullptr, table, options_.settingsFacts.empty() ? nullptr : &options_.settingsFacts,
+  std::vector<std::unique_ptr<Facts>> factStore;
+  Task task(catalog_, options_, nullptr, table,
+            withRequirements(path, options_.settingsFacts.empty() ? nullptr : &options_.settingsFacts, factStore),
             nullptr);
   out = task.run(path, std::move(text));
   finalizeDiagnostics(out);
@@ -857,6 +884,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       taskFactStore.push_back(std::make_unique<Facts>(std::move(merged)));
       facts = taskFactStore.back().get();
     }
+    facts = withRequirements(scanned[i].path, facts, taskFactStore);
     // A script the facts (a linked config, settings) apply to is relevant when it names their words.
     bool configured = false;
     if (facts && catalog_.factWords)

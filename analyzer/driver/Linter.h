@@ -11,6 +11,7 @@
 
 #include "core/Diagnostic.h"
 #include "driver/ModuleTable.h"
+#include "driver/Requirements.h"
 #include "driver/Rule.h"
 #include "driver/Suppressions.h"
 #include "syntax/TreeSitter.h"
@@ -168,8 +169,13 @@ class Linter {
   std::map<std::string, Facts> linkConfigs(const std::vector<std::string>& launchPaths,
                                            std::map<std::string, Facts> configFacts,
                                            std::vector<Diagnostic>* diagnostics) const;
+  // `base` with the facts of the packages the rules read that `path`'s project declares
+  // (RuleCatalog::requirementPackages); a new Facts kept in `store` when there are any, else `base`.
+  const Facts* withRequirements(const std::string& path, const Facts* base,
+                                std::vector<std::unique_ptr<Facts>>& store) const;
   const RuleCatalog& catalog_;
   LintOptions options_;
+  std::shared_ptr<RequirementsIndex> requirements_ = std::make_shared<RequirementsIndex>();
 };
 
 // One round of a fix run (fixToFixedPoint's `relint`): lints `files` again with `texts` (path ->

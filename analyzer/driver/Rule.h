@@ -179,6 +179,10 @@ struct RuleCatalog {
   std::vector<std::string> (*factWords)(const Facts& facts) = nullptr;
   // Words that make a configuration file worth parsing (the config pre-scan).
   std::vector<std::string_view> configWords;
+  // Packages whose declared versions the Python rules read (normalised names, "lightning"): each
+  // becomes a fact "requires:NAME" of a file whose project declares it (driver/Requirements.h),
+  // "SPEC\tPATH:LINE" per declaration, declarations joined by "|".
+  std::vector<std::string> requirementPackages;
   // Facts about the whole project (for rules over configuration files that must agree
   // with the code), from the outlines of the Python files whose bytes `projectFactsWant`
   // accepts, each outlined with `projectOutline` from the run's one parse of the file.

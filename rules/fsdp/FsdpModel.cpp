@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "fsdp/Versions.h"
 #include "semantic/Interpreter.h"
 
 namespace shardlint::rules::fsdp {
@@ -108,15 +109,37 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
   return true;
 }
 
-bool handleFabric(CallSite& site, const Obj& fabric) {
+// Whether Fabric's FSDPStrategy replaces the parameters it wraps (FSDP1 with use_orig_params=False):
+// "1" with `why` set when written in the strategy or implied by a Lightning older than 2.1 that the
+// project pins (its strategy defaulted to False; 2.1 made it True); "0" when kept; "?" when unknown.
+std::string fabricReplaces(const Obj& fabric, const std::map<std::string, std::string>& facts, std::string& why) {
+  std::string_view orig = fabric.tag("use_orig_params");
+  if (orig == "False") {
+    why = "`FSDPStrategy(use_orig_params=False)`";
+    return "1";
+  }
+  if (orig == "True") return "0";
+  if (orig == "?") return "?";
+  if (auto pin = pinnedBelow(facts, {"lightning", "pytorch-lightning", "lightning-fabric"}, "2.1")) {
+    why = "the project pins " + *pin + ", a Lightning before 2.1, whose `FSDPStrategy` defaults to "
+          "`use_orig_params=False`";
+    return "1";
+  }
+  return "0";  // Lightning 2.1+ defaults to use_orig_params=True
+}
+
+bool handleFabric(CallSite& site, const Obj& fabric, const std::map<std::string, std::string>& facts) {
   bool fsdp = fabric.hasTag("fsdp");
   std::string call = calleeText(site);
   if (site.method == "setup" || site.method == "setup_module") {
     if (site.args.empty()) return false;
+    std::string why;
+    std::string replaces = fsdp ? fabricReplaces(fabric, facts, why) : "";
     if (fsdp)
       for (ObjId m : site.args[0])
         site.in.domainEvent("wrap", m, site.origin,
-                            {{"api", "fabric"}, {"fsdp_version", "1"}, {"replaces", "1"}, {"call", call}});
+                            {{"api", "fabric"}, {"fsdp_version", "1"}, {"replaces", replaces}, {"call", call},
+                             {"why", why}});
     if (fsdp && site.method == "setup")
       for (size_t i = 1; i < site.args.size(); ++i)
         for (ObjId o : site.args[i])
@@ -239,7 +262,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
   if (site.receiver != kNoObj) {
     const Obj recv = st.obj(site.receiver);
     if (recv.hasTag("accelerator") && site.method == "prepare") return handlePrepare(site, recv);
-    if (recv.hasTag("fabric")) return handleFabric(site, recv);
+    if (recv.hasTag("fabric")) return handleFabric(site, recv, facts_);
     const std::string& m = site.method;
     if (m == "requires_grad_") {
       auto lit = literalOf(st, site.arg(0, "requires_grad"));
@@ -434,6 +457,18 @@ bool FsdpCallModel::onCall(CallSite& site) {
     site.result = {o};
     return true;
   }
+  if (endsWith(q, ".FSDPStrategy") && (startsWith(q, "lightning") || startsWith(q, "pytorch_lightning"))) {
+    // use_orig_params: "True"/"False" as written, "?" when not a literal, absent when not passed.
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    if (const ValueSet* orig = site.kwarg("use_orig_params")) {
+      auto lit = literalOf(st, orig);
+      st.obj(o).setTag("use_orig_params", lit == std::optional<std::string>("True")    ? "True"
+                                          : lit == std::optional<std::string>("False") ? "False"
+                                                                                       : "?");
+    }
+    site.result = {o};
+    return true;
+  }
   if (q == "lightning.Fabric" || q == "lightning.fabric.Fabric" || q == "lightning_fabric.Fabric" ||
       q == "lightning.fabric.fabric.Fabric") {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
@@ -443,9 +478,12 @@ bool FsdpCallModel::onCall(CallSite& site) {
         const Obj& so = st.obj(s);
         std::string name = so.name;
         std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-        if ((so.kind == ObjKind::Literal && name.find("fsdp") != std::string::npos) ||
-            (so.kind == ObjKind::Instance && endsWith(so.name, "FSDPStrategy")))
+        if (so.kind == ObjKind::Literal && name.find("fsdp") != std::string::npos) {
           st.obj(o).setTag("fsdp", "1");
+        } else if (so.kind == ObjKind::Instance && endsWith(so.name, "FSDPStrategy")) {
+          st.obj(o).setTag("fsdp", "1");
+          if (so.hasTag("use_orig_params")) st.obj(o).setTag("use_orig_params", std::string(so.tag("use_orig_params")));
+        }
       }
     }
     site.result = {o};

@@ -149,21 +149,21 @@ void emitControls(RuleContext& cx, const RuleInfo& info, const Store& st,
         bool repointed = std::any_of(st.events.begin(), st.events.end(), [&](const Event& e) {
           return e.kind == semantic::EventKind::Domain && e.name == "repoint" && e.target == opt;
         });
-        if ((api == "fsdp1" || (api == "accelerate" && w->attr("fsdp_version") != "2")) && replaces == "0")
-          how = "before " + std::string(wrapApiName(*w)) + ", which keeps the original parameters (use_orig_params=True)";
+        if (api == "fabric" && repointed)
+          how = "and handed to Fabric's `setup` together with the model, which re-points it", facts["joint"] = "1";
+        else if ((api == "fsdp1" || api == "fabric" || (api == "accelerate" && w->attr("fsdp_version") != "2")) &&
+                 replaces == "0")
+          how = "before " + std::string(wrapApiName(*w)) + ", which keeps the original parameters (use_orig_params=True" +
+                (api == "fabric" ? ", Lightning 2.1+'s default)" : ")");
         else if (api == "accelerate" && w->attr("fsdp_version") == "2" && repointed)
           how = "before accelerate FSDP2 `prepare`, which re-points it";
-        else if (api == "fabric" && repointed)
-          how = "and handed to Fabric's `setup` together with the model, which re-points it", facts["joint"] = "1";
         else
           break;  // fine for a reason the replay does not model (refreshed param groups, no later use, ...)
         facts["shape"] = "optimizer-before-wrap";
       } else {
         break;  // no order on every path (branches, loops): nothing to replay
       }
-      if (api == "fabric") {
-        facts["use_orig_params"] = "?";  // the strategy's argument, or Lightning's default, decides
-      } else if (api == "fsdp1" || api == "accelerate") {
+      if (api == "fsdp1" || api == "accelerate" || api == "fabric") {
         if (replaces == "?") break;  // use_orig_params not known
         facts["use_orig_params"] = replaces == "0" ? "1" : "0";
       }

@@ -135,12 +135,6 @@ std::optional<std::string> optimizerIn(const std::string& text) {
   return std::nullopt;
 }
 
-// Lightning's FSDPStrategy defaults to use_orig_params=True (since 2.1): False only where the source says so.
-bool writesOrigParamsFalse(const std::string& source) {
-  static const std::regex re(R"(use_orig_params\s*=\s*False)");
-  return std::regex_search(source, re);
-}
-
 std::string allText(const Diagnostic& d) {
   std::string t = d.message;
   for (const auto& n : d.notes) t += "\n" + n.message;
@@ -174,8 +168,6 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     s.wrapApi = fact("wrap_api");
     s.fsdpVersion = fact("fsdp_version") == "1" ? 1 : 2;
     s.useOrigParams = fact("use_orig_params") == "1";
-    if (s.wrapApi == "fabric" && fact("use_orig_params") == "?")
-      s.useOrigParams = !writesOrigParamsFalse(source);
     s.joint = fact("joint") == "1";
     s.control = true;
     if (s.shape.empty() || s.wrapApi.empty()) return fail("the control names no shape or wrap API");
@@ -202,10 +194,11 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
       s.wrapApi = "accelerate";
       s.fsdpVersion = 2;
     } else if (contains(text, "Fabric")) {
-      // Lightning's FSDPStrategy defaults to use_orig_params=True (since 2.1); the replay follows the source.
+      // SL101 reports Fabric only with use_orig_params=False (written in FSDPStrategy, or the default of a
+      // Lightning before 2.1 that the project pins): the replay passes it explicitly.
       s.wrapApi = "fabric";
       s.fsdpVersion = 1;
-      s.useOrigParams = !writesOrigParamsFalse(source);
+      s.useOrigParams = false;
     } else {
       return fail("cannot tell which FSDP API the finding is about from its message");
     }

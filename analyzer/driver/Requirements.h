@@ -1,0 +1,46 @@
+// The dependencies a Python project declares: what rules read when a framework's behaviour
+// changed between versions (a default that flipped) and the project pins the older one.
+//
+// Read from the nearest folder at or above a file that holds a dependency file:
+// `requirements*.txt` (and `requirements/*.txt`), `pyproject.toml` ([project] dependencies and
+// optional-dependencies, [tool.poetry] dependencies), `setup.cfg` ([options] install_requires and
+// extras_require) or `environment.yml`/`environment.yaml` (conda, with its `pip:` list). The walk stops at
+// a folder with `.git`. Depends on the file's place only, never on the other files of a run.
+#pragma once
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace shardlint {
+
+// One declaration of a package: its version specifier as written ("==2.0.9", ">=1.9,<2.1", "^2.0",
+// conda's "=2.0"; empty when unversioned), and where (a path and a 1-based line).
+struct Requirement {
+  std::string spec;
+  std::string file;
+  int line = 0;
+};
+
+// Package names normalised as PEP 503 says (lower case, runs of "-", "_", "." become "-") to every
+// declaration of the package in the project's dependency files, in file order.
+using Requirements = std::map<std::string, std::vector<Requirement>>;
+
+std::string normalizePackageName(std::string_view name);
+
+// The declarations in one file's text, by its kind (the file name decides: requirements*.txt,
+// pyproject.toml, setup.cfg, environment.yml). Malformed files give what could be read.
+Requirements parseRequirementsFile(const std::filesystem::path& file, const std::string& text);
+
+// The declarations that apply to files in `dir`, cached per folder; thread-safe.
+class RequirementsIndex {
+ public:
+  const Requirements& forDirectory(const std::filesystem::path& dir);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, Requirements> cache_;
+};
+
+}  // namespace shardlint

@@ -1,0 +1,23 @@
+// Framework versions a project pins: which default applies when a default changed between
+// releases (Lightning's FSDPStrategy `use_orig_params`, False before 2.1, True since).
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardlint::rules::fsdp {
+
+// Whether every version `spec` allows is below `bound` ("2.1"): PEP 440 clauses (`==`, `===`, `<`, `<=`,
+// `~=`, `==X.*`; `>=`, `>`, `!=` bound nothing from above), conda's `=X` / `=X.*`, Poetry's `^X`, `~X`
+// and a bare `X`, Poetry alternatives joined by `||` (each must be below). An empty spec is unbounded.
+bool allowsOnlyBelow(std::string_view spec, std::string_view bound);
+
+// A declaration of one of `packages` in the facts ("requires:NAME", Linter) that makes every version the
+// project may install lower than `bound`: "NAME SPEC (PATH:LINE)" of the first declaration, or nullopt
+// when some declaration allows `bound` or later (or none is there).
+std::optional<std::string> pinnedBelow(const std::map<std::string, std::string>& facts,
+                                       const std::vector<std::string>& packages, std::string_view bound);
+
+}  // namespace shardlint::rules::fsdp
