@@ -120,7 +120,7 @@ class UnshardedParams final : public Rule {
   // The module part of a lineage, for messages: `model.layer1.modules()[*]` -> `model.layer1`.
   static std::string readable(const Store& st, Lineage l) {
     for (size_t i = 0; i < l.edges.size(); ++i)
-      if (l.edges[i].size() > 2 && l.edges[i].compare(l.edges[i].size() - 2, 2, "()") == 0) {
+      if (std::string_view e = edgeName(l.edges[i]); e.size() > 2 && e.compare(e.size() - 2, 2, "()") == 0) {
         l.edges.resize(i);
         break;
       }

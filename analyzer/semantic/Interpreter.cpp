@@ -181,6 +181,18 @@ ObjId Interp::derive(ObjId parent, std::string edge) {
   return id;
 }
 
+ObjId Interp::deriveAt(ObjId parent, std::string edge, const Origin& at) {
+  // Keyed by the call's own site, not by the chain of calls that reached it: a chain per object would
+  // multiply objects with every level of helpers (one summary's call, instantiated at every caller).
+  std::string key = edge + '\x1f' + std::to_string(at.file) + ':' + std::to_string(at.range.begin);
+  auto memoKey = std::make_pair(parent, std::move(key));
+  if (auto it = st_.memo().derived.find(memoKey); it != st_.memo().derived.end()) return it->second;
+  ObjId id = newObject(ObjKind::Derived, std::move(edge), at);
+  st_.obj(id).parent = parent;
+  st_.memo().derived[std::move(memoKey)] = id;
+  return id;
+}
+
 ObjId Interp::ref(const std::string& qualname) {
   if (auto it = st_.memo().refs.find(qualname); it != st_.memo().refs.end()) return it->second;
   ObjId id = newObject(ObjKind::Ref, qualname, Origin{});
@@ -1279,10 +1291,7 @@ ValueSet Interp::evalCall(TSNode call) {
         addValues(result, ms.result);
       } else {
         // A method result is made where the method is called.
-        size_t known = st_.objects.size();
-        ObjId made = derive(r, "." + method + "()");
-        if (static_cast<size_t>(made) >= known) st_.obj(made).origin = site.origin;
-        addValue(result, made);
+        addValue(result, deriveAt(r, "." + method + "()", site.origin));
       }
     }
     return result;
@@ -1457,7 +1466,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       site.method = "__call__";
       if (ses_.model().onCall(site)) return site.result;
       (void)node;
-      return {derive(callee, "()")};
+      return {deriveAt(callee, "()", site.origin)};
     }
   }
 }
@@ -1592,8 +1601,10 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
       }
       case ObjKind::Derived: {
         bool isAttr = o.name.size() > 1 && o.name[0] == '.' && o.name.back() != ')';
+        bool isCall = o.name.size() >= 2 && o.name.compare(o.name.size() - 2, 2, "()") == 0;
         for (ObjId p : map[static_cast<size_t>(o.parent)]) {
           if (isAttr) addValues(map[i], getAttr(p, std::string_view(o.name).substr(1)));
+          else if (isCall) addValue(map[i], deriveAt(p, o.name, via(o.origin)));  // a call inside the function
           else addValue(map[i], derive(p, o.name));
         }
         break;

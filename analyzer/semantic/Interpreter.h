@@ -86,6 +86,10 @@ class Interp {
   PointId newPoint();
   ObjId newObject(ObjKind kind, std::string name, const Origin& origin);
   ObjId derive(ObjId parent, std::string edge);
+  // The result of a call (`x.build()`, `f()`) made at `at`: one object per receiver and call site
+  // (the call's own site, whatever chain of calls reached it), so that two calls of a builder are two
+  // objects. The same site evaluated again (a loop's next iteration) gives the same object.
+  ObjId deriveAt(ObjId parent, std::string edge, const Origin& at);
   ObjId ref(const std::string& qualname);
   void domainEvent(std::string kind, ObjId target, const Origin& origin,
                    std::map<std::string, std::string, std::less<>> attrs = {}, std::vector<ValueSet> args = {});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 #include "fsdp/Versions.h"
 #include "semantic/Interpreter.h"
@@ -543,11 +544,35 @@ Lineage lineageOf(const Store& st, ObjId o, int depth) { return lineageImpl(st, 
 
 Lineage writtenLineage(const Store& st, ObjId o) { return lineageImpl(st, o, 0, false); }
 
+std::string_view edgeName(std::string_view edge) {
+  size_t mark = edge.find(kCallSiteMark);
+  return mark == std::string_view::npos ? edge : edge.substr(0, mark);
+}
+
+// Methods of nn.Module (and of containers) whose result is a view of the receiver, or the receiver
+// itself: calling them twice gives the same thing.
+bool isViewCall(std::string_view edge) {
+  static const std::set<std::string_view> views = {
+      ".parameters()", ".named_parameters()", ".modules()", ".named_modules()", ".children()", ".named_children()",
+      ".buffers()", ".named_buffers()", ".state_dict()", ".values()", ".items()", ".keys()", ".to()", ".cuda()",
+      ".cpu()", ".float()", ".half()", ".bfloat16()", ".double()", ".train()", ".eval()", ".requires_grad_()",
+      ".get_submodule()", ".get_parameter()", ".get_input_embeddings()", ".get_output_embeddings()",
+      ".get_base_model()", ".get_decoder()", ".get_encoder()", ".base_model()", ".unwrap()", ".module()"};
+  return views.count(edge) > 0;
+}
+
+// A lineage edge for derived object `id`: a call that makes something carries its site.
+static std::string edgeOf(const Obj& d) {
+  const std::string& name = d.name;
+  if (name.size() < 2 || name.compare(name.size() - 2, 2, "()") != 0 || isViewCall(name)) return name;
+  return name + kCallSiteMark + std::to_string(d.origin.file) + ":" + std::to_string(d.origin.range.begin);
+}
+
 static Lineage lineageImpl(const Store& st, ObjId o, int depth, bool lookThrough) {
   std::vector<std::string> edges;
   ObjId cur = o;
   while (cur != kNoObj && st.obj(cur).kind == ObjKind::Derived) {
-    edges.push_back(st.obj(cur).name);
+    edges.push_back(edgeOf(st.obj(cur)));
     cur = st.obj(cur).parent;
   }
   std::reverse(edges.begin(), edges.end());
@@ -610,7 +635,7 @@ Lineage moduleOfSource(const Lineage& src) {
     }
   }
   while (!m.edges.empty() && m.edges.back()[0] == '[') m.edges.pop_back();
-  if (!m.edges.empty() && m.edges.back()[0] == '.' && m.edges.back().back() != ')') m.edges.pop_back();
+  if (!m.edges.empty() && m.edges.back()[0] == '.' && edgeName(m.edges.back()).back() != ')') m.edges.pop_back();
   return m;
 }
 
@@ -620,7 +645,7 @@ bool isWholeParams(const Lineage& src) {
 
 std::string render(const Store& st, const Lineage& l) {
   std::string s = l.root == kNoObj ? "?" : st.describe(l.root);
-  for (const auto& e : l.edges) s += e;
+  for (const auto& e : l.edges) s += edgeName(e);
   return s;
 }
 

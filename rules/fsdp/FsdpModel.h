@@ -41,8 +41,17 @@ bool isFsdp1Class(std::string_view q);
 // and `model.x` share a root.
 struct Lineage {
   ObjId root = semantic::kNoObj;
+  // Attribute (".layers"), index ("[0]", "[*]") and call (".build()") edges. The result of a call that
+  // makes a new object is one object per call site (Interp::deriveAt): its edge carries the site
+  // after kCallSiteMark, so `a = self.build(); b = self.build()` are two lineages. Views of a module
+  // (`.parameters()`, `.modules()`, `.to()`, ...) carry no site: any call of them is the same.
   std::vector<std::string> edges;
 };
+inline constexpr char kCallSiteMark = '\x1f';
+// An edge as written: without the call site it may carry.
+std::string_view edgeName(std::string_view edge);
+// A call edge whose result is a view of the receiver or the receiver itself (`.parameters()`, `.to()`).
+bool isViewCall(std::string_view edge);
 Lineage lineageOf(const Store& st, ObjId o, int depth = 0);
 // The lineage as the user wrote it, for messages: wrappers and unknown functions of
 // an object are not looked through (`model = get_model(config)` stays `model`).

@@ -82,6 +82,29 @@ bool relatedTo(const Store& st, const ValueSet& sources, const Lineage& target) 
   });
 }
 
+// The wrapped object is made anew in each iteration of `loop` before the wrap at `before`: its root,
+// or an object on its way there (a builder's result `self.build()`, a conversion's `convert(m)`).
+bool madeAfreshIn(const Store& st, ObjId target, ObjId root, int loop, semantic::PointId before) {
+  auto fresh = [&](ObjId id) {
+    semantic::PointId made = st.obj(id).point;
+    return st.insideArm(made, loop) && st.precedes(made, before);
+  };
+  if (fresh(root)) return true;
+  for (int depth = 0; target != kNoObj && depth < 64; ++depth) {
+    const auto& t = st.obj(target);
+    bool makes = t.kind == semantic::ObjKind::Instance || t.kind == semantic::ObjKind::Container ||
+                 (t.kind == semantic::ObjKind::Derived && t.name.size() > 2 &&
+                  t.name.compare(t.name.size() - 2, 2, "()") == 0 && !isViewCall(t.name));
+    if (makes && fresh(target)) return true;
+    if (t.kind == semantic::ObjKind::Derived) target = t.parent;
+    else if (t.kind == semantic::ObjKind::Instance && !t.inputs().empty() && t.inputs()[0].size() == 1)
+      target = t.inputs()[0][0];  // a wrapper or conversion of one object
+    else
+      break;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function<bool(const Event&)>& wrapFilter) {
@@ -100,8 +123,7 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
       // wrap is a different object from the one the earlier iteration's optimizer saw.
       if (!st.precedes(o.point, w->point) && target.root != kNoObj) {
         int loop = st.commonLoop(o.point, w->point);
-        semantic::PointId made = st.obj(target.root).point;
-        if (loop >= 0 && st.insideArm(made, loop) && st.precedes(made, w->point)) continue;
+        if (loop >= 0 && madeAfreshIn(st, w->target, target.root, loop, w->point)) continue;
       }
       if (!relatedTo(st, sources, target) || repointedByWrappingCall(st, *w, opt)) continue;
       // A use of this optimizer object after the wrap, not preceded by a refresh.
