@@ -515,15 +515,19 @@ static bool isBareObject(const Store& st, ObjId id) {
   return k == ObjKind::Instance || k == ObjKind::Arg || k == ObjKind::Global;
 }
 
+bool isPlainClass(const semantic::ClassDef& cls) {
+  for (const auto& b : cls.allBases())
+    if (b != "object" && b != "abc.ABC" && b != "typing.Generic" && b != "typing.NamedTuple") return false;
+  return true;
+}
+
 // Storing a module in an attribute makes it a submodule only when the holder is an
 // nn.Module: a plain class (`class Guard:` keeping `self.module = module`) only
 // refers to it, so the module keeps its own identity.
 static bool canOwnModules(const Store& st, ObjId owner) {
   const Obj& o = st.obj(owner);
   if (o.kind != ObjKind::Instance || !o.cls) return true;
-  for (const auto& b : o.cls->allBases())
-    if (b != "object" && b != "abc.ABC" && b != "typing.Generic" && b != "typing.NamedTuple") return true;
-  return false;
+  return !isPlainClass(*o.cls);
 }
 
 ObjId objectAt(const Store& st, const Lineage& l) {

@@ -59,6 +59,10 @@ Lineage writtenLineage(const Store& st, ObjId o);
 // The object a lineage of attribute stores leads to (`model.layers` -> the ModuleList
 // stored there), or kNoObj.
 ObjId objectAt(const Store& st, const Lineage& l);
+// A class of the project with no base but `object` (or ABC, Generic, NamedTuple): a plain
+// class, which is not an nn.Module (a dataclass, a holder of references). A class with any other
+// base, known or not, may be one.
+bool isPlainClass(const semantic::ClassDef& cls);
 // a is b or lies inside b (an attribute, element or parameter of it). "[*]" matches any index.
 bool within(const Lineage& a, const Lineage& b);
 // The module a parameter source belongs to: `m.layers[0].parameters()[*]` -> `m.layers[0]`.
