@@ -109,8 +109,9 @@ const RuleCatalog& catalog() {
     cat.projectOutline = config::projectModelOutline();
     cat.factWords = config::factWords;
     cat.cxxDefaultFlags = cxx::libtorchFlags;
-    // Lightning's FSDPStrategy defaulted to use_orig_params=False before 2.1 (SL101 on Fabric).
-    cat.requirementPackages = {"lightning", "lightning-fabric", "pytorch-lightning"};
+    // Lightning's FSDPStrategy defaulted to use_orig_params=False before 2.1 (SL101 on Fabric);
+    // accelerate's launcher read renamed config keys until a release dropped them (SL301).
+    cat.requirementPackages = {"accelerate", "lightning", "lightning-fabric", "pytorch-lightning"};
     // Config files worth parsing mention FSDP (a Trainer fsdp_config JSON may spell keys without fsdp_).
     cat.configWords = {"fsdp", "min_num_params", "transformer_layer_cls_to_wrap"};
     return cat;

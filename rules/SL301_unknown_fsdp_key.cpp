@@ -4,10 +4,13 @@
 #include "config/ConfigFixes.h"
 #include "config/ConfigRule.h"
 #include "config/FsdpKeys.h"
+#include "fsdp/Versions.h"
 
 namespace shardlint::rules {
 namespace {
 using namespace config;
+
+const std::vector<std::string> kAccelerate = {"accelerate"};
 
 class UnknownFsdpKey final : public ConfigRule {
  public:
@@ -39,9 +42,18 @@ class UnknownFsdpKey final : public ConfigRule {
       }
       std::string suggestion;
       bool renamed = false;
+      const RenamedKey* rename = nullptr;
       if (!trainer)
         for (const auto& r : accelerateRenamedKeys())
-          if (r.old == lookup) suggestion = std::string(r.replacement), renamed = true;
+          if (r.old == lookup) suggestion = std::string(r.replacement), renamed = true, rename = &r;
+      // An accelerate config in a project that pins an accelerate whose launcher still reads the old
+      // name: nothing is lost today. (axolotl reads its configs itself: the launcher's versions say
+      // nothing there.)
+      if (rename && s.role == Role::Accelerate && cx.project() && !rename->ignoredSince.empty())
+        if (auto pin = fsdp::pinnedBelow(*cx.project(), kAccelerate, rename->ignoredSince)) {
+          reportDeprecated(cx, s, k, name, *rename, *pin);
+          continue;
+        }
       size_t best = 99, atBest = 0;
       if (!renamed)
         for (const auto& key : table) {
@@ -68,6 +80,33 @@ class UnknownFsdpKey final : public ConfigRule {
       }
       cx.report(info(), k.range, msg, {}, fix);
     }
+  }
+
+  // `name` (the old spelling of `r.replacement`) under a pin that keeps accelerate below the release
+  // that stopped reading it: nothing when every allowed release predates the new name (the old one is
+  // the only one they read); else a deprecation warning, whose rename is safe when every allowed
+  // release reads the new name too, and unsafe when some reads only the old one.
+  void reportDeprecated(ConfigContext& cx, const FsdpSettings& s, const YNode& k, const std::string& name,
+                        const RenamedKey& r, const std::string& pin) {
+    const Facts& facts = *cx.project();
+    bool newNameRead = r.replacementSince.empty() || fsdp::pinnedAtLeast(facts, kAccelerate, r.replacementSince);
+    if (!r.replacementSince.empty() && fsdp::pinnedBelow(facts, kAccelerate, r.replacementSince)) return;
+    std::string to(r.replacement);
+    std::string msg = "`" + name + "` is deprecated: the project pins " + pin +
+                      (newNameRead ? ", whose launcher still reads it as `" + to + "`"
+                                   : ", whose releases all still read it (" + std::string(r.replacementSince) +
+                                         " and later as `" + to + "`)") +
+                      ", but accelerate " + std::string(r.ignoredSince) + " and later ignore it silently; rename it to `" +
+                      to + "`";
+    if (!newNameRead)
+      msg += " once the pin excludes accelerate before " + std::string(r.replacementSince) +
+             ", which reads only the old name";
+    std::optional<Fix> fix;
+    if (!s.section->get(to))
+      if (auto text = stringText(cx.file(), k, to))
+        fix = Fix{"Rename `" + name + "` to `" + to + "`", newNameRead ? Applicability::Safe : Applicability::Unsafe,
+                  {cx.edit(k.range, *text)}};
+    cx.report(info(), k.range, msg, {}, fix).severity = Severity::Warning;
   }
 
   // FSDP keys written at the top level instead of inside fsdp_config.

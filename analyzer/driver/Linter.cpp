@@ -419,10 +419,13 @@ void Linter::checkLaunchSettings(const SourceFile& file, const std::vector<Launc
                                  std::vector<Diagnostic>& out) const {
   static const Facts noProject;
   std::vector<Diagnostic> found;
+  std::vector<std::unique_ptr<Facts>> factStore;
+  const Facts* project = nullptr;  // no project code to consult; the declared dependencies, when any
   for (const auto& link : links) {
     if (!link.settings.isMap()) continue;  // the command's own settings, checked like a config
+    if (!project) project = withRequirements(file.path, &noProject, factStore);
     std::vector<config::YNode> docs{link.settings};
-    ConfigContext cx(file, docs, found, &noProject);
+    ConfigContext cx(file, docs, found, project);
     runConfigRules(cx);
   }
   if (found.empty()) return;
@@ -634,8 +637,10 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
   }
   if (isConfigPath(path)) {
     LintStats ignored;
-    Facts noProject;  // a single file: no project code to consult
-    if (auto doc = readConfig(path, std::move(text), ignored, nullptr)) checkConfig(*doc, out, &noProject);
+    Facts noProject;  // a single file: no project code to consult, only its declared dependencies
+    std::vector<std::unique_ptr<Facts>> factStore;
+    if (auto doc = readConfig(path, std::move(text), ignored, nullptr))
+      checkConfig(*doc, out, withRequirements(path, &noProject, factStore));
     finalizeDiagnostics(out);
     return out;
   }
@@ -1165,8 +1170,10 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
     for (auto& doc : configDocs) {
       std::vector<Diagnostic> found;
+      std::vector<std::unique_ptr<Facts>> configFactStore;  // this file's copy, freed after its checks
       try {  // a failure in one configuration file's checks is SL002 for it, as for a Python file
-        checkConfig(doc, found, &projectFacts);
+        // The project's code facts, with the dependencies declared for the file's folder.
+        checkConfig(doc, found, withRequirements(doc.file->path, &projectFacts, configFactStore));
       } catch (const std::exception& e) {
         found.clear();
         if (reportSkips) found.push_back(skippedDiagnostic(*sl002, doc.file->path, stoppedWhy(e)));

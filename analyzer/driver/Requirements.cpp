@@ -217,6 +217,226 @@ void parseEnvironmentYml(const fs::path& file, const std::string& text, Requirem
   }
 }
 
+// ---- `pip install` lines of shell scripts ----------------------------------------------------------
+
+// A word of a shell command: its text without quotes, the 1-based line where it starts, and whether
+// it is an operator that ends a command (`;`, `&&`, `||`, `|`, `&`, a parenthesis, a line end).
+struct ShellWord {
+  std::string text;
+  int line = 0;
+  bool op = false;
+};
+
+// The words of a script, quotes removed and comments dropped. A redirection (`> file`, `2>&1`,
+// `< file`) is dropped with its target: unquoted, `accelerate>=0.33` is `accelerate` with its output
+// redirected to a file `=0.33`, which is what the shell runs. A here-document's body is skipped.
+std::vector<ShellWord> shellWords(const std::string& text) {
+  std::vector<ShellWord> out;
+  std::string cur;
+  bool inWord = false, redirectTarget = false;
+  int line = 1, wordLine = 1;
+  std::vector<std::string> heredocs;  // delimiters whose bodies start after the current line
+  auto finish = [&]() {
+    if (!inWord) return;
+    if (!redirectTarget) out.push_back(ShellWord{cur, wordLine, false});
+    redirectTarget = false;
+    cur.clear();
+    inWord = false;
+  };
+  auto op = [&]() {
+    finish();
+    redirectTarget = false;
+    if (out.empty() || !out.back().op) out.push_back(ShellWord{"", line, true});
+  };
+  auto start = [&]() {
+    if (!inWord) inWord = true, wordLine = line;
+  };
+  size_t i = 0, n = text.size();
+  while (i < n) {
+    char c = text[i];
+    if (c == '\n') {
+      op();
+      ++line;
+      ++i;
+      // Here-documents opened on the line just ended: skip their bodies.
+      for (const auto& delim : heredocs) {
+        while (i < n) {
+          size_t eol = text.find('\n', i);
+          std::string body = trim(std::string_view(text).substr(i, eol == std::string::npos ? std::string::npos : eol - i));
+          i = eol == std::string::npos ? n : eol + 1;
+          ++line;
+          if (body == delim) break;
+        }
+      }
+      heredocs.clear();
+      continue;
+    }
+    if (c == '\\' && i + 1 < n) {
+      if (text[i + 1] == '\n') {  // a continuation line
+        finish();
+        ++line;
+        i += 2;
+        continue;
+      }
+      start();
+      cur += text[i + 1];
+      i += 2;
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      start();
+      size_t close = i + 1;
+      while (close < n && text[close] != c) {
+        if (c == '"' && text[close] == '\\' && close + 1 < n) ++close;
+        if (text[close] == '\n') ++line;
+        ++close;
+      }
+      for (size_t k = i + 1; k < close && k < n; ++k)
+        if (!(c == '"' && text[k] == '\\' && k + 1 < close && std::string_view("\"\\$`").find(text[k + 1]) != std::string_view::npos))
+          cur += text[k];
+      i = close < n ? close + 1 : n;
+      continue;
+    }
+    if (c == '#' && !inWord) {  // a comment runs to the end of the line
+      while (i < n && text[i] != '\n') ++i;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') {
+      finish();
+      ++i;
+      continue;
+    }
+    if (c == ';' || c == '&' || c == '|' || c == '(' || c == ')') {
+      if (c == '&' && i > 0 && (text[i - 1] == '>' || text[i - 1] == '<')) {  // 2>&1: part of a redirection
+        ++i;
+        continue;
+      }
+      op();
+      ++i;
+      continue;
+    }
+    if (c == '<' || c == '>') {
+      if (c == '<' && i + 1 < n && text[i + 1] == '<' && (i + 2 >= n || text[i + 2] != '<')) {
+        // A here-document: `<<WORD`, `<<-WORD`, `<< 'WORD'`, `<<"WORD"`.
+        size_t k = i + 2;
+        if (k < n && text[k] == '-') ++k;
+        while (k < n && (text[k] == ' ' || text[k] == '\t')) ++k;
+        std::string delim;
+        while (k < n && !std::isspace(static_cast<unsigned char>(text[k])) && text[k] != ';' && text[k] != '|' &&
+               text[k] != '&' && text[k] != ')') {
+          if (text[k] != '\'' && text[k] != '"') delim += text[k];
+          ++k;
+        }
+        finish();
+        if (!delim.empty()) heredocs.push_back(delim);
+        i = k;
+        continue;
+      }
+      // A file-descriptor number right before the operator (`2>`) belongs to the redirection.
+      if (inWord && !cur.empty() && std::all_of(cur.begin(), cur.end(), [](unsigned char d) { return std::isdigit(d); })) {
+        cur.clear();
+        inWord = false;
+      }
+      finish();
+      while (i < n && (text[i] == '<' || text[i] == '>' || text[i] == '&')) ++i;
+      redirectTarget = true;
+      // `>&2`, `2>&1`: the target is a descriptor, already consumed with the digits below.
+      if (i < n && std::isdigit(static_cast<unsigned char>(text[i])) && i > 0 && text[i - 1] == '&') {
+        while (i < n && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+        redirectTarget = false;
+      }
+      continue;
+    }
+    start();
+    cur += c;
+    ++i;
+  }
+  op();
+  return out;
+}
+
+bool isPipProgram(std::string_view w) {
+  std::string_view base = w.substr(w.find_last_of('/') == std::string_view::npos ? 0 : w.find_last_of('/') + 1);
+  if (base.substr(0, 3) != "pip") return false;
+  return std::all_of(base.begin() + 3, base.end(), [](unsigned char c) { return std::isdigit(c) || c == '.'; });
+}
+
+bool isPythonProgram(std::string_view w) {
+  std::string_view base = w.substr(w.find_last_of('/') == std::string_view::npos ? 0 : w.find_last_of('/') + 1);
+  if (base.substr(0, 6) != "python") return false;
+  return std::all_of(base.begin() + 6, base.end(), [](unsigned char c) { return std::isdigit(c) || c == '.'; });
+}
+
+// pip options that take a value in the next word (unless written `--opt=value`, or `-rFILE`).
+bool pipOptionTakesValue(std::string_view w) {
+  static const std::set<std::string_view> options = {
+      "-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-t", "--target", "-i", "--index-url",
+      "--extra-index-url", "-f", "--find-links", "--prefix", "--root", "--src", "--upgrade-strategy",
+      "--progress-bar", "--platform", "--python-version", "--implementation", "--abi", "--no-binary",
+      "--only-binary", "-C", "--config-settings", "--global-option", "--build-option", "--install-option",
+      "--trusted-host", "--proxy", "--cache-dir", "--log", "--timeout", "--retries", "--exists-action", "--cert",
+      "--client-cert", "--report", "--python", "--keyring-provider", "--use-feature", "--use-deprecated",
+      "--group", "--index-strategy", "-p"};
+  return options.count(w) > 0;
+}
+
+// The packages a `pip install` command names: its requirement arguments, without options, `-r`/`-c`
+// files, editable installs, paths, archives and URLs. A version written with a shell variable is
+// unknown: the package counts as declared without a version.
+void addPipArguments(const std::vector<ShellWord>& words, size_t from, const fs::path& file, Requirements& out) {
+  bool optionsEnd = false;
+  for (size_t i = from; i < words.size() && !words[i].op; ++i) {
+    const std::string& w = words[i].text;
+    if (w.empty()) continue;
+    if (!optionsEnd && w == "--") {
+      optionsEnd = true;
+      continue;
+    }
+    if (!optionsEnd && w[0] == '-') {
+      if (pipOptionTakesValue(w)) ++i;  // skip its value
+      continue;
+    }
+    if (w.find("://") != std::string::npos || w.find('/') != std::string::npos || w[0] == '.' || w[0] == '$' ||
+        w[0] == '~')
+      continue;  // a URL, a path, a variable
+    bool archive = false;
+    for (std::string_view ext : {".whl", ".tar.gz", ".zip", ".tgz"})
+      archive = archive || (w.size() > ext.size() && w.compare(w.size() - ext.size(), ext.size(), ext) == 0);
+    std::string name, spec;
+    if (archive || !parseSpecLine(w, false, name, spec)) continue;
+    if (spec.find('$') != std::string::npos || spec.find('`') != std::string::npos) spec.clear();
+    add(out, name, spec, file, words[i].line);
+  }
+}
+
+// `pip install ...`, `pip3 install ...`, `python -m pip install ...`, `uv pip install ...` lines.
+void parseShellScript(const fs::path& file, const std::string& text, Requirements& out) {
+  if (text.find("pip") == std::string::npos) return;
+  std::vector<ShellWord> words = shellWords(text);
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i].op) continue;
+    size_t next = std::string::npos;
+    if (isPipProgram(words[i].text)) {
+      next = i + 1;
+    } else if (isPythonProgram(words[i].text)) {  // python [-flags] -m pip
+      size_t k = i + 1;
+      while (k < words.size() && !words[k].op && words[k].text != "-m" && !words[k].text.empty() &&
+             words[k].text[0] == '-')
+        ++k;
+      if (k + 1 < words.size() && words[k].text == "-m" && !words[k + 1].op && words[k + 1].text == "pip") next = k + 2;
+    } else if (words[i].text == "uv" && i + 1 < words.size() && !words[i + 1].op && words[i + 1].text == "pip") {
+      next = i + 2;
+    }
+    if (next == std::string::npos) continue;
+    // pip's own options may come before the command (`pip --no-cache-dir install`).
+    while (next < words.size() && !words[next].op && !words[next].text.empty() && words[next].text[0] == '-') ++next;
+    if (next < words.size() && !words[next].op && words[next].text == "install") {
+      addPipArguments(words, next + 1, file, out);
+      i = next;
+    }
+  }
+}
+
 bool isRequirementsTxt(const std::string& name) {
   return name.size() > 4 && name.compare(name.size() - 4, 4, ".txt") == 0 && name.rfind("requirements", 0) == 0;
 }
@@ -226,23 +446,39 @@ bool isDependencyFile(const std::string& name) {
          name == "environment.yaml";
 }
 
-// The dependency files directly in `dir` (and in its `requirements/` folder), sorted.
-std::vector<fs::path> dependencyFilesIn(const fs::path& dir) {
-  std::vector<fs::path> out;
+bool isShellScript(const std::string& name) { return name.size() > 3 && name.compare(name.size() - 3, 3, ".sh") == 0; }
+
+// What a folder holds for the walk: its dependency files (and those of its `requirements/` folder),
+// and its shell scripts, each sorted.
+struct FolderFiles {
+  std::vector<fs::path> dependencies;
+  std::vector<fs::path> scripts;
+};
+
+FolderFiles filesIn(const fs::path& dir) {
+  FolderFiles out;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code fe;
-    if (it->is_regular_file(fe) && isDependencyFile(it->path().filename().string())) out.push_back(it->path());
+    if (!it->is_regular_file(fe)) continue;
+    std::string name = it->path().filename().string();
+    if (isDependencyFile(name)) out.dependencies.push_back(it->path());
+    else if (isShellScript(name)) out.scripts.push_back(it->path());
   }
   fs::path sub = dir / "requirements";
   for (fs::directory_iterator it(sub, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code fe;
     std::string name = it->path().filename().string();
     if (it->is_regular_file(fe) && name.size() > 4 && name.compare(name.size() - 4, 4, ".txt") == 0)
-      out.push_back(it->path());
+      out.dependencies.push_back(it->path());
   }
-  std::sort(out.begin(), out.end());
+  std::sort(out.dependencies.begin(), out.dependencies.end());
+  std::sort(out.scripts.begin(), out.scripts.end());
   return out;
+}
+
+void append(Requirements& to, Requirements from) {
+  for (auto& [k, v] : from) to[k].insert(to[k].end(), std::make_move_iterator(v.begin()), std::make_move_iterator(v.end()));
 }
 
 }  // namespace
@@ -253,40 +489,49 @@ Requirements parseRequirementsFile(const fs::path& file, const std::string& text
   if (name == "pyproject.toml") parsePyproject(file, text, out);
   else if (name == "setup.cfg") parseSetupCfg(file, text, out);
   else if (name == "environment.yml" || name == "environment.yaml") parseEnvironmentYml(file, text, out);
+  else if (isShellScript(name)) parseShellScript(file, text, out);
   else parseRequirementsTxt(file, text, out, 0);
   return out;
 }
 
 const Requirements& RequirementsIndex::forDirectory(const fs::path& start) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> visited;
-  const Requirements* found = nullptr;
   static const Requirements none;
+  // Walk up to the folder that ends the walk (dependency files, the repository's top, /) or to one whose
+  // answer is known, reading each folder's own declarations on the way.
+  struct Step {
+    std::string key;
+    Requirements own;
+  };
+  std::vector<Step> steps;
+  const Requirements* above = nullptr;  // the known answer the walk reached, when it did not end on its own
   fs::path dir = start.lexically_normal();
-  for (int steps = 0; steps < 64 && !dir.empty(); ++steps) {
+  for (int n = 0; n < 64 && !dir.empty(); ++n) {
     std::string key = dir.string();
     if (auto it = cache_.find(key); it != cache_.end()) {
-      found = &it->second;
+      above = &it->second;
       break;
     }
-    visited.push_back(key);
-    std::vector<fs::path> files = dependencyFilesIn(dir);
-    if (!files.empty()) {
-      Requirements merged;
-      for (const auto& f : files)
-        if (auto text = readSmallFile(f))
-          for (auto& [k, v] : parseRequirementsFile(f, *text))
-            merged[k].insert(merged[k].end(), v.begin(), v.end());
-      found = &(cache_[key] = std::move(merged));
-      visited.pop_back();
-      break;
-    }
+    FolderFiles files = filesIn(dir);
+    Step step{key, {}};
+    for (const auto* list : {&files.dependencies, &files.scripts})
+      for (const auto& f : *list)
+        if (auto text = readSmallFile(f)) append(step.own, parseRequirementsFile(f, *text));
+    steps.push_back(std::move(step));
     std::error_code ec;
-    if (fs::exists(dir / ".git", ec) || dir.parent_path() == dir) break;  // the repository's top, or /
+    if (!files.dependencies.empty() || fs::exists(dir / ".git", ec) || dir.parent_path() == dir) break;
     dir = dir.parent_path();
   }
-  for (const auto& v : visited) cache_[v] = found ? *found : Requirements{};
-  return found ? *found : none;
+  if (steps.empty()) return above ? *above : none;
+  // From the top down: a folder's own declarations first, then those that apply to the folder above.
+  Requirements inherited = above ? *above : Requirements{};
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    Requirements mine = std::move(it->own);
+    append(mine, inherited);
+    inherited = mine;
+    cache_[it->key] = std::move(mine);
+  }
+  return cache_[steps.front().key];
 }
 
 }  // namespace shardlint

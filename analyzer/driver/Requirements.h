@@ -1,11 +1,21 @@
 // The dependencies a Python project declares: what rules read when a framework's behaviour
-// changed between versions (a default that flipped) and the project pins the older one.
+// changed between versions (a default that flipped, a key a launcher stopped reading) and the
+// project pins the older one.
 //
 // Read from the nearest folder at or above a file that holds a dependency file:
 // `requirements*.txt` (and `requirements/*.txt`), `pyproject.toml` ([project] dependencies and
 // optional-dependencies, [tool.poetry] dependencies), `setup.cfg` ([options] install_requires and
 // extras_require) or `environment.yml`/`environment.yaml` (conda, with its `pip:` list). The walk stops at
 // a folder with `.git`. Depends on the file's place only, never on the other files of a run.
+//
+// Shell scripts (`*.sh`) declare too: the requirement arguments of their `pip install` lines (`pip`,
+// `pip3`, `python -m pip`, `uv pip`; options, `-r`/`-c` files, editable installs, paths and URLs
+// are not read). The scripts of every folder the walk passes count, from the file's own folder up to
+// and including the one where it stops, but a folder whose only declarations are in shell scripts
+// does not stop the walk: an `install.sh` at a project's top (next to `.git`, where the walk stops
+// anyway) is read, and a launch script in a sub-folder that installs one extra package does not hide
+// the project's requirements files above it. Declarations are listed nearest folder first, and in a
+// folder the dependency files before the scripts.
 #pragma once
 #include <filesystem>
 #include <map>
@@ -30,7 +40,7 @@ using Requirements = std::map<std::string, std::vector<Requirement>>;
 std::string normalizePackageName(std::string_view name);
 
 // The declarations in one file's text, by its kind (the file name decides: requirements*.txt,
-// pyproject.toml, setup.cfg, environment.yml). Malformed files give what could be read.
+// pyproject.toml, setup.cfg, environment.yml, *.sh). Malformed files give what could be read.
 Requirements parseRequirementsFile(const std::filesystem::path& file, const std::string& text);
 
 // The declarations that apply to files in `dir`, cached per folder; thread-safe.

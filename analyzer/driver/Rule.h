@@ -73,15 +73,18 @@ class ConfigContext {
   ConfigContext(const SourceFile& file, const std::vector<config::YNode>& docs, std::vector<Diagnostic>& out,
                 const Facts* project = nullptr)
       : file_(file), docs_(docs), out_(out), project_(project) {}
-  // Facts about the project's Python code (RuleCatalog::projectFacts), or null.
+  // Facts about the project's Python code (RuleCatalog::projectFacts), with the dependencies the
+  // project declares for this file's folder (RuleCatalog::requirementPackages), or null.
   const Facts* project() const { return project_; }
   const SourceFile& file() const { return file_; }
   const std::vector<config::YNode>& documents() const { return docs_; }
   Note note(ByteRange range, std::string message) const { return Note{makeLocation(file_, range), std::move(message)}; }
-  void report(const RuleInfo& info, ByteRange range, std::string message, std::vector<Note> notes = {},
-              std::optional<Fix> fix = std::nullopt) {
+  // The finding, for a rule to adjust (a severity below the rule's default for one kind of finding).
+  Diagnostic& report(const RuleInfo& info, ByteRange range, std::string message, std::vector<Note> notes = {},
+                     std::optional<Fix> fix = std::nullopt) {
     out_.push_back(makeDiagnostic(info, makeLocation(file_, range), std::move(message), std::move(notes)));
     out_.back().fix = std::move(fix);
+    return out_.back();
   }
   // An edit of this file's bytes `range`.
   Edit edit(ByteRange range, std::string text) const { return Edit{makeLocation(file_, range), std::move(text)}; }
@@ -179,9 +182,10 @@ struct RuleCatalog {
   std::vector<std::string> (*factWords)(const Facts& facts) = nullptr;
   // Words that make a configuration file worth parsing (the config pre-scan).
   std::vector<std::string_view> configWords;
-  // Packages whose declared versions the Python rules read (normalised names, "lightning"): each
-  // becomes a fact "requires:NAME" of a file whose project declares it (driver/Requirements.h),
-  // "SPEC\tPATH:LINE" per declaration, declarations joined by "|".
+  // Packages whose declared versions the rules read (normalised names, "lightning"): each becomes a
+  // fact "requires:NAME" of a Python file (its task's facts) or a configuration file
+  // (ConfigContext::project()) whose project declares it (driver/Requirements.h), "SPEC\tPATH:LINE"
+  // per declaration (PATH relative to the file's folder), declarations joined by "|".
   std::vector<std::string> requirementPackages;
   // Facts about the whole project (for rules over configuration files that must agree
   // with the code), from the outlines of the Python files whose bytes `projectFactsWant`

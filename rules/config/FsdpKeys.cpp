@@ -31,6 +31,9 @@
 //         limit_all_gathers and activation_checkpointing from fsdp_config (commit
 //         not pinned).
 //   [D]   derived from reading the code above; not observed at run time.
+//   [V]   the releases that read a renamed key (RenamedKey::ignoredSince / replacementSince): the
+//         huggingface/accelerate repository at its release tags (v0.1.0-v1.14.0, HEAD 16cb6eb8),
+//         src/accelerate/utils/launch.py and src/accelerate/commands/launch.py, read with git.
 //
 // How accelerate reads `fsdp_config:` ([CL] _validate_launch_command): every entry
 // is copied onto the launcher's argparse namespace; a key that does not start with
@@ -246,22 +249,40 @@ const std::vector<FsdpKey>& accelerateFsdpKeys() {
 const std::vector<RenamedKey>& accelerateRenamedKeys() {
   static const std::vector<RenamedKey> keys = {
       // [UL] no code reads the old name any more; old usage-guide YAML examples (docs v0.12-v0.25)
-      // show it; renamed in accelerate PR #2288 ([REF] C22).
+      // show it; renamed in accelerate PR #2288 ([REF] C22). [V] below: the versions.
       {.old = "fsdp_backward_prefetch_policy",
        .replacement = "fsdp_backward_prefetch",
-       .note = "old spelling, silently ignored by current launchers, so no backward prefetch is applied"},
+       .note = "old spelling, silently ignored by current launchers, so no backward prefetch is applied",
+       .ignoredSince = "1.0.0",
+       .replacementSince = "0.26.0",
+       .versionSource =
+           "accelerate git tags read with `git grep`: through v0.25.0 (d08c23c2) utils/launch.py exports "
+           "FSDP_BACKWARD_PREFETCH from args.fsdp_backward_prefetch_policy and commands/launch.py has no "
+           "--fsdp_backward_prefetch; PR #2288 (848ed800, first in v0.26.0) adds fsdp_backward_prefetch and maps "
+           "the old name onto it with a FutureWarning, as v0.33.0 (28a3b985) and v0.34.2 (c61f41c6, the last "
+           "0.x) still do; PR #3098, a sweep of deprecated options (79a84264, first in v1.0.0rc0 and v1.0.0), "
+           "removes the flag and the mapping"},
 
       // [CC] an FSDP2-era `accelerate config` (fork mirror CloudEngineHub/accelerate@779ee384) wrote it;
       // [UL] current prepare_multi_gpu_env does not read it; context parallelism now comes from the
       // top-level parallelism_config mapping ([CL]: its keys are copied verbatim, no prefix added).
+      // [V] no tagged release v0.1.0-v1.14.0 reads it (only the unreleased `context-parallel` branch,
+      // 351d9890, exported FSDP_CONTEXT_PARALLEL_SIZE): ignored whatever the pin.
       {.old = "fsdp_context_parallel_size",
        .replacement = "parallelism_config: {parallelism_config_cp_size: N}",
-       .note = "written by `accelerate config` for FSDP2 in some 1.x releases; silently ignored by current launchers"},
+       .note = "written by `accelerate config` for FSDP2 in some 1.x releases; silently ignored by current launchers",
+       .ignoredSince = "",
+       .replacementSince = "",
+       .versionSource = "no tagged accelerate release's utils/launch.py or commands/launch.py reads it"},
 
       // [DC] limit_all_gathers is a plugin field with no env fallback; [CL] no flag; [UL] not exported.
+      // [V] no tagged release v0.1.0-v1.14.0 has a launcher flag or env export for it.
       {.old = "fsdp_limit_all_gathers",
        .replacement = "FullyShardedDataParallelPlugin(limit_all_gathers=...) in code",
-       .note = "not a config-file key: the launcher never reads it, the plugin default (true) applies"},
+       .note = "not a config-file key: the launcher never reads it, the plugin default (true) applies",
+       .ignoredSince = "",
+       .replacementSince = "",
+       .versionSource = "no tagged accelerate release's utils/launch.py or commands/launch.py reads it"},
   };
   return keys;
 }
@@ -554,7 +575,10 @@ std::string_view fsdpKeysSource() {
          "@00349ae87eddc872ffa21a8a54f264375a0056a8 (_process_fsdp_args), plus an unpinned newer copy written after "
          "PR #45640 (FSDP2 default); trainer.py fsdp_config post-processing from unpinned copies. "
          "Behaviour of accelerate fsdp_utils.py (activation checkpointing with NO_WRAP, ignored_modules) is taken from "
-         "shared/reference/fsdp-failure-modes.md section 3.3 (accelerate HEAD 16cb6eb8, v1.14.0).";
+         "shared/reference/fsdp-failure-modes.md section 3.3 (accelerate HEAD 16cb6eb8, v1.14.0). "
+         "The releases that read each renamed key (accelerateRenamedKeys) come from huggingface/accelerate's release "
+         "tags v0.1.0-v1.14.0, src/accelerate/utils/launch.py and src/accelerate/commands/launch.py read with git "
+         "(RenamedKey::versionSource).";
 }
 
 }  // namespace shardlint::rules::config

@@ -19,8 +19,21 @@ struct FsdpKey {
 };
 // Keys accelerate reads inside `fsdp_config:` of an accelerate config file (both versions), including fsdp_version itself.
 const std::vector<FsdpKey>& accelerateFsdpKeys();
-// Deprecated or renamed accelerate keys that are silently ignored now, with the replacement (e.g. fsdp_backward_prefetch_policy -> fsdp_backward_prefetch).
-struct RenamedKey { std::string_view old; std::string_view replacement; std::string_view note; };
+// Deprecated or renamed accelerate keys that are silently ignored now, with the replacement (e.g. fsdp_backward_prefetch_policy -> fsdp_backward_prefetch),
+// and the accelerate releases between which the launcher read them (rules compare them with the project's pin).
+struct RenamedKey {
+  std::string_view old;
+  std::string_view replacement;
+  std::string_view note;
+  // The first accelerate release whose launcher no longer reads `old` ("1.0.0"); "" when no release
+  // read it from a config file (it is ignored whatever the version).
+  std::string_view ignoredSince;
+  // The first release that reads `replacement` ("0.26.0"; before it `old` was the only name); "" when
+  // `replacement` is no config key or has always been read.
+  std::string_view replacementSince;
+  // Where the two versions were read (tags and commits of accelerate), for the rule's documentation.
+  std::string_view versionSource;
+};
 const std::vector<RenamedKey>& accelerateRenamedKeys();
 // Top-level keys of an accelerate config file (compute_environment, distributed_type, mixed_precision, num_processes, deepspeed_config, fsdp_config, ...).
 const std::vector<std::string_view>& accelerateTopLevelKeys();

@@ -90,6 +90,34 @@ bool clauseBelow(std::string_view c, const Version& bound) {
   return v && compare(wild ? nextPrefix(*v) : *v, bound) <= (wild ? 0 : -1);
 }
 
+// Whether one clause keeps the versions at or above `bound`.
+bool clauseAtLeast(std::string_view c, const Version& bound) {
+  auto starts = [&](std::string_view p) { return c.substr(0, p.size()) == p; };
+  bool wild = false;
+  auto atLeast = [&](size_t n) {
+    auto v = parseVersion(c.substr(n), &wild);
+    return v && compare(*v, bound) >= 0;  // "==0.33.*" starts at 0.33
+  };
+  if (starts("===")) return atLeast(3);
+  if (starts("==") || starts(">=") || starts("~=")) return atLeast(2);
+  if (starts("<") || starts("!=")) return false;
+  if (starts(">") || starts("^") || starts("~") || starts("=")) return atLeast(1);
+  return atLeast(0);  // Poetry's bare version, conda's "2.0.*"
+}
+
+// `written` with spaces dropped after an operator and turned into clause separators elsewhere (Poetry).
+std::string normalizeSpec(std::string_view written) {
+  std::string spec;
+  for (char c : written) {
+    if (c == ' ' || c == '\t') {
+      if (!spec.empty() && std::string_view("<>=!~^,|").find(spec.back()) == std::string_view::npos) spec += ',';
+      continue;
+    }
+    spec += c;
+  }
+  return spec;
+}
+
 }  // namespace
 
 bool allowsOnlyBelow(std::string_view written, std::string_view boundText) {
@@ -142,6 +170,52 @@ std::optional<std::string> pinnedBelow(const std::map<std::string, std::string>&
     }
   }
   return first;
+}
+
+}  // namespace shardlint::rules::fsdp
+
+namespace shardlint::rules::fsdp {
+
+bool allowsOnlyAtLeast(std::string_view written, std::string_view boundText) {
+  auto bound = parseVersion(boundText);
+  std::string spec = normalizeSpec(written);
+  if (!bound || spec.empty()) return false;
+  for (size_t start = 0; start <= spec.size();) {  // Poetry alternatives: each must be at or above
+    size_t bar = spec.find("||", start);
+    std::string_view alt =
+        std::string_view(spec).substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+    bool atLeast = false;
+    for (size_t s = 0; s <= alt.size();) {  // clauses: one lower bound is enough
+      size_t comma = alt.find(',', s);
+      std::string_view clause = alt.substr(s, comma == std::string_view::npos ? std::string_view::npos : comma - s);
+      if (!clause.empty() && clauseAtLeast(clause, *bound)) atLeast = true;
+      if (comma == std::string_view::npos) break;
+      s = comma + 1;
+    }
+    if (!atLeast) return false;
+    if (bar == std::string::npos) break;
+    start = bar + 2;
+  }
+  return true;
+}
+
+bool pinnedAtLeast(const std::map<std::string, std::string>& facts, const std::vector<std::string>& packages,
+                   std::string_view bound) {
+  bool any = false;
+  for (const auto& name : packages) {
+    auto it = facts.find("requires:" + name);
+    if (it == facts.end()) continue;
+    const std::string& v = it->second;
+    for (size_t start = 0; start <= v.size();) {
+      size_t bar = v.find('|', start);
+      std::string entry = v.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+      if (!allowsOnlyAtLeast(entry.substr(0, entry.find('\t')), bound)) return false;
+      any = true;
+      if (bar == std::string::npos) break;
+      start = bar + 1;
+    }
+  }
+  return any;
 }
 
 }  // namespace shardlint::rules::fsdp

@@ -1,5 +1,6 @@
 // Framework versions a project pins: which default applies when a default changed between
-// releases (Lightning's FSDPStrategy `use_orig_params`, False before 2.1, True since).
+// releases (Lightning's FSDPStrategy `use_orig_params`, False before 2.1, True since), or whether a
+// config key is still read (accelerate's launcher read `fsdp_backward_prefetch_policy` before 1.0.0).
 #pragma once
 #include <map>
 #include <optional>
@@ -19,5 +20,14 @@ bool allowsOnlyBelow(std::string_view spec, std::string_view bound);
 // when some declaration allows `bound` or later (or none is there).
 std::optional<std::string> pinnedBelow(const std::map<std::string, std::string>& facts,
                                        const std::vector<std::string>& packages, std::string_view bound);
+
+// Whether every version `spec` allows is at or above `bound` ("0.26"): the lower bounds of the same forms
+// (`==`, `===`, `>=`, `>`, `~=`, `==X.*`, conda `=X`, Poetry `^X`, `~X` and a bare `X`; `<`, `<=`, `!=` bound
+// nothing from below). An empty spec is unbounded.
+bool allowsOnlyAtLeast(std::string_view spec, std::string_view bound);
+
+// Whether the facts declare one of `packages` and every declaration allows only versions at or above `bound`.
+bool pinnedAtLeast(const std::map<std::string, std::string>& facts, const std::vector<std::string>& packages,
+                   std::string_view bound);
 
 }  // namespace shardlint::rules::fsdp
