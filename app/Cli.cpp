@@ -53,6 +53,7 @@ struct CheckArgs {
   std::optional<std::string> cacheDir;
   unsigned jobs = 0;
   std::vector<std::string> cxxFlags;  // after `--`: compile flags for C++ files
+  unsigned cxxMemoryMib = 0;          // --cxx-memory: the Clang jobs' budget (0: the default)
   // Fixes (driver/Fixer.h): --fix writes them, --diff prints them, --fix-only writes them and
   // reports nothing else, --unsafe-fixes adds the unsafe ones, --show-fixes lists them.
   bool fix = false, diff = false, fixOnly = false, unsafeFixes = false, showFixes = false;
@@ -408,6 +409,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     options.cacheDir.clear();
   }
   options.cxxFlags = a.cxxFlags;
+  options.cxxMemoryBudget = size_t{a.cxxMemoryMib} << 20;
   Linter linter(catalog, std::move(options));
   LintStats stats;
   std::vector<Diagnostic> all;
@@ -568,6 +570,14 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
     if (stats.cxxUnits)
       std::fprintf(stderr, "  C++ units       %zu parsed with Clang (of %zu; %.2fs in all, slowest %.2fs)\n",
                    stats.cxxParsed, stats.cxxUnits, stats.cxxParseSeconds, stats.cxxMaxSeconds);
+    if (stats.cxxMostAtOnce)
+      std::fprintf(stderr, "  C++ memory      at most %zu Clang job(s) at once (budget %.0f MiB of Clang's allocations)\n",
+                   stats.cxxMostAtOnce, static_cast<double>(stats.cxxMemoryBudget) / 1048576.0);
+    for (const auto& unit : stats.cxxUnitTimes)
+      std::fprintf(stderr, "    %7.2fs %6.1f MiB  %s%s%s\n", unit.seconds, static_cast<double>(unit.clangBytes) / 1048576.0,
+                   unit.path.c_str(), unit.pch ? " (precompiled header)" : "",
+                   unit.missingHeaders ? (" (" + std::to_string(unit.missingHeaders) + " header(s) not found)").c_str()
+                                       : "");
     if (stats.cxxPchBuilt || stats.cxxPchUsed)
       std::fprintf(stderr, "  C++ headers     %zu unit(s) with a precompiled header; %zu built (%.2fs)\n",
                    stats.cxxPchUsed, stats.cxxPchBuilt, stats.cxxPchSeconds);
@@ -666,6 +676,10 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   check->add_option("-j,--jobs", ca.jobs, "Worker threads (default: all cores)")
       ->check(CLI::Range(0u, 1024u))
       ->each([&](const std::string&) { ca.jobsGiven = true; });
+  check->add_option("--cxx-memory", ca.cxxMemoryMib,
+                    "C++ units: MiB of Clang's allocations the units parsed at once may take (default 256: "
+                    "LibTorch units one at a time)")
+      ->check(CLI::Range(1u, 1u << 20));
   check->add_option("--config", ca.config, "Configuration file (default: nearest .shardlint.toml or pyproject.toml)");
   check->add_option("--root", ca.roots, "Extra import root for project modules (repeatable)")
       ->expected(1)

@@ -4,6 +4,7 @@
 // runs the rule on the real LibTorch headers.
 #include <signal.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "Registry.h"
 #include "TestSupport.h"
 #include "cxx/CxxFrontend.h"
+#include "driver/ClangGate.h"
 #include "driver/CxxPrecompiled.h"
 #include "driver/Linter.h"
 
@@ -120,11 +122,17 @@ TEST_CASE("cxx: compile flags come from compile_commands.json, compile_flags.txt
     Project p;
     p.write("train.cpp", kBuggy);
     CHECK(codes(p.lint({"train.cpp"}, {p.include()})) == "SL501@train.cpp:8:21 ");
+    // Not found: an SL002 note (not SL001) that names the header, where the flags came from and
+    // how to pass others. Nothing of LibTorch's stand-in is declared, so there is nothing to find.
     auto found = p.lint({"train.cpp"});
     REQUIRE(found.size() == 1);
-    CHECK(found[0].code == "SL001");
-    CHECK(found[0].message.find("'torch/mini.h' file not found") != std::string::npos);
+    CHECK(codes(found) == "SL002@train.cpp:1:10 ");
+    CHECK(found[0].severity == shardlint::Severity::Info);
+    CHECK(found[0].message.find("header `torch/mini.h` was not found") != std::string::npos);
     CHECK(found[0].message.find("compile flags from the default") != std::string::npos);
+    CHECK(found[0].message.find("`shardlint check PATH -- -I DIR`") != std::string::npos);
+    CHECK(found[0].message.find("compile_commands.json") != std::string::npos);
+    CHECK(found[0].message.find("later Clang error(s) may come from it") != std::string::npos);
   }
 }
 
@@ -361,4 +369,221 @@ TEST_CASE("cxx: building a precompiled header on a worker thread leaves its sign
   worker.join();
   CHECK(ok);
   CHECK(same);
+}
+
+namespace {
+// A program with one SL501 finding in `train_plain` (line 8, column 21 after two include lines), and
+// `extra` (code that may use the missing header's names) after it.
+std::string withMissing(const std::string& includes, const std::string& extra) {
+  return includes +
+         "struct Net : torch::nn::Module {\n"
+         "  void grow() { register_parameter(\"w\", torch::Tensor{}); }\n"
+         "};\n"
+         "void train_plain() {\n"
+         "  Net net;\n"
+         "  torch::optim::SGD opt(net.parameters(), 0.1);\n"
+         "  net.grow();\n"
+         "  opt.step();\n"
+         "}\n" +
+         extra;
+}
+const char* const kTwoIncludes = "#include <torch/mini.h>\n#include <nowhere/cli.h>\n";
+
+const shardlint::Diagnostic* firstOf(const std::vector<shardlint::Diagnostic>& ds, const std::string& code) {
+  for (const auto& d : ds)
+    if (d.code == code) return &d;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("cxx: a header that is not found is an SL002 note, not SL001, and the rest is analysed", "[cxx]") {
+  if (!shardlint::cxx::available()) return;
+  Project p;
+  SECTION("correct code using the missing header's names: the note only") {
+    p.write("train.cpp", withMissing(kTwoIncludes, "int main(int argc, char** argv) {\n  cli::Args args(argc, argv);\n"
+                                                   "  if (args.flag(\"--plain\")) train_plain();\n}\n"));
+    auto found = p.lint({"train.cpp"}, {p.include()});
+    // The clean function keeps its finding; the note is at the include of the missing header.
+    CHECK(codes(found) == "SL002@train.cpp:2:10 SL501@train.cpp:8:21 ");
+    const auto* note = firstOf(found, "SL002");
+    REQUIRE(note);
+    CHECK(note->severity == shardlint::Severity::Info);
+    CHECK(note->message.find("header `nowhere/cli.h` was not found with the compile flags from the command line") !=
+          std::string::npos);
+    CHECK(note->message.find("2 later Clang error(s) may come from it and are not reported as SL001") !=
+          std::string::npos);
+    CHECK(note->message.find("withheld") == std::string::npos);
+    CHECK(firstOf(found, "SL001") == nullptr);
+  }
+  SECTION("the same bug in a function that uses the missing header's names is withheld, and so are its callers'") {
+    p.write("train.cpp", withMissing(kTwoIncludes,
+                                     "void train_args(int argc, char** argv) {\n"
+                                     "  cli::Args args(argc, argv);\n"
+                                     "  Net net;\n"
+                                     "  torch::optim::SGD opt(net.parameters(), 0.1);\n"
+                                     "  net.grow();\n"
+                                     "  opt.step();\n"
+                                     "}\n"
+                                     "void grow_it(Net& n) { n.grow(); cli::log(\"grown\"); }\n"
+                                     "void train_helper() {\n"
+                                     "  Net net;\n"
+                                     "  torch::optim::SGD opt(net.parameters(), 0.1);\n"
+                                     "  grow_it(net);\n"
+                                     "  opt.step();\n"
+                                     "}\n"
+                                     "int main(int argc, char** argv) { train_plain(); train_args(argc, argv); }\n"));
+    auto found = p.lint({"train.cpp"}, {p.include()});
+    CHECK(codes(found) == "SL002@train.cpp:2:10 SL501@train.cpp:8:21 ");
+    const auto* note = firstOf(found, "SL002");
+    REQUIRE(note);
+    CHECK(note->message.find("2 finding(s) on code Clang could not parse without it withheld") != std::string::npos);
+  }
+  SECTION("an error outside any function (a member of an unknown type) withholds all of the unit's findings") {
+    p.write("train.cpp", withMissing(kTwoIncludes, "struct Settings { cli::Args args; };\n"));
+    auto found = p.lint({"train.cpp"}, {p.include()});
+    CHECK(codes(found) == "SL002@train.cpp:2:10 ");
+    CHECK(found[0].message.find("1 finding(s) on code Clang could not parse without it withheld") != std::string::npos);
+  }
+  SECTION("Clang goes on after it: the headers included later are read, the code is analysed") {
+    // The missing header comes first: as a fatal error it stopped Clang from reading mini.h.
+    p.write("train.cpp", withMissing("#include <nowhere/cli.h>\n#include <torch/mini.h>\n", ""));
+    CHECK(codes(p.lint({"train.cpp"}, {p.include()})) == "SL002@train.cpp:1:10 SL501@train.cpp:8:21 ");
+  }
+  SECTION("a missing header reached through a project header: the note is on the unit's include of it") {
+    p.write("net.h", "#pragma once\n#include <nowhere/cli.h>\n#include <torch/mini.h>\n");
+    p.write("train.cpp", withMissing("#include \"net.h\"\n\n", ""));
+    auto found = p.lint({"train.cpp"}, {p.include()});
+    CHECK(codes(found) == "SL002@train.cpp:1:10 SL501@train.cpp:8:21 ");
+    const auto* note = firstOf(found, "SL002");
+    REQUIRE(note);
+    CHECK(note->message.find("header `nowhere/cli.h` (included from ") != std::string::npos);
+    CHECK(note->message.find("net.h:2)") != std::string::npos);
+  }
+  SECTION("each missing header once, in the order Clang met them") {
+    p.write("train.cpp", withMissing("#include <torch/mini.h>\n#include <nowhere/a.h>\n", "#include \"nowhere_b.h\"\n"
+                                                                                          "#include <nowhere/a.h>\n"));
+    auto found = p.lint({"train.cpp"}, {p.include()});
+    CHECK(codes(found) == "SL002@train.cpp:2:10 SL501@train.cpp:8:21 SL002@train.cpp:12:10 ");
+    CHECK(found[0].message.find("`nowhere/a.h`") != std::string::npos);
+    CHECK(found[2].message.find("`nowhere_b.h`") != std::string::npos);
+  }
+  SECTION("a real error before the missing header is still SL001; those after it may be its consequences") {
+    p.write("before.cpp", withMissing("#include <torch/mini.h>\nint broken = ;\n#include <nowhere/cli.h>\n", ""));
+    p.write("after.cpp", withMissing(kTwoIncludes, "int broken = ;\n"));
+    auto found = p.lint({"after.cpp", "before.cpp"}, {p.include()});
+    // (after.cpp: the error is outside any function, so its finding is withheld too.)
+    CHECK(codes(found) == "SL002@after.cpp:2:10 SL001@before.cpp:2:14 SL002@before.cpp:3:10 SL501@before.cpp:9:21 ");
+    CHECK(found[0].message.find("1 later Clang error(s)") != std::string::npos);
+    CHECK(found[1].message.find("expected expression") != std::string::npos);
+    CHECK(found[2].message.find("later Clang error") == std::string::npos);  // none after it
+  }
+}
+
+TEST_CASE("cxx: a missing header with thousands of errors after it does not crash and withholds the findings",
+          "[cxx][hostile]") {
+  if (!shardlint::cxx::available()) return;
+  Project p;
+  std::string body = "void noisy() {\n";
+  for (int i = 0; i < 12000; ++i) body += "  cli::call(" + std::to_string(i) + ");\n";
+  body += "}\n";
+  std::string many;
+  for (int i = 0; i < 140; ++i) many += "#include <nowhere/h" + std::to_string(i) + ".h>\n";
+  p.write("train.cpp", withMissing(kTwoIncludes, body + many + "#include <>\n#include \"\"\n#include <nowhere/\n"));
+  auto found = p.lint({"train.cpp"}, {p.include()});
+  // Past kMaxErrorSites the errors are not located any more: nothing is certain, all is withheld.
+  REQUIRE(!found.empty());
+  CHECK(firstOf(found, "SL501") == nullptr);
+  size_t notes = 0;
+  for (const auto& d : found) notes += d.code == "SL002";
+  CHECK(notes == shardlint::cxx::kMaxMissingHeaders);  // the first 100 headers; the first note counts the others
+  CHECK(found[0].message.find("41 more header(s) not found are not listed") != std::string::npos);
+  CHECK(found[0].message.find("withheld") != std::string::npos);
+}
+
+TEST_CASE("cxx: the memory gate runs a job alone until its kind is measured, then packs by the budget",
+          "[cxx][gate]") {
+  using shardlint::ClangGate;
+  const size_t MiB = size_t{1} << 20;
+  ClangGate gate(256 * MiB);
+  ClangGate::Ticket a, b, c;
+  // Nothing measured: each job runs alone.
+  REQUIRE(gate.tryEnter("torch", a));
+  CHECK(!gate.tryEnter("torch", b));
+  CHECK(!gate.tryEnter("mini", b));
+  gate.leave(a, 220 * MiB);
+  CHECK(gate.estimate("torch") == 220 * MiB);
+  CHECK(gate.estimate("mini") == 256 * MiB);
+  // A measured LibTorch unit: two do not fit, one does.
+  REQUIRE(gate.tryEnter("torch", a));
+  CHECK(!gate.tryEnter("torch", b));
+  gate.leave(a, 220 * MiB);
+  // Small units run together once measured; never below a floor of 1 MiB each.
+  REQUIRE(gate.tryEnter("mini", a));
+  gate.leave(a, 1000);
+  CHECK(gate.estimate("mini") == MiB);
+  REQUIRE(gate.tryEnter("mini", a));
+  REQUIRE(gate.tryEnter("mini", b));
+  REQUIRE(gate.tryEnter("torch", c));  // 1 + 1 + 220 MiB fit
+  ClangGate::Ticket d;
+  CHECK(!gate.tryEnter("torch", d));  // a second LibTorch unit does not
+  gate.leave(a, MiB);
+  gate.leave(b, MiB);
+  gate.leave(c, 230 * MiB);
+  CHECK(gate.estimate("torch") == 230 * MiB);  // the last measure
+  CHECK(gate.mostAtOnce() == 3);
+  // A failed job (0) leaves the estimate as it was; leaving twice is harmless.
+  REQUIRE(gate.tryEnter("torch", a));
+  gate.leave(a, 0);
+  gate.leave(a, 0);
+  CHECK(gate.estimate("torch") == 230 * MiB);
+  // enter() waits for the running job: a second thread gets in only after leave().
+  REQUIRE(gate.tryEnter("torch", a));
+  std::atomic<bool> in{false};
+  std::thread other([&] {
+    ClangGate::Ticket t = gate.enter("torch");
+    in = true;
+    gate.leave(t, 230 * MiB);
+  });
+  CHECK(!in);  // cannot be in: the budget holds one
+  gate.leave(a, 230 * MiB);
+  other.join();
+  CHECK(in);
+}
+
+TEST_CASE("cxx: --stats prints each unit's time and memory", "[cxx][cli]") {
+  if (!shardlint::cxx::available()) return;
+  Project p;
+  p.write("a.cpp", kBuggy);
+  p.write("b.cpp", std::string("#include <nowhere/cli.h>\n") + kBuggy);
+  std::string cd = "cd " + shellQuote(p.path().string()) + " && " + shellQuote(SHARDLINT_BINARY);
+  auto r = runShell(cd + " check -q --no-cache --stats -j2 a.cpp b.cpp -- " + shellQuote(p.include()) + " 2>&1");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("C++ units       2 parsed with Clang (of 2;") != std::string::npos);
+  CHECK(r.out.find("at most ") != std::string::npos);
+  CHECK(r.out.find("MiB  a.cpp\n") != std::string::npos);
+  CHECK(r.out.find("MiB  b.cpp (1 header(s) not found)\n") != std::string::npos);
+  CHECK(r.out.find("(budget 256 MiB of Clang's allocations)") != std::string::npos);
+  auto wider = runShell(cd + " check -q --no-cache --stats --cxx-memory 1024 a.cpp -- " + shellQuote(p.include()) + " 2>&1");
+  CHECK(wider.out.find("(budget 1024 MiB of Clang's allocations)") != std::string::npos);
+  CHECK(runShell(cd + " check -q --no-cache --cxx-memory 0 a.cpp 2>&1").code == 2);
+}
+
+// Clang runs in the unit's own folder: a relative --cache-dir named another place there, so the
+// precompiled header was built but never found (and then discarded as refused).
+TEST_CASE("cxx: a relative --cache-dir still gives the units their precompiled header", "[cxx][pch]") {
+  if (!shardlint::cxx::available()) return;
+  PchProject p;
+  p.write("src/a.cpp", kBuggy);
+  p.write("src/b.cpp", std::string("// the same headers, another unit\n") + kBuggy);
+  std::string cmd = "cd " + shellQuote(p.path().string()) + " && " + shellQuote(SHARDLINT_BINARY) +
+                    " check -q --stats --cache-dir rel-cache src/a.cpp src/b.cpp -- " + shellQuote(p.libraryInclude()) +
+                    " 2>&1";
+  auto first = runShell(cmd);
+  INFO(first.out);
+  CHECK(first.out.find("C++ headers     2 unit(s) with a precompiled header; 1 built") != std::string::npos);
+  auto second = runShell(cmd);
+  INFO(second.out);
+  CHECK(second.out.find("C++ headers     2 unit(s) with a precompiled header; 0 built") != std::string::npos);
+  CHECK(fs::exists(p.path() / "rel-cache" / "cxx-pch"));
 }

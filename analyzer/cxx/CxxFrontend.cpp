@@ -6,11 +6,14 @@
 #include <clang/AST/ParentMapContext.h>
 #include <clang/AST/RecursiveASTVisitor.h>
 #include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/DiagnosticLex.h>
 #include <clang/Basic/SourceManager.h>
 #include <clang/Frontend/CompilerInstance.h>
 #include <clang/Frontend/FrontendAction.h>
 #include <clang/Frontend/FrontendActions.h>
+#include <clang/Lex/HeaderSearch.h>
 #include <clang/Lex/Lexer.h>
+#include <clang/Lex/Preprocessor.h>
 #include <clang/Tooling/ArgumentsAdjusters.h>
 #include <clang/Tooling/CompilationDatabase.h>
 #include <clang/Tooling/JSONCompilationDatabase.h>
@@ -495,6 +498,13 @@ class Consumer : public ASTConsumer {
 
   void HandleTranslationUnit(ASTContext& ctx) override {
     b_.ctx = &ctx;
+    // The parent map (resultOf) covers the project's own declarations only. Built over the whole
+    // unit it took as much memory as LibTorch's AST itself, and with a precompiled header it
+    // loaded every declaration in it.
+    std::vector<Decl*> scope;
+    for (Decl* d : top_)
+      if (d && b_.inProject(d->getLocation())) scope.push_back(d);
+    ctx.setTraversalScope(scope);
     // First every project function with a body (so calls can name their target), then the bodies.
     for (Decl* d : top_) collect(d);
     for (size_t i = 0; i < b_.functionDecls.size(); ++i) model(b_.functionDecls[i], b_.program.functions[i]);
@@ -550,19 +560,30 @@ class Consumer : public ASTConsumer {
   std::vector<Decl*> top_;
 };
 
-// Records Clang's first error.
-class FirstError : public DiagnosticConsumer {
+// Records Clang's errors: the first one, the headers it could not find, and where the errors after
+// the first missing header lie.
+class Errors : public DiagnosticConsumer {
  public:
-  explicit FirstError(Builder& b) : b_(b) {}
+  explicit Errors(Builder& b) : b_(b) {}
   void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic& info) override {
     DiagnosticConsumer::HandleDiagnostic(level, info);
-    if (level < DiagnosticsEngine::Error || failed) return;
+    if (level < DiagnosticsEngine::Error) return;
+    if (info.hasSourceManager()) b_.sm = &info.getSourceManager();
+    unsigned id = info.getID();
+    if (id == diag::err_pp_file_not_found || id == diag::err_pp_file_not_found_angled_include_not_fatal) {
+      missingHeader(info);
+      return;
+    }
+    if (!missing.empty()) {
+      laterError(info);
+      return;
+    }
+    if (failed) return;
     failed = true;
     llvm::SmallString<256> text;
     info.FormatDiagnostic(text);
     message = text.str().str();
     if (info.hasSourceManager() && info.getLocation().isValid()) {
-      b_.sm = &info.getSourceManager();
       SourceLocation loc = info.getSourceManager().getExpansionLoc(info.getLocation());
       int f = b_.fileOf(loc);
       if (f >= 0) {
@@ -581,26 +602,119 @@ class FirstError : public DiagnosticConsumer {
   std::string message;
   uint32_t file = 0;
   ByteRange range;
+  std::vector<MissingHeader> missing;
+  size_t moreMissing = 0;
+  size_t laterErrors = 0;
+  std::vector<ErrorSite> laterErrorSites;
 
  private:
+  std::set<std::string> names_;  // of the headers not found
+  void missingHeader(const Diagnostic& info) {
+    MissingHeader m;
+    if (info.getNumArgs() > 0 && info.getArgKind(0) == DiagnosticsEngine::ak_std_string) m.name = info.getArgStdStr(0);
+    if (m.name.empty()) m.name = "?";
+    if (!names_.insert(m.name).second) return;
+    if (missing.size() >= kMaxMissingHeaders) {
+      ++moreMissing;
+      return;
+    }
+    if (info.hasSourceManager() && info.getLocation().isValid()) {
+      const SourceManager& sm = info.getSourceManager();
+      SourceLocation loc = sm.getExpansionLoc(info.getLocation());
+      // Up the include chain to the main file.
+      for (int depth = 0; loc.isValid() && depth < 512; ++depth) {
+        FileID id = sm.getFileID(loc);
+        if (id == sm.getMainFileID()) {
+          uint32_t off = sm.getFileOffset(loc);
+          m.range = ByteRange{off, off};
+          break;
+        }
+        if (depth == 0) {
+          const FileEntry* fe = sm.getFileEntryForID(id);
+          m.via = (fe ? fe->getName().str() : std::string("?")) + ":" + std::to_string(sm.getExpansionLineNumber(loc));
+        }
+        SourceLocation up = sm.getIncludeLoc(id);
+        loc = up.isValid() ? sm.getExpansionLoc(up) : up;
+      }
+    }
+    missing.push_back(std::move(m));
+  }
+
+  void laterError(const Diagnostic& info) {
+    ++laterErrors;
+    if (laterErrorSites.size() >= kMaxErrorSites) return;
+    ErrorSite site;
+    if (info.hasSourceManager() && info.getLocation().isValid()) {
+      SourceLocation loc = info.getSourceManager().getExpansionLoc(info.getLocation());
+      int f = b_.fileOf(loc);
+      if (f >= 0) {
+        site.file = f;
+        site.offset = info.getSourceManager().getFileOffset(loc);
+      }
+    }
+    laterErrorSites.push_back(site);
+  }
+
   Builder& b_;
 };
 
+// What Clang's own allocators hold: the AST, the side tables, the source manager, the
+// preprocessor, the header search, the identifiers and a precompiled header's buffers.
+size_t clangBytes(CompilerInstance& ci) {
+  size_t n = 0;
+  if (ci.hasSourceManager()) {
+    SourceManager& sm = ci.getSourceManager();
+    SourceManager::MemoryBufferSizes buffers = sm.getMemoryBufferSizes();
+    n += buffers.malloc_bytes + buffers.mmap_bytes + sm.getContentCacheSize() + sm.getDataStructureSizes();
+  }
+  if (ci.hasPreprocessor()) {
+    Preprocessor& pp = ci.getPreprocessor();
+    n += pp.getTotalMemory() + pp.getHeaderSearchInfo().getTotalMemory() +
+         pp.getIdentifierTable().getAllocator().getTotalMemory();
+  }
+  if (ci.hasASTContext()) {
+    ASTContext& ctx = ci.getASTContext();
+    n += ctx.getASTAllocatedMemory() + ctx.getSideTableAllocatedMemory();
+    if (ExternalASTSource* external = ctx.getExternalSource()) {
+      ExternalASTSource::MemoryBufferSizes buffers = external->getMemoryBufferSizes();
+      n += buffers.malloc_bytes + buffers.mmap_bytes;
+    }
+  }
+  return n;
+}
+
+// A header that is not found stops Clang by default (a fatal error: the rest of the unit is parsed
+// with no further includes entered and no template instantiated). As a plain error the rest of the
+// unit is analysed as well as Clang can without it. No error limit (after 20 errors Clang's limit
+// is a fatal error too) and no spelling correction (it searches the whole AST for each unknown
+// name, and what it guesses is not what the code says).
+void continueAfterMissingHeaders(CompilerInstance& ci) {
+  DiagnosticsEngine& d = ci.getDiagnostics();
+  d.setSeverity(diag::err_pp_file_not_found, diag::Severity::Error, SourceLocation());
+  d.setErrorLimit(0);
+}
+
+// (ToolInvocation destroys the action when it has run: its memory figure goes to the caller's
+// variable.)
 class Action : public ASTFrontendAction {
  public:
-  explicit Action(Builder& b) : b_(b) {}
+  Action(Builder& b, size_t& bytes) : b_(b), bytes_(bytes) {}
   bool BeginInvocation(CompilerInstance& ci) override {
     ci.getFrontendOpts().SkipFunctionBodies = true;
     ci.getDiagnosticOpts().ShowCarets = false;  // no "N errors generated." on stderr
+    ci.getLangOpts().SpellChecking = false;
+    continueAfterMissingHeaders(ci);
     return true;
   }
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance& ci, llvm::StringRef) override {
     b_.sm = &ci.getSourceManager();
     return std::make_unique<Consumer>(b_);
   }
+  void EndSourceFileAction() override { bytes_ = clangBytes(getCompilerInstance()); }
 
  private:
   Builder& b_;
+  size_t& bytes_;
 };
 
 void collectComments(Builder& b, std::vector<Comment>& out) {
@@ -678,12 +792,12 @@ ParseResult parseImpl(const std::string& path, const std::string& text, const Co
   }
   argv.push_back(absolute);
 
-  FirstError errors(b);
-  tooling::ToolInvocation invocation(argv, std::make_unique<Action>(b), files.get(),
+  Errors errors(b);
+  tooling::ToolInvocation invocation(argv, std::make_unique<Action>(b, result.clangBytes), files.get(),
                                      std::make_shared<PCHContainerOperations>());
   invocation.setDiagnosticConsumer(&errors);
   bool ran = invocation.run();
-  if (!ran && !errors.failed) {
+  if (!ran && !errors.failed && errors.missing.empty()) {
     errors.failed = true;
     errors.message = "Clang could not run on this file with its compile flags";
   }
@@ -692,6 +806,10 @@ ParseResult parseImpl(const std::string& path, const std::string& text, const Co
   result.error = errors.message;
   result.errorFile = errors.file;
   result.errorRange = errors.range;
+  result.missing = std::move(errors.missing);
+  result.moreMissing = errors.moreMissing;
+  result.laterErrors = errors.laterErrors;
+  result.laterErrorSites = std::move(errors.laterErrorSites);
   result.program = std::move(b.program);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;
@@ -702,13 +820,15 @@ ParseResult parseImpl(const std::string& path, const std::string& text, const Co
 // (ToolInvocation destroys the action when it has run: the answer goes to the caller's string.)
 class PchAction : public GeneratePCHAction {
  public:
-  PchAction(const std::string& header, const std::vector<std::string>& projectDirs, std::string& projectFile)
-      : header_(header), projectDirs_(projectDirs), projectFile_(projectFile) {}
+  PchAction(const std::string& header, const std::vector<std::string>& projectDirs, std::string& projectFile,
+            size_t& bytes)
+      : header_(header), projectDirs_(projectDirs), projectFile_(projectFile), bytes_(bytes) {}
   bool BeginInvocation(CompilerInstance& ci) override {
     ci.getFrontendOpts().SkipFunctionBodies = true;
     return GeneratePCHAction::BeginInvocation(ci);
   }
   void EndSourceFileAction() override {
+    bytes_ = clangBytes(getCompilerInstance());
     SourceManager& sm = getCompilerInstance().getSourceManager();
     for (auto it = sm.fileinfo_begin(); it != sm.fileinfo_end() && projectFile_.empty(); ++it) {
       const FileEntry* entry = it->getFirst();
@@ -725,6 +845,7 @@ class PchAction : public GeneratePCHAction {
   const std::string& header_;
   const std::vector<std::string>& projectDirs_;
   std::string& projectFile_;
+  size_t& bytes_;
 };
 
 class CountErrors : public DiagnosticConsumer {
@@ -777,7 +898,7 @@ PchResult buildPchImpl(const std::string& header, const CompileFlags& flags, con
   argv.push_back("-o");
   argv.push_back(output);
   std::string projectFile;
-  auto action = std::make_unique<PchAction>(headerPath, dirs, projectFile);
+  auto action = std::make_unique<PchAction>(headerPath, dirs, projectFile, result.clangBytes);
   CountErrors errors;
   tooling::ToolInvocation invocation(argv, std::unique_ptr<FrontendAction>(std::move(action)), files.get(),
                                      std::make_shared<PCHContainerOperations>());

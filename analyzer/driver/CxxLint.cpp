@@ -1,5 +1,6 @@
 #include "driver/CxxLint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <thread>
 
 #include "core/Parallel.h"
+#include "driver/ClangGate.h"
 #include "cxx/CxxFrontend.h"
 #include "driver/CxxPrecompiled.h"
 #include "driver/Linter.h"
@@ -87,7 +89,124 @@ struct Unit {
   std::string pchKey;  // its precompiled header's key ("" for none)
   cxx::ParseResult result;
   std::string failure;  // an exception while parsing
+  bool pchUsed = false;
 };
+
+// What the memory of a unit's parse depends on, for the gate (driver/ClangGate.h): its `#include`
+// lines, its flags and the precompiled header it loads. Units that share them take about the same.
+std::string clangSignature(const Unit& u, const std::string& pch) {
+  std::string sig = "parse\n" + pch + "\n" + u.flags.directory + "\n";
+  for (const auto& a : u.flags.args) sig += a + '\0';
+  sig += '\n';
+  std::string_view text = u.text;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+    size_t first = line.find_first_not_of(" \t");
+    if (first != std::string_view::npos && line[first] == '#' && line.find("include", first) != std::string_view::npos) {
+      sig += line;
+      sig += '\n';
+    }
+  }
+  return hashHex(contentHash(sig));
+}
+
+// Whether the byte offset `offset` of project file `file` lies in the definition of `fn`.
+bool inFunction(const cxx::Function& fn, uint32_t file, uint32_t offset) {
+  return fn.file == file && fn.range.begin <= offset && offset <= fn.range.end;
+}
+
+// After a header that was not found, Clang's errors may come from what the header would have
+// declared, and the code around them is parsed only in part (a call of one of its functions is
+// dropped, say), so a finding there may be wrong. The rule findings of such a unit are kept only
+// when they are certain as far as the errors go: every error lies in the body of a project
+// function, and no location of the finding (its position or a note's) lies in a function that has
+// one or that calls (through project functions) one that has one. Any other error (at namespace
+// or class scope, in a header outside the project, or past kMaxErrorSites) withholds all of the
+// unit's rule findings. Removes the findings withheld and returns how many.
+size_t withholdUncertain(const cxx::Program& program, const std::vector<std::unique_ptr<SourceFile>>& files,
+                         const cxx::ParseResult& result, std::vector<Diagnostic>& found) {
+  if (found.empty() || result.laterErrors == 0) return 0;
+  const auto& fns = program.functions;
+  bool everything = result.laterErrors > result.laterErrorSites.size();
+  std::vector<char> uncertain(fns.size(), 0);
+  for (const auto& site : result.laterErrorSites) {
+    if (everything) break;
+    bool inside = false;
+    if (site.file >= 0)
+      for (size_t i = 0; i < fns.size(); ++i)
+        if (inFunction(fns[i], static_cast<uint32_t>(site.file), site.offset)) uncertain[i] = inside = true;
+    everything = !inside;
+  }
+  if (everything) {
+    size_t n = found.size();
+    found.clear();
+    return n;
+  }
+  // Callers of uncertain functions are uncertain (their summaries include the callee's effects).
+  std::vector<std::vector<size_t>> callers(fns.size());
+  for (size_t i = 0; i < fns.size(); ++i)
+    for (const auto& e : fns[i].events)
+      if (e.target >= 0 && static_cast<size_t>(e.target) < fns.size()) callers[static_cast<size_t>(e.target)].push_back(i);
+  std::vector<size_t> work;
+  for (size_t i = 0; i < fns.size(); ++i)
+    if (uncertain[i]) work.push_back(i);
+  while (!work.empty()) {
+    size_t f = work.back();
+    work.pop_back();
+    for (size_t c : callers[f])
+      if (!uncertain[c]) {
+        uncertain[c] = true;
+        work.push_back(c);
+      }
+  }
+  auto at = [&](const Location& loc) {
+    for (size_t i = 0; i < fns.size(); ++i)
+      if (uncertain[i] && fns[i].file < files.size() && files[fns[i].file]->path == loc.path &&
+          inFunction(fns[i], fns[i].file, loc.range.begin))
+        return true;
+    return false;
+  };
+  size_t before = found.size();
+  found.erase(std::remove_if(found.begin(), found.end(),
+                             [&](const Diagnostic& d) {
+                               if (at(d.location)) return true;
+                               for (const auto& n : d.notes)
+                                 if (at(n.location)) return true;
+                               return false;
+                             }),
+              found.end());
+  return before - found.size();
+}
+
+// The SL002 note for a header that was not found, at the `#include` in the unit's file that leads
+// to it. The first note of a unit also says what the missing headers cost.
+Diagnostic missingHeaderNote(const RuleInfo& sl002, const SourceFile& file, const cxx::MissingHeader& m,
+                             const std::string& flagsOrigin, bool first, size_t moreMissing, size_t laterErrors,
+                             size_t withheld) {
+  std::string msg = "analysis incomplete: header `" + m.name + "`" +
+                    (m.via.empty() ? std::string() : " (included from " + m.via + ")") +
+                    " was not found with the compile flags from " + flagsOrigin +
+                    "; the rest of the unit was analysed without it";
+  if (first && (moreMissing || laterErrors || withheld)) {
+    std::vector<std::string> parts;
+    if (moreMissing)
+      parts.push_back(std::to_string(moreMissing) + " more header(s) not found are not listed");
+    if (laterErrors)
+      parts.push_back(std::to_string(laterErrors) + " later Clang error(s) may come from it and are not reported as SL001");
+    if (withheld)
+      parts.push_back(std::to_string(withheld) + " finding(s) on code Clang could not parse without it withheld");
+    msg += " (";
+    for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
+    msg += ")";
+  }
+  msg += "; to analyse it, pass its include folder after `--` (`shardlint check PATH -- -I DIR`), or give the "
+         "project's compile_commands.json (CMake: -DCMAKE_EXPORT_COMPILE_COMMANDS=ON) or a compile_flags.txt";
+  Diagnostic d = makeDiagnostic(sl002, makeLocation(file, m.range), std::move(msg));
+  d.severity = Severity::Info;
+  return d;
+}
 
 }  // namespace
 
@@ -160,8 +279,10 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
       u.failure = stoppedWhy(e);
     }
   }
+  // Clang jobs run under a memory budget, not just `jobs` at a time (driver/ClangGate.h).
+  ClangGate gate(options.cxxMemoryBudget ? options.cxxMemoryBudget : ClangGate::kDefaultBudget);
   if (pchs && !pchUnits.empty()) {
-    PchStore::Built built = pchs->prepare(pchUnits, jobs);
+    PchStore::Built built = pchs->prepare(pchUnits, jobs, &gate);
     stats.cxxPchBuilt += built.count;
     stats.cxxPchSeconds += built.seconds;
   }
@@ -169,24 +290,35 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
   parallelFor(units.size(), jobs, [&](size_t k) {
     Unit& u = units[k];
     if (!u.parse || !u.failure.empty()) return;
+    ClangGate::Ticket ticket;
     try {
       std::string pch = pchs ? pchs->path(u.pchKey) : std::string();
+      ticket = gate.enter(clangSignature(u, pch));
       u.result = cxx::parse(u.path, u.text, u.flags, u.projectDirs, pch);
+      gate.leave(ticket, u.result.clangBytes);
+      releaseFreeMemory();
       if (!pch.empty() && u.result.failed) {
         // Clang refuses a precompiled header whose headers changed; the unit may also simply not
         // compile. Either way the finding comes from a parse without it.
+        ticket = gate.enter(clangSignature(u, ""));
         cxx::ParseResult plain = cxx::parse(u.path, u.text, u.flags, u.projectDirs);
+        gate.leave(ticket, plain.clangBytes);
+        releaseFreeMemory();
         if (!plain.failed) pchs->discard(u.pchKey);
         plain.seconds += u.result.seconds;
         u.result = std::move(plain);
       } else if (!pch.empty()) {
         ++pchUsed;
+        u.pchUsed = true;
       }
     } catch (const std::exception& e) {
+      gate.leave(ticket, 0);
       u.failure = stoppedWhy(e);
     }
   });
   stats.cxxPchUsed += pchUsed;
+  stats.cxxMostAtOnce = std::max(stats.cxxMostAtOnce, gate.mostAtOnce());
+  stats.cxxMemoryBudget = gate.budget();
   if (pchs) pchs->trim(kKeptPchs);
 
   for (auto& u : units) {
@@ -198,6 +330,8 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
     ++stats.cxxParsed;
     stats.cxxParseSeconds += u.result.seconds;
     stats.cxxMaxSeconds = std::max(stats.cxxMaxSeconds, u.result.seconds);
+    stats.cxxUnitTimes.push_back(
+        {u.path, u.result.seconds, u.result.clangBytes, u.pchUsed, u.result.missing.size()});
     const cxx::Program& program = u.result.program;
     std::vector<std::unique_ptr<SourceFile>> files;
     for (const auto& f : program.files)
@@ -210,7 +344,8 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
           "the translation unit does not compile: " + u.result.error + " (compile flags from " + u.flags.origin +
               "); the analysis continued on what Clang could parse"));
     }
-    CxxContext cx(program, files, found);
+    std::vector<Diagnostic> ruleFound;
+    CxxContext cx(program, files, ruleFound);
     for (auto& rule : rules) {
       try {
         rule->checkCxx(cx);
@@ -218,6 +353,12 @@ void lintCxx(const RuleCatalog& catalog, const LintOptions& options, const std::
         if (reportSkips) found.push_back(skippedDiagnostic(*sl002, u.path, stoppedWhy(e)));
       }
     }
+    size_t withheld = u.result.missing.empty() ? 0 : withholdUncertain(program, files, u.result, ruleFound);
+    for (auto& d : ruleFound) found.push_back(std::move(d));
+    if (reportSkips)
+      for (size_t m = 0; m < u.result.missing.size(); ++m)
+        found.push_back(missingHeaderNote(*sl002, *files[0], u.result.missing[m], u.flags.origin, m == 0,
+                                          u.result.moreMissing, u.result.laterErrors, withheld));
     // Suppression comments of every file of the unit; unused ones are reported for the unit's own
     // file only (a header's directive may be used by another unit that includes it).
     std::vector<Suppressions> sups;
@@ -246,6 +387,21 @@ std::string dumpCxxModel(const std::string& path, std::string text, const RuleCa
   cxx::ParseResult r = cxx::parse(path, text, flags, {dir.string(), fs::current_path(ec).string()});
   std::string out = "flags from " + flags.origin + "\n";
   if (r.failed) out += "first error: " + r.error + "\n";
+  for (const auto& m : r.missing) {
+    out += "header not found: " + m.name;
+    if (!m.via.empty()) out += " (from " + m.via + ")";
+    out += "\n";
+  }
+  if (r.laterErrors) out += "errors after a missing header: " + std::to_string(r.laterErrors) + "\n";
+  for (const auto& site : r.laterErrorSites) {
+    if (site.file < 0 || static_cast<size_t>(site.file) >= r.program.files.size()) {
+      out += "  outside the project\n";
+      continue;
+    }
+    const std::string& t = r.program.files[static_cast<size_t>(site.file)].text;
+    size_t line = 1 + static_cast<size_t>(std::count(t.begin(), t.begin() + std::min<size_t>(site.offset, t.size()), '\n'));
+    out += "  at " + r.program.files[static_cast<size_t>(site.file)].path + ":" + std::to_string(line) + "\n";
+  }
   auto renderPath = [](const cxx::Path& p) { return p.known() ? p.render() : std::string("-"); };
   for (const auto& fn : r.program.functions) {
     out += "== " + fn.qualifiedName + (fn.constructor ? " (constructor)" : "") + " in " +

@@ -62,8 +62,18 @@ std::string leadingSystemIncludes(std::string_view text) {
   return out;
 }
 
+namespace {
+// Absolute: Clang runs in each unit's own working folder (its compile command's), where a relative
+// `--cache-dir` would name another place (the precompiled header was written there and never found).
+fs::path absoluteDir(const fs::path& p) {
+  std::error_code ec;
+  fs::path a = fs::absolute(p, ec);
+  return (ec ? p : a).lexically_normal();
+}
+}  // namespace
+
 PchStore::PchStore(fs::path cacheDir, std::string buildKey)
-    : cacheDir_(std::move(cacheDir)), dir_(cacheDir_ / "cxx-pch"), buildKey_(std::move(buildKey)) {}
+    : cacheDir_(std::move(cacheDir)), dir_(absoluteDir(cacheDir_ / "cxx-pch")), buildKey_(std::move(buildKey)) {}
 
 std::string PchStore::key(const Unit& unit) const {
   if (unit.includes.empty()) return "";
@@ -75,7 +85,7 @@ std::string PchStore::key(const Unit& unit) const {
   return hashHex(contentHash(all));
 }
 
-PchStore::Built PchStore::prepare(const std::vector<Unit>& units, unsigned jobs) {
+PchStore::Built PchStore::prepare(const std::vector<Unit>& units, unsigned jobs, ClangGate* gate) {
   // A precompiled header costs about one parse to build and saves about half of every later one:
   // it is built for headers two units of this run share, or that an earlier run asked for (a
   // `.seen` marker), not for a one-off unit.
@@ -111,7 +121,18 @@ PchStore::Built PchStore::prepare(const std::vector<Unit>& units, unsigned jobs)
     if (!atomicWriteFile(header, unit->includes).empty()) return;
     // Written beside its final name, then renamed: a concurrent run sees it whole or not at all.
     fs::path temporary = dir_ / (k + ".pch.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(i));
-    cxx::PchResult r = cxx::buildPch(header.string(), unit->flags, temporary.string(), unit->projectDirs);
+    ClangGate::Ticket ticket;
+    if (gate) ticket = gate->enter("pch\n" + k);
+    cxx::PchResult r;
+    try {
+      r = cxx::buildPch(header.string(), unit->flags, temporary.string(), unit->projectDirs);
+    } catch (const std::exception& e) {
+      r.problem = e.what();
+    }
+    if (gate) {
+      gate->leave(ticket, r.clangBytes);
+      releaseFreeMemory();
+    }
     seconds[i] = r.seconds;
     std::error_code e;
     if (r.ok) {

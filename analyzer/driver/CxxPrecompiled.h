@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cxx/CxxFrontend.h"
+#include "driver/ClangGate.h"
 
 namespace shardlint {
 
@@ -36,12 +37,12 @@ class PchStore {
   // Builds the precompiled headers of `units` that are neither there nor known to be refused
   // (one per key, `jobs` at a time), for headers that two of `units` share or that an earlier
   // run asked for; a key asked for the first time by one unit is only remembered. Returns how
-  // many were built and the seconds spent.
+  // many were built and the seconds spent. `gate`, when given, admits each build (memory).
   struct Built {
     size_t count = 0;
     double seconds = 0;
   };
-  Built prepare(const std::vector<Unit>& units, unsigned jobs);
+  Built prepare(const std::vector<Unit>& units, unsigned jobs, ClangGate* gate = nullptr);
 
   // The precompiled header for `key`, or "" when there is none. Marks it as used.
   std::string path(const std::string& key);

@@ -82,6 +82,9 @@ struct LintOptions {
   Facts settingsFacts;
   // Compile flags for C++ files given on the command line (`shardlint check ... -- FLAGS`).
   std::vector<std::string> cxxFlags;
+  // How much of Clang's allocations the C++ units parsed at once may take (driver/ClangGate.h);
+  // 0: ClangGate::kDefaultBudget.
+  size_t cxxMemoryBudget = 0;
   // Collect the rules' controls here (`shardlint probe --controls`); null: none are made. Files whose
   // findings come from the cache run no rule, so a caller that wants controls turns the cache off.
   std::shared_ptr<ControlSink> controls;
@@ -105,6 +108,18 @@ struct LintStats {
   size_t cxxPchBuilt = 0;     // precompiled headers built (driver/CxxPrecompiled.h)
   double cxxPchSeconds = 0;   // ... and the seconds spent on them
   size_t cxxPchUsed = 0;      // units parsed with a precompiled header
+  // Each parsed C++ unit, in the order given: its time, what Clang's allocators held for it
+  // (cxx::ParseResult::clangBytes), whether it loaded a precompiled header, its headers not found.
+  struct CxxUnit {
+    std::string path;
+    double seconds = 0;
+    size_t clangBytes = 0;
+    bool pch = false;
+    size_t missingHeaders = 0;
+  };
+  std::vector<CxxUnit> cxxUnitTimes;
+  size_t cxxMostAtOnce = 0;    // the most Clang jobs that ran at once (driver/ClangGate.h)
+  size_t cxxMemoryBudget = 0;  // ... under this budget (bytes)
   double prescanSeconds = 0;
   double analysisSeconds = 0;
 };
