@@ -13,7 +13,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-cmake -S . -B build-device "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DSHARDLINT_BUILD_TESTS=OFF >/dev/null
+cmake -S . -B build-device "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DSHARDLINT_BUILD_TESTS=OFF -DSHARDLINT_CXX=OFF >/dev/null
 cmake --build build-device -j "$(nproc)"
 out=build-device/bundle
 rm -rf "$out"
