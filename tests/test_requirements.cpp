@@ -129,10 +129,15 @@ TEST_CASE("versions: a pin counts only when every declaration is below", "[requi
   auto pin = pinnedBelow(facts, {"lightning", "pytorch-lightning"}, "2.1");
   REQUIRE(pin);
   CHECK(*pin == "lightning==2.0.9 (requirements.txt:3)");
-  facts["requires:pytorch-lightning"] = "<2.1\tsetup.cfg:6|>=2.2\tpyproject.toml:4";
+  facts["requires:pytorch-lightning"] = "<2.1\tsetup.cfg:6\n>=2.2\tpyproject.toml:4";
   CHECK_FALSE(pinnedBelow(facts, {"lightning", "pytorch-lightning"}, "2.1"));
   CHECK_FALSE(pinnedBelow({{"requires:lightning", "\trequirements.txt:1"}}, {"lightning"}, "2.1"));
   CHECK_FALSE(pinnedBelow({}, {"lightning"}, "2.1"));
+  // Poetry alternatives survive the facts (declarations are joined by newlines, not "|").
+  auto poetry = pinnedBelow({{"requires:lightning", "~2.0 || ~1.9\tpyproject.toml:12"}}, {"lightning"}, "2.1");
+  REQUIRE(poetry);
+  CHECK(*poetry == "lightning~2.0 || ~1.9 (pyproject.toml:12)");
+  CHECK_FALSE(pinnedBelow({{"requires:lightning", "~2.0 || ^2.2\tpyproject.toml:12"}}, {"lightning"}, "2.1"));
 }
 
 TEST_CASE("requirements: `pip install` lines of shell scripts", "[requirements]") {
@@ -232,7 +237,7 @@ TEST_CASE("versions: which specifiers keep every version at or above a bound", "
     CHECK_FALSE(allowsOnlyAtLeast(open, "0.26"));
   std::map<std::string, std::string> facts{{"requires:accelerate", "==0.33.0\tinstall.sh:15"}};
   CHECK(pinnedAtLeast(facts, {"accelerate"}, "0.26.0"));
-  facts["requires:accelerate"] += "|<1.0\trequirements.txt:2";
+  facts["requires:accelerate"] += "\n<1.0\trequirements.txt:2";
   CHECK_FALSE(pinnedAtLeast(facts, {"accelerate"}, "0.26.0"));
   CHECK_FALSE(pinnedAtLeast({}, {"accelerate"}, "0.26.0"));
 }

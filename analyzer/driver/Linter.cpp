@@ -448,7 +448,7 @@ const Facts* Linter::withRequirements(const std::string& path, const Facts* base
     if (it == declared.end()) continue;
     std::string value;
     for (const auto& r : it->second)
-      value += (value.empty() ? "" : "|") + r.spec + "\t" +
+      value += (value.empty() ? "" : "\n") + r.spec + "\t" +
                std::filesystem::path(r.file).lexically_relative(abs.parent_path()).generic_string() + ":" +
                std::to_string(r.line);
     added["requires:" + name] = std::move(value);

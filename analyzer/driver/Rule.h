@@ -185,7 +185,8 @@ struct RuleCatalog {
   // Packages whose declared versions the rules read (normalised names, "lightning"): each becomes a
   // fact "requires:NAME" of a Python file (its task's facts) or a configuration file
   // (ConfigContext::project()) whose project declares it (driver/Requirements.h), "SPEC\tPATH:LINE"
-  // per declaration (PATH relative to the file's folder), declarations joined by "|".
+  // per declaration (PATH relative to the file's folder), declarations joined by newlines (a spec may hold
+  // Poetry's "||").
   std::vector<std::string> requirementPackages;
   // Facts about the whole project (for rules over configuration files that must agree
   // with the code), from the outlines of the Python files whose bytes `projectFactsWant`

@@ -118,104 +118,88 @@ std::string normalizeSpec(std::string_view written) {
   return spec;
 }
 
-}  // namespace
-
-bool allowsOnlyBelow(std::string_view written, std::string_view boundText) {
-  auto bound = parseVersion(boundText);
-  // Spaces: dropped after an operator (">= 2.0"), else they separate Poetry's clauses (">=1.0 <2.0").
-  std::string spec;
-  for (char c : written) {
-    if (c == ' ' || c == '\t') {
-      if (!spec.empty() && std::string_view("<>=!~^,|").find(spec.back()) == std::string_view::npos) spec += ',';
-      continue;
-    }
-    spec += c;
-  }
-  if (!bound || spec.empty()) return false;
-  // Poetry alternatives: each must be below.
-  for (size_t start = 0; start <= spec.size();) {
-    size_t bar = spec.find("||", start);
-    std::string_view alt = spec.substr(start, bar == std::string_view::npos ? std::string_view::npos : bar - start);
-    bool below = false;
-    for (size_t s = 0; s <= alt.size();) {  // clauses joined by "," (PEP 440) or " " (Poetry, spaces removed)
+// True when every Poetry alternative ("||") of `written` has a clause ("," or a space) for which
+// `clauseHolds` is true. The clauses are views into one normalized copy that outlives them.
+template <typename ClauseTest>
+bool everyAlternativeHasClause(std::string_view written, ClauseTest clauseHolds) {
+  const std::string spec = normalizeSpec(written);
+  if (spec.empty()) return false;
+  const std::string_view all(spec);
+  for (size_t start = 0; start <= all.size();) {
+    size_t bar = all.find("||", start);
+    std::string_view alt = all.substr(start, bar == std::string_view::npos ? std::string_view::npos : bar - start);
+    bool holds = false;
+    for (size_t s = 0; s <= alt.size();) {
       size_t comma = alt.find(',', s);
       std::string_view clause = alt.substr(s, comma == std::string_view::npos ? std::string_view::npos : comma - s);
-      if (!clause.empty() && clauseBelow(clause, *bound)) below = true;
+      if (!clause.empty() && clauseHolds(clause)) holds = true;
       if (comma == std::string_view::npos) break;
       s = comma + 1;
     }
-    if (!below) return false;
+    if (!holds) return false;
     if (bar == std::string_view::npos) break;
     start = bar + 2;
   }
   return true;
 }
 
-std::optional<std::string> pinnedBelow(const std::map<std::string, std::string>& facts,
-                                       const std::vector<std::string>& packages, std::string_view bound) {
-  std::optional<std::string> first;
+}  // namespace
+
+bool allowsOnlyBelow(std::string_view written, std::string_view boundText) {
+  auto bound = parseVersion(boundText);
+  return bound && everyAlternativeHasClause(written, [&](std::string_view c) { return clauseBelow(c, *bound); });
+}
+
+namespace {
+
+// Calls `visit(name, spec, where)` for each declaration of `packages` in the facts ("SPEC\tPATH:LINE"
+// joined by newlines, which no spec holds: Poetry's "||" does), until it returns false. False when stopped.
+template <typename Visit>
+bool eachDeclaration(const std::map<std::string, std::string>& facts, const std::vector<std::string>& packages,
+                     Visit visit) {
   for (const auto& name : packages) {
     auto it = facts.find("requires:" + name);
     if (it == facts.end()) continue;
-    const std::string& v = it->second;
-    for (size_t start = 0; start <= v.size();) {
-      size_t bar = v.find('|', start);
-      std::string entry = v.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+    std::string_view all(it->second);
+    for (size_t start = 0; start <= all.size();) {
+      size_t nl = all.find('\n', start);
+      std::string_view entry = all.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
       size_t tab = entry.find('\t');
-      std::string spec = entry.substr(0, tab), where = tab == std::string::npos ? "" : entry.substr(tab + 1);
-      if (!allowsOnlyBelow(spec, bound)) return std::nullopt;  // some declaration lets a later version in
-      if (!first) first = name + spec + (where.empty() ? "" : " (" + where + ")");
-      if (bar == std::string::npos) break;
-      start = bar + 1;
+      std::string_view where = tab == std::string_view::npos ? std::string_view() : entry.substr(tab + 1);
+      if (!visit(name, entry.substr(0, tab), where)) return false;
+      if (nl == std::string_view::npos) break;
+      start = nl + 1;
     }
   }
-  return first;
+  return true;
 }
 
-}  // namespace shardlint::rules::fsdp
+}  // namespace
 
-namespace shardlint::rules::fsdp {
+std::optional<std::string> pinnedBelow(const std::map<std::string, std::string>& facts,
+                                       const std::vector<std::string>& packages, std::string_view bound) {
+  std::optional<std::string> first;
+  bool all = eachDeclaration(facts, packages, [&](const std::string& name, std::string_view spec, std::string_view where) {
+    if (!allowsOnlyBelow(spec, bound)) return false;  // some declaration lets a later version in
+    if (!first) first = name + std::string(spec) + (where.empty() ? "" : " (" + std::string(where) + ")");
+    return true;
+  });
+  return all ? first : std::nullopt;
+}
 
 bool allowsOnlyAtLeast(std::string_view written, std::string_view boundText) {
   auto bound = parseVersion(boundText);
-  std::string spec = normalizeSpec(written);
-  if (!bound || spec.empty()) return false;
-  for (size_t start = 0; start <= spec.size();) {  // Poetry alternatives: each must be at or above
-    size_t bar = spec.find("||", start);
-    std::string_view alt =
-        std::string_view(spec).substr(start, bar == std::string::npos ? std::string::npos : bar - start);
-    bool atLeast = false;
-    for (size_t s = 0; s <= alt.size();) {  // clauses: one lower bound is enough
-      size_t comma = alt.find(',', s);
-      std::string_view clause = alt.substr(s, comma == std::string_view::npos ? std::string_view::npos : comma - s);
-      if (!clause.empty() && clauseAtLeast(clause, *bound)) atLeast = true;
-      if (comma == std::string_view::npos) break;
-      s = comma + 1;
-    }
-    if (!atLeast) return false;
-    if (bar == std::string::npos) break;
-    start = bar + 2;
-  }
-  return true;
+  return bound && everyAlternativeHasClause(written, [&](std::string_view c) { return clauseAtLeast(c, *bound); });
 }
 
 bool pinnedAtLeast(const std::map<std::string, std::string>& facts, const std::vector<std::string>& packages,
                    std::string_view bound) {
   bool any = false;
-  for (const auto& name : packages) {
-    auto it = facts.find("requires:" + name);
-    if (it == facts.end()) continue;
-    const std::string& v = it->second;
-    for (size_t start = 0; start <= v.size();) {
-      size_t bar = v.find('|', start);
-      std::string entry = v.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
-      if (!allowsOnlyAtLeast(entry.substr(0, entry.find('\t')), bound)) return false;
-      any = true;
-      if (bar == std::string::npos) break;
-      start = bar + 1;
-    }
-  }
-  return any;
+  bool all = eachDeclaration(facts, packages, [&](const std::string&, std::string_view spec, std::string_view) {
+    any = true;
+    return allowsOnlyAtLeast(spec, bound);
+  });
+  return all && any;
 }
 
 }  // namespace shardlint::rules::fsdp
