@@ -801,6 +801,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-untriaged", type=Path, metavar="FILE",
                    help="append untriaged findings to FILE as triage lines with verdict '?'")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write a JSON summary to FILE")
+    p.add_argument("--invariant", action="store_true",
+                   help="also check one answer per file: every file with a finding and a sample of the others give "
+                        "the same findings alone, with their folder and through `shardlint server` (invariant.py)")
+    p.add_argument("--invariant-sample", type=int, default=200, metavar="N",
+                   help="--invariant: Python files sampled per repository besides those with findings (default 200)")
     p.add_argument("--repos-file", type=Path, default=DEFAULT_REPOS, help=argparse.SUPPRESS)
     p.add_argument("--triage", type=Path, default=DEFAULT_TRIAGE, help="the triage file (default: ecosystem/triage.tsv)")
     p.add_argument("--sort-triage", action="store_true", help="rewrite the triage file sorted, then exit")
@@ -919,7 +924,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{_display(args.write_untriaged)}: {n} untriaged findings appended with verdict '?'")
     if args.json:
         args.json.write_text(json.dumps(summary_json(summary), indent=2) + "\n", encoding="utf-8")
-    return summary.exit_status()
+    status = summary.exit_status()
+    if args.invariant:
+        status = max(status, run_invariant(args, selected, cache))
+    return status
+
+
+def run_invariant(args, selected: list[Repo], cache: Path) -> int:
+    """--invariant: prints one line per repository and every difference; EXIT_FAIL when any."""
+    from invariant import check_invariant  # beside this file
+
+    shardlint = args.shardlint.resolve()
+    print("\nOne answer per file (alone, with its folder, through the server, against the whole repository):")
+    bad = 0
+    files = 0
+    for repo in selected:
+        checkout = cache / repo.name
+        if not checkout.is_dir():
+            continue
+        res = check_invariant(shardlint, repo.name, checkout, args.invariant_sample, args.timeout)
+        files += res.files
+        state = "ok" if not res.mismatches and not res.errors else f"{len(res.mismatches) + len(res.errors)} problems"
+        print(f"  {repo.name:<34} {res.files:>4} files  {state}  ({res.seconds:.1f} s)", flush=True)
+        for line in res.errors + res.mismatches:
+            print(f"    {line}")
+        bad += len(res.mismatches) + len(res.errors)
+    print(f"{'FAILED' if bad else 'OK'}: {files} files in {len(selected)} repositories, {bad} differences")
+    return EXIT_FAIL if bad else EXIT_OK
 
 
 if __name__ == "__main__":

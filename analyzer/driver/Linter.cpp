@@ -335,7 +335,9 @@ class Task final : public semantic::ModuleProvider {
       // plumbing, not helpers: not loaded (as in the pre-scan).
       if (own.size() > module.size() && own.compare(0, module.size(), module) == 0 && own[module.size()] == '.')
         return {};
-      auto path = index_->findModule(module);
+      const ModuleTable::Entry* fromEntry = table_.byId(from.fileId());
+      if (!fromEntry) return {};
+      auto path = index_->findModule(module, fromEntry->path);
       if (!path) continue;
       ModuleTable::Entry* e = table_.loadModule(*path, index_, options_, table_.byId(from.fileId()));
       if (!e || !e->module) return {};
@@ -831,7 +833,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       for (const auto& spelled : rd.imports) {
         auto name = index.absoluteName(scanned[i].path, spelled);
         if (!name) continue;
-        auto file = index.findModule(*name);
+        auto file = index.findModule(*name, scanned[i].path);
         if (!file) continue;
         // A module's own ancestor packages (`import torch` inside torch/nn/...) say nothing about
         // which rules matter to this file; following them would make a whole library relevant.
@@ -917,7 +919,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   }
   size_t parsesBefore = table->parses();
   std::string rootsKey;
-  for (const auto& r : index.roots()) rootsKey += r + "\n";
+  for (const auto& r : index.extraRoots()) rootsKey += r + "\n";  // the rest comes from each file alone
   // Source bytes of module trees kept between tasks (a tree is about 21x its text). On the dense
   // corpus at -j2, since objects keep their rarely set fields apart: 1.375 MB, 990-992 parses of 990
   // files at 125-128 MiB peak; 1.5 MB, 990 in every run at 129-134 MiB; 1.75 MB, 136-139 MiB;
@@ -929,7 +931,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     std::string key = options_.cacheKey + "\n" + options_.selection.describe() + "\nmax " +
                       std::to_string(options_.maxFileBytes) + (options_.reportUnusedNoqa ? " noqa" : "") + "\n";
     for (const auto& [k, v] : options_.settingsFacts) key += k + "=" + v + "\n";
-    for (const auto& r : index.roots()) key += "root " + r + "\n";
+    for (const auto& r : index.extraRoots()) key += "root " + r + "\n";
     std::vector<std::string> sorted = pyPaths;  // the linted set: files added or removed change resolution
     std::sort(sorted.begin(), sorted.end());
     for (const auto& p : sorted) key += p + "\n";

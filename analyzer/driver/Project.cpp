@@ -25,45 +25,51 @@ fs::path absoluteOf(const std::string& p) {
 }
 }  // namespace
 
+static void addUnique(std::vector<fs::path>& roots, fs::path dir) {
+  dir = dir.lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();
+  if (std::find(roots.begin(), roots.end(), dir) == roots.end()) roots.push_back(std::move(dir));
+}
+
 ProjectIndex::ProjectIndex(std::vector<std::string> extraRoots) {
   std::error_code ec;
   cwd_ = fs::current_path(ec);
-  for (const auto& r : extraRoots) addRoot(absoluteOf(r));
-}
-
-void ProjectIndex::addRoot(const fs::path& dir) {
-  fs::path d = dir.lexically_normal();
-  if (d.has_filename() == false) d = d.parent_path();
-  if (std::find(roots_.begin(), roots_.end(), d) == roots_.end()) roots_.push_back(d);
+  for (const auto& r : extraRoots) addUnique(extra_, absoluteOf(r));
 }
 
 void ProjectIndex::addFiles(const std::vector<std::string>& paths) {
-  std::vector<fs::path> packageRoots, srcRoots, scriptDirs;
-  for (const auto& p : paths) {
-    fs::path abs = absoluteOf(p);
-    given_[abs.string()] = p;
-    fs::path dir = abs.parent_path();
-    // A script's folder is an import root only for scripts outside packages (a module inside
-    // a package imports through the package root).
-    if (!isFile(dir / "__init__.py")) scriptDirs.push_back(dir);
-    fs::path top = dir;
-    while (isFile(top / "__init__.py") && top.has_parent_path() && top.parent_path() != top) top = top.parent_path();
-    packageRoots.push_back(top);
-    for (fs::path up = dir; !up.empty(); up = up.parent_path()) {
-      if (isFile(up / "pyproject.toml") || isFile(up / "setup.py") || isFile(up / "setup.cfg")) {
-        if (isDir(up / "src")) srcRoots.push_back(up / "src");
-        break;
-      }
-      if (up.parent_path() == up) break;
+  for (const auto& p : paths) given_[absoluteOf(p).string()] = p;
+}
+
+size_t ProjectIndex::rootListOf(const fs::path& dir) const {
+  if (auto it = rootsOfDir_.find(dir.string()); it != rootsOfDir_.end()) return it->second;
+  std::vector<fs::path> roots = extra_;
+  fs::path top = dir;
+  while (isFile(top / "__init__.py") && top.has_parent_path() && top.parent_path() != top) top = top.parent_path();
+  addUnique(roots, top);  // the package's top folder (the script's own folder outside packages)
+  fs::path project, repository;
+  for (fs::path up = dir; !up.empty(); up = up.parent_path()) {
+    if (project.empty() && (isFile(up / "pyproject.toml") || isFile(up / "setup.py") || isFile(up / "setup.cfg")))
+      project = up;
+    std::error_code ec;
+    if (fs::exists(up / ".git", ec)) {
+      repository = up;
+      break;
     }
+    if (up.parent_path() == up) break;
   }
-  for (const auto* list : {&packageRoots, &srcRoots, &scriptDirs}) {
-    std::vector<fs::path> sorted = *list;
-    std::sort(sorted.begin(), sorted.end());
-    for (const auto& r : sorted) addRoot(r);
-  }
+  if (!project.empty() && isDir(project / "src")) addUnique(roots, project / "src");
+  if (!project.empty()) addUnique(roots, project);
+  else if (!repository.empty()) addUnique(roots, repository);
+  size_t id = rootLists_.size();
+  rootLists_.push_back(std::move(roots));
+  rootsOfDir_.emplace(dir.string(), id);
+  return id;
+}
+
+std::vector<fs::path> ProjectIndex::rootsFor(const std::string& fromFile) const {
   std::lock_guard<std::mutex> lock(mu_);
-  cache_.clear();
+  return rootLists_[rootListOf(absoluteOf(fromFile).parent_path())];
 }
 
 std::string ProjectIndex::display(const fs::path& absolute) const {
@@ -113,39 +119,42 @@ ProjectIndex::Module ProjectIndex::moduleOf(const std::string& path) const {
   return m;
 }
 
-std::optional<std::string> ProjectIndex::findModule(const std::string& dotted) const {
+std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, const std::string& fromFile) const {
+  if (dotted.empty() || dotted[0] == '.') return std::nullopt;
+  fs::path fromDir = absoluteOf(fromFile).parent_path();
+  std::vector<fs::path> roots;
+  size_t list = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(dotted);
+    list = rootListOf(fromDir);
+    auto it = cache_.find({list, dotted});
     if (it != cache_.end()) return it->second;
+    roots = rootLists_[list];
   }
   std::optional<std::string> found;
-  if (!dotted.empty() && dotted[0] != '.') {
-    fs::path rel;
-    size_t start = 0;
-    while (start <= dotted.size()) {
-      size_t dot = dotted.find('.', start);
-      rel /= dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      if (dot == std::string::npos) break;
-      start = dot + 1;
+  fs::path rel;
+  for (size_t start = 0; start <= dotted.size();) {
+    size_t dot = dotted.find('.', start);
+    rel /= dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  std::string first = dotted.substr(0, dotted.find('.'));
+  for (const auto& root : roots) {
+    if (!mayHold(root, first)) continue;  // one directory listing per root, not two stats per name
+    fs::path file = root / rel;
+    file += ".py";
+    if (isFile(file)) {
+      found = display(file);
+      break;
     }
-    std::string first = dotted.substr(0, dotted.find('.'));
-    for (const auto& root : roots_) {
-      if (!mayHold(root, first)) continue;  // one directory listing per root, not two stats per name
-      fs::path file = root / rel;
-      file += ".py";
-      if (isFile(file)) {
-        found = display(file);
-        break;
-      }
-      if (isFile(root / rel / "__init__.py")) {
-        found = display(root / rel / "__init__.py");
-        break;
-      }
+    if (isFile(root / rel / "__init__.py")) {
+      found = display(root / rel / "__init__.py");
+      break;
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  cache_[dotted] = found;
+  cache_[{list, dotted}] = found;
   return found;
 }
 
@@ -172,9 +181,9 @@ std::optional<std::string> ProjectIndex::absoluteName(const std::string& fromFil
   return out;
 }
 
-std::vector<std::string> ProjectIndex::roots() const {
+std::vector<std::string> ProjectIndex::extraRoots() const {
   std::vector<std::string> out;
-  for (const auto& r : roots_) out.push_back(r.generic_string());
+  for (const auto& r : extra_) out.push_back(r.generic_string());
   return out;
 }
 

@@ -17,10 +17,16 @@ class ProjectIndex {
   // Roots given in configuration or on the command line come first.
   explicit ProjectIndex(std::vector<std::string> extraRoots = {});
 
-  // Registers linted files (as the user spelled them) and derives import roots:
-  // each script's directory, package roots found by walking up `__init__.py`, and
-  // `src/` next to a pyproject.toml / setup.py / setup.cfg above them.
+  // Registers linted files, for their spelling only (display). Import roots never come from the
+  // set of linted files: a file's analysis must not depend on which other files are named.
   void addFiles(const std::vector<std::string>& paths);
+
+  // The import roots of `fromFile`, from the file and its project alone: the extra roots, the top
+  // folder of its package (walking up `__init__.py`), its own folder when it is a script outside a
+  // package (Python puts it on sys.path), `src/` beside the nearest pyproject.toml / setup.py /
+  // setup.cfg, and that project folder itself (else the repository's, the nearest `.git`): where an
+  // installed or `python -m` run finds the project's packages.
+  std::vector<std::filesystem::path> rootsFor(const std::string& fromFile) const;
 
   struct Module {
     std::string name;  // dotted ("pkg.sub.mod"; "pkg" for pkg/__init__.py)
@@ -28,21 +34,26 @@ class ProjectIndex {
   };
   // The module a file defines: its package path up to the first directory without __init__.py.
   Module moduleOf(const std::string& path) const;
-  // The file (as a display path) that defines a dotted module, searching the roots in order.
-  std::optional<std::string> findModule(const std::string& dotted) const;
+  // The file (as a display path) that defines a dotted module imported by `fromFile`, searching
+  // rootsFor(fromFile) in order.
+  std::optional<std::string> findModule(const std::string& dotted, const std::string& fromFile) const;
   // Resolves an import spelled in `fromFile` ("x.y", ".x", "..") to an absolute dotted name.
   std::optional<std::string> absoluteName(const std::string& fromFile, std::string_view spelled) const;
-  std::vector<std::string> roots() const;
+  // The roots given in configuration or on the command line (the same for every file).
+  std::vector<std::string> extraRoots() const;
 
  private:
   std::string display(const std::filesystem::path& absolute) const;
-  void addRoot(const std::filesystem::path& dir);
 
   std::filesystem::path cwd_;
-  std::vector<std::filesystem::path> roots_;
+  std::vector<std::filesystem::path> extra_;
   std::map<std::string, std::string> given_;  // absolute path -> the user's spelling
   mutable std::mutex mu_;
-  mutable std::map<std::string, std::optional<std::string>> cache_;
+  // Per folder of an importing file: the index of its roots in rootLists_.
+  mutable std::map<std::string, size_t> rootsOfDir_;
+  mutable std::vector<std::vector<std::filesystem::path>> rootLists_;
+  mutable std::map<std::pair<size_t, std::string>, std::optional<std::string>> cache_;  // (roots, dotted)
+  size_t rootListOf(const std::filesystem::path& dir) const;  // with mu_ held
   mutable std::map<std::string, bool> initCache_;                  // directory -> has __init__.py
   mutable std::map<std::string, std::set<std::string>> listings_;  // root -> its entries
   bool hasInit(const std::filesystem::path& dir) const;
