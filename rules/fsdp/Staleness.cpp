@@ -105,6 +105,35 @@ bool madeAfreshIn(const Store& st, ObjId target, ObjId root, int loop, semantic:
   return false;
 }
 
+// Each iteration wraps one element of a container (`for block in model.blocks: fully_shard(block)`) and
+// only then builds an optimizer from that same element: the next iteration's wrap is of another
+// element, so the loop's back edge does not make the optimizer stale.
+bool sameElementAfterWrap(const Store& st, const ValueSet& sources, const Lineage& target, const Event& wrap,
+                          semantic::PointId built) {
+  if (!st.precedes(wrap.point, built) || sources.empty()) return false;
+  bool element = std::any_of(target.edges.begin(), target.edges.end(),
+                             [](const std::string& e) { return edgeName(e) == "[*]"; });
+  return element && std::all_of(sources.begin(), sources.end(),
+                                [&](ObjId s) { return within(lineageOf(st, s), target); });
+}
+
+// FSDP2: `fully_shard(model)` after `fully_shard(block)` leaves the block's (already sharded) parameters
+// as they are. An optimizer built, after the blocks' wraps, only from parameters of wrapped blocks is not
+// made stale by the root's wrap.
+bool shardedByChildWrapFirst(const Store& st, const ValueSet& sources, const Event& wrap, semantic::PointId built,
+                             const std::vector<const Event*>& wraps) {
+  if (wrap.attr("api") != "fully_shard" || sources.empty()) return false;
+  Lineage root = lineageOf(st, wrap.target);
+  return std::all_of(sources.begin(), sources.end(), [&](ObjId s) {
+    Lineage src = lineageOf(st, s);
+    return std::any_of(wraps.begin(), wraps.end(), [&](const Event* child) {
+      if (child == &wrap || child->target == kNoObj || child->attr("api") != "fully_shard") return false;
+      Lineage part = lineageOf(st, child->target);
+      return within(part, root) && !within(root, part) && within(src, part) && st.precedes(child->point, built);
+    });
+  });
+}
+
 }  // namespace
 
 std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function<bool(const Event&)>& wrapFilter) {
@@ -124,8 +153,10 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
       if (!st.precedes(o.point, w->point) && target.root != kNoObj) {
         int loop = st.commonLoop(o.point, w->point);
         if (loop >= 0 && madeAfreshIn(st, w->target, target.root, loop, w->point)) continue;
+        if (loop >= 0 && sameElementAfterWrap(st, sources, target, *w, o.point)) continue;
       }
       if (!relatedTo(st, sources, target) || repointedByWrappingCall(st, *w, opt)) continue;
+      if (shardedByChildWrapFirst(st, sources, *w, o.point, wraps)) continue;
       // A use of this optimizer object after the wrap, not preceded by a refresh.
       const Event* use = nullptr;
       for (const Event& e : st.events) {
