@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "Fixtures.h"
@@ -241,4 +242,39 @@ TEST_CASE("module table: trimming frees first the trees needed again latest, the
   CHECK(!e["c"]->tree);
   CHECK(e["a"]->tree);
   CHECK(e["d"]->tree);
+}
+
+// One answer per file: a Python file of a project fixture linted alone (as pre-commit and the editor do)
+// gives exactly the findings located in it when the whole project is linted.
+TEST_CASE("project fixtures: each Python file alone gives its whole-project findings", "[projects]") {
+  // Known gaps (issue 29, "one answer per file"), kept here so that fixing one fails this test until it is
+  // moved out: a config that reaches a script through a launch script or as the only config on the command
+  // line (not yet discovered from the project when the script is linted alone), and a finding located in a
+  // class's file that only the driver script's flow shows (not yet found from the class's file alone).
+  const std::set<std::string> knownGaps = {"accelerate_fsdp2_config_stray/train.py", "accelerate_launch_config/train.py",
+                                           "accelerate_launch_flag/train.py", "trainer_class/trainer.py"};
+  auto render = [](const fs::path& dir, const shardlint::Diagnostic& d) {
+    fs::path p = fs::absolute(d.location.path).lexically_normal();
+    return p.lexically_relative(dir).generic_string() + ":" + std::to_string(d.location.start.line + 1) + ":" +
+           std::to_string(d.location.start.codepointColumn + 1) + " " + d.code;
+  };
+  for (const auto& dir : projects()) {
+    std::vector<std::string> whole = lintProject(dir, 1);
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      if (e.path().extension() != ".py") continue;
+      std::string rel = e.path().lexically_relative(dir).generic_string();
+      auto mine = [&](const std::string& f) { return f.compare(0, rel.size() + 1, rel + ":") == 0; };
+      std::vector<std::string> want, alone;
+      std::copy_if(whole.begin(), whole.end(), std::back_inserter(want), mine);
+      shardlint::LintOptions options;
+      shardlint::Linter linter(shardlint::rules::catalog(), options);
+      for (const auto& d : linter.lintFiles({e.path().string()}))
+        if (mine(render(dir, d))) alone.push_back(render(dir, d));
+      std::sort(alone.begin(), alone.end());
+      std::string key = dir.filename().string() + "/" + rel;
+      INFO(key);
+      if (knownGaps.count(key)) CHECK(alone != want);
+      else CHECK(alone == want);
+    }
+  }
 }
