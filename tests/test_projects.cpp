@@ -247,12 +247,10 @@ TEST_CASE("module table: trimming frees first the trees needed again latest, the
 // One answer per file: a Python file of a project fixture linted alone (as pre-commit and the editor do)
 // gives exactly the findings located in it when the whole project is linted.
 TEST_CASE("project fixtures: each Python file alone gives its whole-project findings", "[projects]") {
-  // Known gaps (issue 29, "one answer per file"), kept here so that fixing one fails this test until it is
-  // moved out: a config that reaches a script through a launch script or as the only config on the command
-  // line (not yet discovered from the project when the script is linted alone), and a finding located in a
-  // class's file that only the driver script's flow shows (not yet found from the class's file alone).
-  const std::set<std::string> knownGaps = {"accelerate_fsdp2_config_stray/train.py", "accelerate_launch_config/train.py",
-                                           "accelerate_launch_flag/train.py", "trainer_class/trainer.py"};
+  // Known gap (issue 29, "one answer per file"), kept here so that fixing it fails this test until it is
+  // moved out: a finding located in a class's file that only the driver script's flow shows (the class's
+  // file alone has no entry point that calls its methods in that order).
+  const std::set<std::string> knownGaps = {"trainer_class/trainer.py"};
   auto render = [](const fs::path& dir, const shardlint::Diagnostic& d) {
     fs::path p = fs::absolute(d.location.path).lexically_normal();
     return p.lexically_relative(dir).generic_string() + ":" + std::to_string(d.location.start.line + 1) + ":" +

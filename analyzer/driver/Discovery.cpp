@@ -36,8 +36,9 @@ std::string display(const fs::path& p) {
 
 }  // namespace
 
-DiscoveryResult discover(const std::vector<std::string>& paths) {
+DiscoveryResult discover(const std::vector<std::string>& paths, size_t maxEntries) {
   DiscoveryResult out;
+  size_t visited = 0;
   std::set<std::string> files;
   for (const auto& given : paths) {
     std::error_code ec;
@@ -57,6 +58,10 @@ DiscoveryResult discover(const std::vector<std::string>& paths) {
     }
     fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
+      if (maxEntries && ++visited > maxEntries) {
+        out.truncated = true;
+        break;
+      }
       const fs::directory_entry& e = *it;
       std::error_code ec2;
       if (e.is_directory(ec2)) {

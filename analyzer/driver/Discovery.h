@@ -10,6 +10,8 @@ struct DiscoveryResult {
   std::vector<std::string> errors;  // paths that do not exist
   // Folders that could not be listed (permission denied): not searched, reported as SL002.
   std::vector<std::string> unreadable;
+  // The walk stopped at `maxEntries` (the files found so far are listed).
+  bool truncated = false;
 };
 
 // Directories are walked recursively for *.py files and configuration files
@@ -18,6 +20,7 @@ struct DiscoveryResult {
 // Files named explicitly are always linted. Symlinks to folders are not followed (no loop,
 // no walk out of the tree); a symlink to a file is linted under its own path; dangling and
 // looping links are ignored.
-DiscoveryResult discover(const std::vector<std::string>& paths);
+// `maxEntries` (0: none) bounds the directory entries visited, for walks the user did not ask for.
+DiscoveryResult discover(const std::vector<std::string>& paths, size_t maxEntries = 0);
 
 }  // namespace shardlint

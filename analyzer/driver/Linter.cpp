@@ -1,4 +1,5 @@
 #include "driver/Linter.h"
+#include "driver/Discovery.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -464,7 +465,8 @@ const Facts* Linter::withRequirements(const std::string& path, const Facts* base
 
 std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>& launchPaths,
                                                  std::map<std::string, Facts> configFacts,
-                                                 std::vector<Diagnostic>* diagnostics) const {
+                                                 std::vector<Diagnostic>* diagnostics,
+                                                 const std::map<std::string, ProjectFiles>& projects) const {
   namespace fs = std::filesystem;
   auto factsOfConfig = [&](const std::string& path) -> const Facts* {
     std::string key = absolutePathKey(path);
@@ -486,7 +488,15 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
   std::map<std::string, Facts> out;
   // 1. Launch commands in shell scripts and Makefiles name the script and its config.
   if (catalog_.launchLinks) {
-    for (const auto& lp : launchPaths) {
+    // The named launch scripts (their own settings are checked), then those of the linted scripts' projects.
+    std::vector<std::pair<std::string, bool>> allLaunch;
+    std::set<std::string> seen;
+    for (const auto& lp : launchPaths)
+      if (seen.insert(absolutePathKey(lp)).second) allLaunch.emplace_back(lp, true);
+    for (const auto& [dir, files] : projects)
+      for (const auto& lp : files.launch)
+        if (seen.insert(absolutePathKey(lp)).second) allLaunch.emplace_back(lp, false);
+    for (const auto& [lp, named] : allLaunch) {
       ReadResult r = readSource(lp, options_);
       if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
       SourceFile file(lp, std::move(r.text));
@@ -507,7 +517,7 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
         return std::nullopt;
       };
       std::vector<LaunchLink> links = catalog_.launchLinks(file);
-      if (diagnostics) checkLaunchSettings(file, links, *diagnostics);
+      if (diagnostics && named) checkLaunchSettings(file, links, *diagnostics);
       for (const auto& link : links) {
         if (link.script.empty()) continue;
         auto script = locate(link.script);
@@ -521,18 +531,39 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
       }
     }
   }
-  // 2. Explicit configs, else the project's only accelerate FSDP config, apply to the rest.
-  const Facts* fallback = nullptr;
+  // 2. Explicit configs apply to every script without its own link.
+  const Facts* explicitConfig = nullptr;
   for (const auto& c : options_.accelerateConfigs)
-    if (const Facts* f = factsOfConfig(c); f && !f->empty()) fallback = f;
-  if (!fallback) {
+    if (const Facts* f = factsOfConfig(c); f && !f->empty()) explicitConfig = f;
+  if (explicitConfig) out[""] = *explicitConfig;
+  // 3. Else a project's only accelerate FSDP config applies to its scripts: found in the project, not
+  // among the named files, so that a script linted alone gets the same config.
+  for (const auto& [dir, files] : projects) {
+    const Facts* only = nullptr;
+    int count = 0;
+    for (const auto& c : files.configs) {
+      const Facts* f = nullptr;
+      if (auto it = configFacts.find(absolutePathKey(c)); it != configFacts.end()) f = &it->second;
+      else {
+        ReadResult r = readSource(c, options_);  // read for the word first: most are not FSDP configs
+        if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
+        std::string lower = r.text;
+        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+        if (lower.find("fsdp") == std::string::npos) continue;
+        f = factsOfConfig(c);
+      }
+      if (f && !f->empty()) only = f, ++count;
+    }
+    if (count == 1) out["project:" + dir] = *only;
+  }
+  // 4. Scripts in no project: the only accelerate FSDP config among the named files.
+  {
     const Facts* only = nullptr;
     int count = 0;
     for (const auto& [path, f] : configFacts)
       if (!f.empty()) only = &f, ++count;
-    if (count == 1) fallback = only;
+    if (count == 1) out["named"] = *only;
   }
-  if (fallback) out[""] = *fallback;  // "" = every script without its own link
 
   return out;
 }
@@ -765,9 +796,29 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
     if (!f.empty()) configFacts[absolutePathKey(p)] = std::move(f);
   }
-  std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all);
   ProjectIndex index(options_.roots);
   index.addFiles(pyPaths);
+  // The launch scripts and configuration files of each linted Python file's project (one answer per
+  // file: a script's config must not depend on which other files are named).
+  std::map<std::string, ProjectFiles> projects;
+  if (catalog_.launchLinks || catalog_.configFacts) {
+    std::set<std::string> dirs;
+    for (const auto& p : pyPaths)
+      if (auto d = index.projectDirOf(p); !d.empty()) dirs.insert(d.string());
+    // A project larger than this is not searched (its scripts get only the configs named or linked by
+    // the named launch scripts): the walk happens on every run, the editor's too.
+    constexpr size_t kMaxProjectEntries = 20000;
+    for (const auto& d : dirs) {
+      DiscoveryResult found = discover({d}, kMaxProjectEntries);
+      if (found.truncated) continue;
+      ProjectFiles& pf = projects[d];
+      for (const auto& f : found.files) {
+        if (isLaunchPath(f)) pf.launch.push_back(f);
+        else if (isConfigPath(f)) pf.configs.push_back(f);
+      }
+    }
+  }
+  std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all, projects);
   struct Scanned {
     std::string path;
     std::string text;
@@ -884,6 +935,10 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     if (!scanned[i].linted || !scanned[i].ok) continue;
     auto f = linked.find(absolutePathKey(scanned[i].path));
     if (f == linked.end()) f = linked.find("");
+    if (f == linked.end()) {
+      auto dir = index.projectDirOf(scanned[i].path);
+      f = linked.find(dir.empty() ? std::string("named") : "project:" + dir.string());
+    }
     const Facts* facts = f == linked.end() ? nullptr : &f->second;
     if (!options_.settingsFacts.empty()) {  // merged into a per-task copy
       Facts merged = facts ? *facts : Facts{};

@@ -181,9 +181,17 @@ class Linter {
                            std::vector<Diagnostic>& out) const;
   // Which facts apply to which Python file (absolute path), from configs and launch scripts.
   // Findings about the launch commands' own settings go to `diagnostics`.
+  // `projects`: per project folder of a linted Python file, the launch scripts and configuration files
+  // found in it, so that a script's config does not depend on which other files are named. Keys of the
+  // result: a script's absolute path (its own link), "" (--accelerate-config), "project:DIR" (the only
+  // accelerate FSDP config of that project), "named" (the only one named, for files in no project).
+  struct ProjectFiles {
+    std::vector<std::string> launch, configs;
+  };
   std::map<std::string, Facts> linkConfigs(const std::vector<std::string>& launchPaths,
                                            std::map<std::string, Facts> configFacts,
-                                           std::vector<Diagnostic>* diagnostics) const;
+                                           std::vector<Diagnostic>* diagnostics,
+                                           const std::map<std::string, ProjectFiles>& projects = {}) const;
   // `base` with the facts of the packages the rules read that `path`'s project declares
   // (RuleCatalog::requirementPackages); a new Facts kept in `store` when there are any, else `base`.
   const Facts* withRequirements(const std::string& path, const Facts* base,

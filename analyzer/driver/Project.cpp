@@ -47,17 +47,7 @@ size_t ProjectIndex::rootListOf(const fs::path& dir) const {
   fs::path top = dir;
   while (isFile(top / "__init__.py") && top.has_parent_path() && top.parent_path() != top) top = top.parent_path();
   addUnique(roots, top);  // the package's top folder (the script's own folder outside packages)
-  fs::path project, repository;
-  for (fs::path up = dir; !up.empty(); up = up.parent_path()) {
-    if (project.empty() && (isFile(up / "pyproject.toml") || isFile(up / "setup.py") || isFile(up / "setup.cfg")))
-      project = up;
-    std::error_code ec;
-    if (fs::exists(up / ".git", ec)) {
-      repository = up;
-      break;
-    }
-    if (up.parent_path() == up) break;
-  }
+  auto [project, repository] = enclosing(dir);
   if (!project.empty() && isDir(project / "src")) addUnique(roots, project / "src");
   if (!project.empty()) addUnique(roots, project);
   else if (!repository.empty()) addUnique(roots, repository);
@@ -65,6 +55,26 @@ size_t ProjectIndex::rootListOf(const fs::path& dir) const {
   rootLists_.push_back(std::move(roots));
   rootsOfDir_.emplace(dir.string(), id);
   return id;
+}
+
+ProjectIndex::Enclosing ProjectIndex::enclosing(const fs::path& dir) const {
+  Enclosing out;
+  for (fs::path up = dir; !up.empty(); up = up.parent_path()) {
+    if (out.project.empty() && (isFile(up / "pyproject.toml") || isFile(up / "setup.py") || isFile(up / "setup.cfg")))
+      out.project = up;
+    std::error_code ec;
+    if (fs::exists(up / ".git", ec)) {
+      out.repository = up;
+      break;
+    }
+    if (up.parent_path() == up) break;
+  }
+  return out;
+}
+
+fs::path ProjectIndex::projectDirOf(const std::string& file) const {
+  Enclosing e = enclosing(absoluteOf(file).parent_path());
+  return e.project.empty() ? e.repository : e.project;
 }
 
 std::vector<fs::path> ProjectIndex::rootsFor(const std::string& fromFile) const {

@@ -28,6 +28,10 @@ class ProjectIndex {
   // installed or `python -m` run finds the project's packages.
   std::vector<std::filesystem::path> rootsFor(const std::string& fromFile) const;
 
+  // The project a file belongs to: the nearest folder above it with a pyproject.toml, setup.py or
+  // setup.cfg, else the repository's (the nearest `.git`), else none (empty).
+  std::filesystem::path projectDirOf(const std::string& file) const;
+
   struct Module {
     std::string name;  // dotted ("pkg.sub.mod"; "pkg" for pkg/__init__.py)
     bool isPackage = false;
@@ -54,6 +58,10 @@ class ProjectIndex {
   mutable std::vector<std::vector<std::filesystem::path>> rootLists_;
   mutable std::map<std::pair<size_t, std::string>, std::optional<std::string>> cache_;  // (roots, dotted)
   size_t rootListOf(const std::filesystem::path& dir) const;  // with mu_ held
+  struct Enclosing {
+    std::filesystem::path project, repository;
+  };
+  Enclosing enclosing(const std::filesystem::path& dir) const;
   mutable std::map<std::string, bool> initCache_;                  // directory -> has __init__.py
   mutable std::map<std::string, std::set<std::string>> listings_;  // root -> its entries
   bool hasInit(const std::filesystem::path& dir) const;
