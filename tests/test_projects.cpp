@@ -276,3 +276,44 @@ TEST_CASE("project fixtures: each Python file alone gives its whole-project find
     }
   }
 }
+
+// The project walk that finds a script's launch scripts and configs is bounded; a project larger than the
+// bound is not searched (the named files still count), and the bound itself is reported by discovery.
+TEST_CASE("discovery: a bounded walk says it stopped", "[projects]") {
+  shardlint::testing::TempDir dir("shardlint-bounded-");
+  for (int i = 0; i < 30; ++i) dir.write("pkg/m" + std::to_string(i) + ".py", "x = 1\n");
+  auto all = shardlint::discover({dir.path().string()});
+  CHECK_FALSE(all.truncated);
+  CHECK(all.files.size() == 30);
+  auto some = shardlint::discover({dir.path().string()}, 10);
+  CHECK(some.truncated);
+  CHECK(some.files.size() < 10);
+}
+
+// A script linted alone gets the accelerate config its project's launch script links to it, the same as
+// when the launch script is named too (one answer per file).
+TEST_CASE("projects: a launch script of the project links its config to a script linted alone", "[projects]") {
+  shardlint::testing::TempDir dir("shardlint-launch-");
+  dir.write("pyproject.toml", "[project]\nname = \"p\"\n");
+  dir.write("configs/fsdp1.yaml",
+            "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 1\n  fsdp_use_orig_params: false\n");
+  dir.write("scripts/run.sh", "accelerate launch --config_file configs/fsdp1.yaml train.py\n");
+  dir.write("train.py",
+            "import torch\nfrom accelerate import Accelerator\n\n\ndef main(model):\n"
+            "    accelerator = Accelerator()\n    opt = torch.optim.AdamW(model.parameters())\n"
+            "    model, opt = accelerator.prepare(model, opt)\n    opt.step()\n");
+  auto codes = [&](const std::vector<std::string>& files) {
+    shardlint::LintOptions options;
+    shardlint::Linter linter(shardlint::rules::catalog(), options);
+    std::vector<std::string> out;
+    for (const auto& d : linter.lintFiles(files))
+      if (fs::path(d.location.path).filename() == "train.py")
+        out.push_back(std::to_string(d.location.start.line + 1) + " " + d.code);
+    return out;
+  };
+  std::string script = (dir.path() / "train.py").string();
+  auto alone = codes({script});
+  CHECK(alone == std::vector<std::string>{"7 SL402"});
+  CHECK(codes({script, (dir.path() / "scripts/run.sh").string(), (dir.path() / "configs/fsdp1.yaml").string()}) ==
+        alone);
+}
