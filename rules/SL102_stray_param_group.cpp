@@ -152,7 +152,9 @@ class StrayParamGroup final : public Rule {
     for (ObjId opt : optimizers(st)) {
       const auto& o = st.obj(opt);
       ValueSet ctorSources = o.inputs().empty() ? ValueSet{} : paramSources(st, o.inputs()[0]);
-      auto modelWraps = wrapsOfModel(st, ctorSources, wraps);
+      // One optimizer per iteration (per module, per layer, per parameter) is many optimizers, each
+      // holding its own group of sources: each is checked alone, never as one that gains the others.
+      std::vector<ValueSet> groups = sourcesPerOptimizer(st, opt, ctorSources);
       // (b) accelerate FSDP2: everything in the optimizer at `prepare` must be a model parameter.
       for (const Event* rp : domainEvents(st, "repoint")) {
         if (rp->target != opt || rp->attr("fsdp_version") != "2") continue;
@@ -174,7 +176,16 @@ class StrayParamGroup final : public Rule {
         std::string consequence =
             "accelerate's FSDP2 `prepare` raises `KeyError: A parameter in the optimizer couldn't be switched to its "
             "sharded version`; register it on the model (e.g. as `model.<name>`) or keep it out of this optimizer";
-        auto bad = notModel(ctorSources);
+        // Which of many optimizers goes to `prepare` is not known: a finding only when each would be one.
+        std::vector<Stray> bad;
+        for (const ValueSet& g : groups) {
+          auto b = notModel(g);
+          if (b.empty()) {
+            bad.clear();
+            break;
+          }
+          if (bad.empty()) bad = std::move(b);
+        }
         if (!bad.empty() && !o.inputOrigins().empty() && done.insert({o.inputOrigins()[0].file, o.inputOrigins()[0].range.begin}).second)
           reportStray(cx, st, o.inputOrigins()[0], bad.front(), *w, "the optimizer's param groups hold",
                       consequence);
@@ -189,20 +200,30 @@ class StrayParamGroup final : public Rule {
                         consequence);
         }
       }
+      // Raw wraps of the model each optimizer optimizes; `everyOfModel` when each of them has some.
       std::vector<const Event*> rawModelWraps;
-      for (const Event* w : modelWraps)
-        if (w->attr("api") == "fully_shard" || w->attr("api") == "fsdp1") rawModelWraps.push_back(w);
-      if (rawModelWraps.empty()) continue;
-      // (c) constructed after the wrap, mixing model parameters with stray tensors.
-      for (const Event* w : rawModelWraps) {
-        if (!st.mayHappenBefore(w->point, o.point) || o.inputOrigins().empty()) continue;
-        auto bad = strays(st, ctorSources, wraps);
-        if (!bad.empty() && done.insert({o.inputOrigins()[0].file, o.inputOrigins()[0].range.begin}).second)
-          reportStray(cx, st, o.inputOrigins()[0], bad.front(), *w, "the optimizer of a wrapped model holds",
-                      rawConsequence(*w));
-        break;
+      bool everyOfModel = true;
+      for (const ValueSet& g : groups) {
+        std::vector<const Event*> raw;
+        for (const Event* w : wrapsOfModel(st, g, wraps))
+          if (w->attr("api") == "fully_shard" || w->attr("api") == "fsdp1") raw.push_back(w);
+        if (raw.empty()) everyOfModel = false;
+        // (c) constructed after the wrap, mixing model parameters with stray tensors.
+        for (const Event* w : raw) {
+          if (!st.mayHappenBefore(w->point, o.point) || o.inputOrigins().empty()) continue;
+          auto bad = strays(st, g, wraps);
+          if (!bad.empty() && done.insert({o.inputOrigins()[0].file, o.inputOrigins()[0].range.begin}).second)
+            reportStray(cx, st, o.inputOrigins()[0], bad.front(), *w, "the optimizer of a wrapped model holds",
+                        rawConsequence(*w));
+          break;
+        }
+        for (const Event* w : raw)
+          if (std::find(rawModelWraps.begin(), rawModelWraps.end(), w) == rawModelWraps.end()) rawModelWraps.push_back(w);
       }
-      // (a) add_param_group after the wrap.
+      std::sort(rawModelWraps.begin(), rawModelWraps.end());  // in event order
+      // (a) add_param_group after the wrap. Of many optimizers, the one that gains the group is not
+      // known: a finding only when each of them optimizes the wrapped model.
+      if (rawModelWraps.empty() || !everyOfModel) continue;
       for (const Event& e : st.events) {
         if (e.kind != EventKind::MethodCall || e.name != "add_param_group" || e.target != opt || e.args.empty() ||
             expectedToFail(st, e.point))

@@ -329,6 +329,29 @@ void Interp::closeRegions(std::vector<Region>& regions) {
   regions.clear();
 }
 
+void Interp::openIterationRegions(TSNode target, std::vector<Region>& out) {
+  std::vector<TSNode> todo{target};
+  while (!todo.empty()) {
+    TSNode t = todo.back();
+    todo.pop_back();
+    if (ts_node_is_null(t)) continue;
+    Kind k = kindOf(t);
+    if (k == Kind::attribute || k == Kind::subscript) continue;
+    if (k != Kind::identifier) {
+      for (TSNode c : syntax::namedChildren(t)) todo.push_back(c);
+      continue;
+    }
+    auto it = frame_.env.find(text(t));
+    if (it == frame_.env.end() || it->second.size() < 2) continue;
+    Region r;
+    r.kind = "iteration";
+    r.subject = it->second;
+    r.names = {text(t)};
+    r.begin = static_cast<PointId>(st_.points.size());
+    out.push_back(std::move(r));
+  }
+}
+
 static bool hasCall(TSNode n) {
   std::vector<TSNode> todo{n};
   while (!todo.empty()) {
@@ -640,7 +663,10 @@ void Interp::execLoop(TSNode n, bool isFor) {
   } else {
     eval(syntax::field(n, "condition"));
   }
+  std::vector<Region> iterations;
+  if (isFor) openIterationRegions(syntax::field(n, "left"), iterations);
   execBlock(syntax::field(n, "body"));
+  closeRegions(iterations);
   Changes body = endArm();
   std::vector<Changes> outs(1);  // the loop not entered
   if (frame_.reachable) outs.push_back(std::move(body));
@@ -1126,6 +1152,7 @@ ValueSet Interp::eval(TSNode n) {
 ValueSet Interp::evalComprehension(TSNode n) {
   beginArm();  // the comprehension's own scope: undone at the end
   TSNode body = syntax::field(n, "body");
+  std::vector<Region> iterations;
   for (TSNode c : syntax::namedChildren(n)) {
     if (kindOf(c) == Kind::for_in_clause) {
       ValueSet iter = eval(syntax::field(c, "right"));
@@ -1139,6 +1166,7 @@ ValueSet Interp::evalComprehension(TSNode n) {
         }
       }
       assign(syntax::field(c, "left"), elems, originOf(c));
+      openIterationRegions(syntax::field(c, "left"), iterations);
     } else if (kindOf(c) == Kind::if_clause) {
       for (TSNode cc : syntax::namedChildren(c)) eval(cc);
     }
@@ -1150,6 +1178,7 @@ ValueSet Interp::evalComprehension(TSNode n) {
   } else {
     value = eval(body);
   }
+  closeRegions(iterations);
   endArm();
   ObjId c = newObject(ObjKind::Container, "", originOf(n));
   st_.obj(c).containerKind = kindOf(n) == Kind::dictionary_comprehension ? 'd' : 'l';

@@ -139,6 +139,9 @@ class Interp {
                std::vector<Region>& out);
   // Ends `regions` (their begin already set) at the current point and stores the non-empty ones.
   void closeRegions(std::vector<Region>& regions);
+  // After a loop's or comprehension's target was bound: an "iteration" region (opened at the
+  // current point) for each name the target binds to two or more objects, one per iteration.
+  void openIterationRegions(TSNode target, std::vector<Region>& out);
 
   ValueSet callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
                         bool inPlace = false);

@@ -199,10 +199,12 @@ struct Point {
 // A stretch of code that runs under a known condition: the arm of an
 // `if isinstance(x, C)` / `if hasattr(x, "a")` (or under a name bound to such a
 // test), the rest of a block after `if not <test>: return`, or the body of a
-// `with <callee>(...)`. It covers the points [begin, end) created while that code
-// ran (points are numbered in creation order, inlined calls included).
+// `with <callee>(...)`, or the body of a loop or comprehension whose target binds a name to two or more
+// objects, one per iteration ("iteration": subject is those objects, names the name). It covers the
+// points [begin, end) created while that code ran (points are numbered in creation order, inlined calls
+// included).
 struct Region {
-  std::string kind;                // "isinstance", "hasattr" or "with"
+  std::string kind;                // "isinstance", "hasattr", "with" or "iteration"
   ValueSet subject;                // the object tested (empty for "with")
   std::vector<std::string> names;  // class qualified names / the attribute / the context manager's callee
   bool negated = false;            // the code runs when the test is false

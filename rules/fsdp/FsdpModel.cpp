@@ -688,6 +688,45 @@ std::vector<const Event*> domainEvents(const Store& st, std::string_view kind) {
   return out;
 }
 
+std::vector<ValueSet> sourcesPerOptimizer(const Store& st, ObjId opt, const ValueSet& sources) {
+  std::vector<ValueSet> groups{sources};
+  if (st.regions.empty() || sources.size() < 2) return groups;
+  for (const semantic::Region* r : st.regionsAt(st.obj(opt).point)) {
+    if (r->kind != "iteration") continue;
+    std::vector<ValueSet> next;
+    for (const ValueSet& g : groups) {
+      // Which of the iteration's objects each source stems from (through containers too).
+      std::vector<ValueSet> per;
+      ValueSet common;
+      for (ObjId s : g) {
+        bool any = false;
+        for (size_t i = 0; i < r->subject.size(); ++i) {
+          ValueSet alt;
+          st.flatten({r->subject[i]}, alt);
+          if (std::any_of(alt.begin(), alt.end(), [&](ObjId a) { return st.contains(a, s); })) {
+            if (per.size() < r->subject.size()) per.resize(r->subject.size());
+            semantic::addValue(per[i], s);
+            any = true;
+          }
+        }
+        if (!any) semantic::addValue(common, s);
+      }
+      size_t used = static_cast<size_t>(std::count_if(per.begin(), per.end(), [](const ValueSet& v) { return !v.empty(); }));
+      if (used < 2) {
+        next.push_back(g);
+        continue;
+      }
+      for (ValueSet& p : per)
+        if (!p.empty()) {
+          semantic::addValues(p, common);
+          next.push_back(std::move(p));
+        }
+    }
+    groups = std::move(next);
+  }
+  return groups;
+}
+
 bool expectedToFail(const Store& st, semantic::PointId p) {
   if (st.regions.empty()) return false;
   for (const semantic::Region* r : st.regionsAt(p)) {

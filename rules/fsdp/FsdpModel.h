@@ -74,6 +74,12 @@ std::string render(const Store& st, const Lineage& l);
 // Parameter sources held by an optimizer's constructor argument (containers and
 // param-group dicts expanded; literals dropped).
 ValueSet paramSources(const Store& st, const ValueSet& arg, int depth = 0);
+// The parameter sources of each optimizer an optimizer object stands for. One built in a loop or
+// comprehension that binds a name to several objects in turn (`[AdamW(m.parameters()) for m in
+// (model, probe)]`, `{p: AdamW([p]) for p in params}`) is one optimizer per iteration: a group per
+// object the sources stem from, each with the sources common to every iteration. Otherwise one
+// group, `sources` itself.
+std::vector<ValueSet> sourcesPerOptimizer(const Store& st, ObjId opt, const ValueSet& sources);
 // Optimizers and domain events, less those in code a test expects to fail.
 std::vector<ObjId> optimizers(const Store& st);
 std::vector<const Event*> domainEvents(const Store& st, std::string_view kind);
