@@ -11,7 +11,7 @@ namespace {
 
 // Does event `e` use optimizer `opt` (call a method on it, read its state, pass it on)?
 bool uses(const Store& st, const Event& e, ObjId opt) {
-  if (e.kind == EventKind::Domain || expectedToFail(st, e.point)) return false;
+  if (e.kind == EventKind::Domain || expectedToFail(st, e.point) || neverRuns(st, e.point)) return false;
   if (e.target != kNoObj && (e.kind == EventKind::MethodCall) && st.derivesFrom(e.target, opt)) return true;
   if (e.kind == EventKind::SetAttr) return false;
   ValueSet flat;
