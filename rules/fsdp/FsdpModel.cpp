@@ -735,9 +735,20 @@ bool neverRuns(const Store& st, semantic::PointId p) {
     for (const auto& n : r->names)
       if (auto t = shardTestOf(*r, n)) tests.push_back(*t);
     if (tests.empty()) continue;
+    // A value that the same variable holds wrapped too, by an FSDP1 wrapper made on every path before
+    // the test (`m = FSDP(m)` in an arm its flag always selects, merged with the arm not taken), is
+    // that wrapper there.
+    auto superseded = [&](ObjId v) {
+      return std::any_of(r->subject.begin(), r->subject.end(), [&](ObjId w) {
+        const semantic::Obj& wo = st.obj(w);
+        return w != v && wo.tag("fsdp_wrapper") == "fsdp1" && !wo.inputs().empty() &&
+               std::binary_search(wo.inputs()[0].begin(), wo.inputs()[0].end(), v) && st.dominates(wo.point, r->begin);
+      });
+    };
     // The test holds (the code runs only when it does not) for every value: some named class matches.
     bool allSharded = std::all_of(r->subject.begin(), r->subject.end(), [&](ObjId v) {
-      return std::any_of(tests.begin(), tests.end(), [&](ShardTest t) { return shardedAt(st, v, t, r->begin); });
+      return superseded(v) ||
+             std::any_of(tests.begin(), tests.end(), [&](ShardTest t) { return shardedAt(st, v, t, r->begin); });
     });
     if (allSharded) return true;
   }
