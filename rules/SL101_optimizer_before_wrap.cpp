@@ -110,6 +110,8 @@ class OptimizerBeforeWrap final : public Rule {
       std::string msg = "optimizer is built from the parameters of `" + source + "` before " +
                         std::string(wrapApiName(*s.wrap)) + " wraps it; " + whatHappens(*s.wrap) + "; " +
                         fix(*s.wrap);
+      if (std::string when = onlyWhen(st, {st.obj(s.optimizer).point, s.wrap->point, s.use->point}); !when.empty())
+        msg += " (this holds " + when + ")";
       reportStale(cx, info(), st, s, std::move(msg), {}, moveFix(cx, st, s));
     }
     // Controls also cover accelerate FSDP2, which re-points a pre-built optimizer (no SL101 there).

@@ -724,7 +724,9 @@ class UnshardedParams final : public Rule {
       if (w->target != kNoObj && alreadyShardedBy(st, *w).root == kNoObj)
         units.push_back({w, lineageOf(st, w->target), false, {}});
     for (const Event& e : st.events) {
-      if (e.kind != EventKind::Call || !isReplication(e.name) || expectedToFail(st, e.point)) continue;
+      if (e.kind != EventKind::Call || !isReplication(e.name) || expectedToFail(st, e.point) ||
+          neverRuns(st, e.point))
+        continue;
       const ValueSet* mod = e.args.empty() ? nullptr : &e.args[0];
       for (const auto& [k, v] : e.kwargs)
         if (k == "module") mod = &v;
@@ -806,6 +808,8 @@ class UnshardedParams final : public Rule {
                       "` itself, while the optimizer holds " + holds + "; " + outside +
                       " stay plain replicated tensors whose gradients are never reduced, so ranks silently "
                       "diverge; call `fully_shard(" + key + ")` after sharding the blocks";
+    if (std::string when = onlyWhen(st, {first->point, o.point}); !when.empty())
+      msg += " (this holds " + when + ")";
     std::vector<Note> notes;
     semantic::Site primary = first->origin.primaryIn(o.origin);
     if (primary != first->origin.site())
@@ -849,6 +853,8 @@ class UnshardedParams final : public Rule {
                           "` are excluded from FSDP (`ignored_*`) but are trainable and held by the optimizer; "
                           "ignored parameters are not sharded and their gradients are never reduced, so ranks "
                           "silently diverge; freeze them, keep them out of the optimizer, or stop ignoring them";
+        if (std::string when = onlyWhen(st, {w->point, o.point}); !when.empty())
+          msg += " (this wrap runs " + when + ")";
         std::vector<Note> notes;
         semantic::Site primary = w->origin.primaryIn(o.origin);
         if (primary != w->origin.site()) notes.push_back(cx.note(w->origin.site(), "the wrap that ignores them"));

@@ -28,6 +28,8 @@ struct CallSite {
   std::vector<std::pair<std::string, ValueSet>> kwargs;
   std::vector<Origin> kwargOrigins;
   Origin origin;  // the call expression
+  // `*xs` or `**kw` whose contents are not known passes arguments not listed here.
+  bool splat = false;
   // Output: what the call evaluates to. For a class defined in the file it holds the new instance.
   ValueSet result;
 

@@ -193,6 +193,14 @@ ObjId Interp::deriveAt(ObjId parent, std::string edge, const Origin& at) {
   return id;
 }
 
+ObjId Interp::constant(const std::string& value) {
+  auto it = st_.memo().literals.find(value);
+  if (it != st_.memo().literals.end()) return it->second;
+  ObjId id = newObject(ObjKind::Literal, value, Origin{mod_.fileId(), {}, via_});
+  st_.memo().literals[value] = id;
+  return id;
+}
+
 ObjId Interp::ref(const std::string& qualname) {
   if (auto it = st_.memo().refs.find(qualname); it != st_.memo().refs.end()) return it->second;
   ObjId id = newObject(ObjKind::Ref, qualname, Origin{});
@@ -229,7 +237,12 @@ std::string Interp::envKeyFor(ObjId obj, std::string_view attr) const {
 }
 
 int Interp::openArm(int construct, int index, bool loop) {
-  st_.arms.push_back(Arm{construct, index, loop, frame_.arm, false});
+  Arm a;
+  a.construct = construct;
+  a.index = index;
+  a.loop = loop;
+  a.parent = frame_.arm;
+  st_.arms.push_back(std::move(a));
   return static_cast<int>(st_.arms.size() - 1);
 }
 
@@ -366,6 +379,24 @@ static bool hasCall(TSNode n) {
   return false;
 }
 
+static bool truthTestable(const Store& st, const ValueSet& vs) {
+  return !vs.empty() && std::all_of(vs.begin(), vs.end(), [&](ObjId v) {
+    ObjKind k = st.obj(v).kind;
+    return k == ObjKind::Literal || k == ObjKind::Arg || k == ObjKind::Global;
+  });
+}
+
+void Interp::addTruthTest(TSNode cond, bool negated, std::vector<Region>& out) {
+  ValueSet v = eval(cond);
+  if (!truthTestable(st_, v)) return;
+  Region r;
+  r.kind = "truth";
+  r.subject = std::move(v);
+  r.negated = negated;
+  r.names.push_back(text(cond));
+  out.push_back(std::move(r));
+}
+
 void Interp::addTest(const std::string& kind, const ValueSet& subject, const ValueSet& what, bool negated,
                      std::vector<Region>& out) {
   Region r;
@@ -421,7 +452,9 @@ void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
             addTest(ob.name, subject, what, neg, out);
           }
         }
+        addTruthTest(c, neg, out);
         break;
+      case Kind::attribute: addTruthTest(c, neg, out); break;
       default: break;
     }
   }
@@ -600,9 +633,33 @@ void Interp::execIf(TSNode n) {
   bool hasElse = false;
   std::vector<TSNode> earlier;  // the conditions of the arms before this one (false in this arm)
   bool firstTerminates = false;
+  // `if flag:` / `if not flag:` with a flag a call site may make constant: its arm, and a plain
+  // `else`, record the flag (Arm::test).
+  TSNode flagNode = syntax::field(n, "condition");
+  bool flagNegated = false;
+  for (;;) {
+    Kind k = kindOf(flagNode);
+    if (k == Kind::parenthesized_expression && ts_node_named_child_count(flagNode) == 1)
+      flagNode = ts_node_named_child(flagNode, 0);
+    else if (k == Kind::not_operator)
+      flagNode = syntax::field(flagNode, "argument"), flagNegated = !flagNegated;
+    else
+      break;
+  }
+  ValueSet flag;
+  if (kindOf(flagNode) == Kind::identifier || kindOf(flagNode) == Kind::attribute) {
+    flag = eval(flagNode);
+    if (!truthTestable(st_, flag)) flag.clear();
+  }
+  std::vector<TSNode> alternatives = syntax::fieldChildren(n, "alternative");
+  bool plainElse = alternatives.size() == 1 && kindOf(alternatives[0]) != Kind::elif_clause;
   auto runArm = [&](int index, TSNode cond, TSNode body) {
     frame_.arm = outerArm;
     frame_.arm = openArm(construct, index, false);
+    if (!flag.empty() && (index == 0 || plainElse)) {
+      st_.arms[static_cast<size_t>(frame_.arm)].test = flag;
+      st_.arms[static_cast<size_t>(frame_.arm)].testNegated = flagNegated != (index != 0);
+    }
     beginArm();
     frame_.reachable = true;
     if (!ts_node_is_null(cond)) eval(cond);
@@ -1084,6 +1141,8 @@ ValueSet Interp::eval(TSNode n) {
       if (it != st_.memo().literals.end()) return {it->second};
       ObjId id = newObject(ObjKind::Literal, value, originOf(n));
       st_.memo().literals["s:" + value] = id;
+      // A string spelled like a constant (`"False"`, `"0"`, `""`) is told apart from it.
+      if (truthOfConstant(value).has_value() || value.empty()) st_.obj(id).setTag("str", "1");
       return {id};
     }
     case Kind::integer:
@@ -1195,10 +1254,20 @@ std::vector<ValueSet> Interp::bindArgs(const FunctionDef& def, const CallSite& s
     if (idx >= bound.size()) break;
     bound[idx++] = a;
   }
+  std::vector<bool> passed(bound.size(), false);
+  for (size_t i = 0; i < idx; ++i) passed[i] = true;
   for (const auto& [name, v] : site.kwargs) {
     auto it = std::find(def.params.begin(), def.params.end(), name);
-    if (it != def.params.end()) bound[static_cast<size_t>(it - def.params.begin())] = v;
+    if (it != def.params.end()) {
+      bound[static_cast<size_t>(it - def.params.begin())] = v;
+      passed[static_cast<size_t>(it - def.params.begin())] = true;
+    }
   }
+  // A parameter the call does not pass takes its constant default (`flag=False`), unless a splat
+  // whose contents are unknown may pass it.
+  if (!site.splat)
+    for (size_t i = 0; i < bound.size() && i < def.defaults.size(); ++i)
+      if (!passed[i] && !def.defaults[i].empty()) bound[i] = {constant(def.defaults[i])};
   return bound;
 }
 
@@ -1221,9 +1290,17 @@ ValueSet Interp::evalCall(TSNode call) {
           site.kwargOrigins.push_back(originOf(value));
         } else if (ak == Kind::dictionary_splat) {
           // `f(**kwargs)` with a dict whose literal keys are known: those become keyword arguments.
-          for (ObjId d : eval(ts_node_named_child(a, 0))) {
+          ValueSet dicts = eval(ts_node_named_child(a, 0));
+          if (dicts.empty()) site.splat = true;
+          for (ObjId d : dicts) {
             const Obj& dict = st_.obj(d);
-            if (dict.kind != ObjKind::Container || dict.containerKind != 'd') continue;
+            if (dict.kind != ObjKind::Container || dict.containerKind != 'd') {
+              site.splat = true;
+              continue;
+            }
+            if (std::find(dict.keys().begin(), dict.keys().end(), "**") != dict.keys().end() ||
+                std::find(dict.keys().begin(), dict.keys().end(), "") != dict.keys().end())
+              site.splat = true;
             for (size_t i = 0; i < dict.keys().size() && i < dict.elements().size(); ++i) {
               if (dict.keys()[i].empty() || dict.keys()[i] == "**") continue;
               site.kwargs.emplace_back(dict.keys()[i], dict.elements()[i]);
@@ -1232,6 +1309,7 @@ ValueSet Interp::evalCall(TSNode call) {
           }
         } else if (ak == Kind::list_splat) {
           eval(ts_node_named_child(a, 0));
+          site.splat = true;
         } else {
           site.args.push_back(eval(a));
           site.argOrigins.push_back(originOf(a));
@@ -1588,8 +1666,14 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     const Arm& a = ss.arms[i];
     auto [it, fresh] = constructMap.emplace(a.construct, 0);
     if (fresh) it->second = st_.constructs++;
-    st_.arms.push_back(Arm{it->second, a.index, a.loop,
-                           a.parent < 0 ? frame_.arm : armMap[static_cast<size_t>(a.parent)], a.terminates});
+    Arm copy;
+    copy.construct = it->second;
+    copy.index = a.index;
+    copy.loop = a.loop;
+    copy.parent = a.parent < 0 ? frame_.arm : armMap[static_cast<size_t>(a.parent)];
+    copy.terminates = a.terminates;
+    copy.testNegated = a.testNegated;
+    st_.arms.push_back(std::move(copy));
     armMap[i] = static_cast<int>(st_.arms.size() - 1);
   }
   std::vector<PointId> pointMap(ss.points.size());
@@ -1682,6 +1766,8 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
       copy.more().ownerEdge = o.ownerEdge();
     }
   }
+  for (size_t i = 0; i < ss.arms.size(); ++i)
+    if (!ss.arms[i].test.empty()) st_.arms[static_cast<size_t>(armMap[i])].test = mapSet(ss.arms[i].test);
   for (const Event& e : ss.events) {
     Event base;
     base.kind = e.kind;

@@ -91,6 +91,8 @@ class Interp {
   // objects. The same site evaluated again (a loop's next iteration) gives the same object.
   ObjId deriveAt(ObjId parent, std::string edge, const Origin& at);
   ObjId ref(const std::string& qualname);
+  // The constant `True`, `False`, `None` or a number, as written (one object per store).
+  ObjId constant(const std::string& value);
   void domainEvent(std::string kind, ObjId target, const Origin& origin,
                    std::map<std::string, std::string, std::less<>> attrs = {}, std::vector<ValueSet> args = {});
   // The literal text when `vs` is exactly one literal ("True", "2", "fsdp"), else empty.
@@ -135,6 +137,8 @@ class Interp {
   // Regions for the tests a condition establishes (isinstance / hasattr, directly or
   // through a name bound to one; `not`, `and`, `or` followed), `negated` for its false arm.
   void guardsOf(TSNode cond, bool negated, std::vector<Region>& out);
+  // A "truth" region for `if flag:` (see Region) when the flag is a constant, a parameter or a global.
+  void addTruthTest(TSNode cond, bool negated, std::vector<Region>& out);
   void addTest(const std::string& kind, const ValueSet& subject, const ValueSet& what, bool negated,
                std::vector<Region>& out);
   // Ends `regions` (their begin already set) at the current point and stores the non-empty ones.

@@ -1,6 +1,7 @@
 #include "semantic/Model.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace shardlint::semantic {
 
@@ -54,8 +55,19 @@ bool Store::dominates(PointId a, PointId b) const {
   const Point& pb = points[static_cast<size_t>(b)];
   if (pa.ordinal >= pb.ordinal) return false;
   std::vector<int> A = armChain(pa.arm), B = armChain(pb.arm);
-  if (A.size() > B.size()) return false;
-  return std::equal(A.begin(), A.end(), B.begin());
+  size_t k = 0;
+  while (k < A.size() && k < B.size() && A[k] == B[k]) ++k;
+  for (size_t i = k; i < A.size(); ++i)
+    if (!arms[static_cast<size_t>(A[i])].alwaysTaken(*this)) return false;
+  return true;
+}
+
+bool Arm::alwaysTaken(const Store& st) const {
+  if (loop || test.empty()) return false;
+  return std::all_of(test.begin(), test.end(), [&](ObjId v) {
+    auto t = st.truthOf(v);
+    return t.has_value() && *t != testNegated;
+  });
 }
 
 bool Store::precedes(PointId a, PointId b) const {
@@ -70,6 +82,60 @@ int Store::commonLoop(PointId a, PointId b) const {
   for (size_t k = 0; k < A.size() && k < B.size() && A[k] == B[k]; ++k)
     if (arms[static_cast<size_t>(A[k])].loop) loop = A[k];
   return loop;
+}
+
+std::optional<bool> truthOfConstant(std::string_view t) {
+  if (t == "True") return true;
+  if (t == "False" || t == "None") return false;
+  if (!t.empty() && t[0] == '-') t.remove_prefix(1);
+  if (t.empty() || !(std::isdigit(static_cast<unsigned char>(t[0])) || t[0] == '.')) return std::nullopt;
+  for (char c : t)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '+' && c != '-')
+      return std::nullopt;
+  // Zero when every digit before an exponent is 0 (`0`, `0.0`, `0e5`); hex and the like are not read.
+  for (char c : t) {
+    if (c == 'e' || c == 'E') break;
+    if (c == 'x' || c == 'X' || c == 'b' || c == 'B' || c == 'o' || c == 'O' || c == 'j' || c == 'J')
+      return std::nullopt;
+    if (c >= '1' && c <= '9') return true;
+  }
+  return false;
+}
+
+std::optional<bool> Store::truthOf(ObjId o) const {
+  if (o == kNoObj) return std::nullopt;
+  const Obj& ob = obj(o);
+  if (ob.kind != ObjKind::Literal) return std::nullopt;
+  if (ob.hasTag("str")) return !ob.name.empty();
+  if (auto t = truthOfConstant(ob.name)) return t;
+  return true;  // any other string literal is non-empty
+}
+
+bool Store::neverRuns(PointId p) const {
+  if (p == kNoPoint || regions.empty()) return false;
+  for (const Region& r : regions) {
+    if (r.kind != "truth" || !r.covers(p) || r.subject.empty()) continue;
+    bool dead = std::all_of(r.subject.begin(), r.subject.end(), [&](ObjId v) {
+      auto t = truthOf(v);
+      return t.has_value() && *t == r.negated;
+    });
+    if (dead) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> Store::conditionsAt(PointId p) const {
+  std::vector<std::string> out;
+  if (p == kNoPoint) return out;
+  for (const Region& r : regions) {
+    if (r.kind != "truth" || !r.covers(p) || r.names.empty()) continue;
+    bool known = !r.subject.empty() && std::all_of(r.subject.begin(), r.subject.end(),
+                                                   [&](ObjId v) { return truthOf(v).has_value(); });
+    if (known) continue;
+    std::string c = (r.negated ? "not `" : "`") + r.names.front() + "`";
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(std::move(c));
+  }
+  return out;
 }
 
 std::vector<const Region*> Store::regionsAt(PointId p) const {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,8 @@ constexpr PointId kNoPoint = -1;
 using ValueSet = std::vector<ObjId>;
 void addValue(ValueSet& vs, ObjId id);
 void addValues(ValueSet& vs, const ValueSet& more);
+// The truth value of a constant as Python spells it (`True`, `False`, `None`, `0`, `1.5`), or none.
+std::optional<bool> truthOfConstant(std::string_view text);
 
 enum class ObjKind : uint8_t {
   Ref,        // a qualified name that is not defined in the analysed code (torch.optim.AdamW, torch)
@@ -189,6 +192,12 @@ struct Arm {
   bool loop = false;
   int parent = -1;
   bool terminates = false;  // the arm always ends in return/raise
+  // An `if flag:` arm (or the `else` of one, `testNegated`): the flag's values. When they are all
+  // constants of the arm's truth value, the arm is always taken (see Store::dominates).
+  ValueSet test;
+  bool testNegated = false;
+  // The arm is taken on every path: an `if`/`else` arm whose flag is known to select it.
+  bool alwaysTaken(const class Store& st) const;
 };
 
 struct Point {
@@ -203,8 +212,13 @@ struct Point {
 // objects, one per iteration ("iteration": subject is those objects, names the name). It covers the
 // points [begin, end) created while that code ran (points are numbered in creation order, inlined calls
 // included).
+//
+// A "truth" region is the arm of `if flag:` / `if self.flag:` (or, negated, its `else`), where the
+// flag is a constant, a parameter or a module global: a call site may bind it to a constant
+// (`flag=False` by default), and then the region's code never runs (Store::neverRuns). Its one name
+// is the condition as written.
 struct Region {
-  std::string kind;                // "isinstance", "hasattr", "with" or "iteration"
+  std::string kind;                // "isinstance", "hasattr", "with", "iteration" or "truth"
   ValueSet subject;                // the object tested (empty for "with")
   std::vector<std::string> names;  // class qualified names / the attribute / the context manager's callee
   bool negated = false;            // the code runs when the test is false
@@ -240,7 +254,8 @@ class Store {
   // Ordering queries (flow-sensitive, not path-sensitive).
   // True when some path executes `a` and later `b` (loops allow b's earlier text to run after a).
   bool mayHappenBefore(PointId a, PointId b) const;
-  // True when `a` runs before `b` on every path that reaches `b`.
+  // True when `a` runs before `b` on every path that reaches `b` (arms known to be always taken,
+  // Arm::alwaysTaken, count as straight-line code).
   bool dominates(PointId a, PointId b) const;
   // True when `a` comes before `b` in the same iteration (not only through a loop back edge).
   bool precedes(PointId a, PointId b) const;
@@ -251,6 +266,14 @@ class Store {
   std::vector<const Region*> regionsAt(PointId p) const;
   // True when every path that runs `a` runs `b` later, within a's enclosing arms up to b's.
   bool armChainPrefix(PointId outer, PointId inner) const;
+  // True when the code at `p` never runs: it is in a "truth" region whose flag is a constant of
+  // the other truth value on every path (`if flag:` with `flag` bound to False at the call site).
+  bool neverRuns(PointId p) const;
+  // The conditions of the "truth" regions around `p` whose flag is not known here, as
+  // written ("`ignore_head`", "not `cfg.fsdp`"), outermost first.
+  std::vector<std::string> conditionsAt(PointId p) const;
+  // The truth value of a constant object (True, 0, "", a non-empty string), or none.
+  std::optional<bool> truthOf(ObjId o) const;
 
   // Lineage queries.
   bool derivesFrom(ObjId o, ObjId ancestor) const;  // o == ancestor or o is derived from it

@@ -179,9 +179,16 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
       for (TSNode p : syntax::namedChildren(syntax::field(def, "parameters"))) {
         Kind pk = kindOf(p);
         if (pk == Kind::identifier) f->params.emplace_back(syntax::textOf(p, src));
-        else if (pk == Kind::default_parameter || pk == Kind::typed_default_parameter)
+        else if (pk == Kind::default_parameter || pk == Kind::typed_default_parameter) {
           f->params.emplace_back(syntax::textOf(syntax::field(p, "name"), src));
-        else if (pk == Kind::typed_parameter) {
+          TSNode value = syntax::field(p, "value");
+          Kind vk = ts_node_is_null(value) ? Kind::comment : kindOf(value);
+          if (vk == Kind::true_ || vk == Kind::false_ || vk == Kind::none || vk == Kind::integer ||
+              vk == Kind::float_) {
+            f->defaults.resize(f->params.size());
+            f->defaults.back() = std::string(syntax::textOf(value, src));
+          }
+        } else if (pk == Kind::typed_parameter) {
           TSNode id = ts_node_named_child(p, 0);
           if (kindOf(id) == Kind::identifier) f->params.emplace_back(syntax::textOf(id, src));
         }

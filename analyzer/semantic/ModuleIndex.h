@@ -25,6 +25,9 @@ struct FunctionDef {
   std::string name;
   std::string qualname;
   std::vector<std::string> params;  // positional-or-keyword names, `self` included for methods
+  // Per parameter: its default when that is a constant a call site can bind (`True`, `False`,
+  // `None`, a number), else empty.
+  std::vector<std::string> defaults;
   const ClassDef* cls = nullptr;
   bool isStatic = false;
   bool nested = false;  // defined inside another function's body

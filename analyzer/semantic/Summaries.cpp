@@ -48,8 +48,8 @@ namespace {
 // Drops the objects of a finished summary that nothing a caller can see refers to (an
 // attribute read and dropped, the result of a call nobody used): callers copy every
 // object of a summary at each call site, so these only cost memory and time. Kept: the
-// parameters, globals, tagged objects, whatever events, returns, attribute writes and
-// regions mention, and transitively their parents, owners, elements and inputs, and the
+// parameters, globals, tagged objects, whatever events, returns, attribute writes,
+// regions and arms' flags mention, and transitively their parents, owners, elements and inputs, and the
 // objects a kept object owns (rules find children through ownership).
 void compact(Summary& s) {
   Store& st = s.store;
@@ -77,6 +77,7 @@ void compact(Summary& s) {
     for (const auto& kv : e.kwargs) markSet(kv.second);
   }
   for (const Region& r : st.regions) markSet(r.subject);
+  for (const Arm& a : st.arms) markSet(a.test);
   for (size_t i = 0; i < n; ++i) {
     const Obj& o = st.objects[i];
     if (!o.tags().empty() || o.kind == ObjKind::Arg || o.kind == ObjKind::Global) mark(static_cast<ObjId>(i));
@@ -133,6 +134,7 @@ void compact(Summary& s) {
     for (auto& kv : e.kwargs) set(kv.second);
   }
   for (Region& r : st.regions) set(r.subject);
+  for (Arm& a : st.arms) set(a.test);
   for (ObjId& p : s.params) p = id(p);
   set(s.returns);
   for (auto& [key, vs] : s.attrWrites) {

@@ -676,7 +676,8 @@ ValueSet paramSources(const Store& st, const ValueSet& arg, int depth) {
 std::vector<ObjId> optimizers(const Store& st) {
   std::vector<ObjId> out;
   for (size_t i = 0; i < st.objects.size(); ++i)
-    if (st.objects[i].hasTag("optimizer") && !expectedToFail(st, st.objects[i].point))
+    if (st.objects[i].hasTag("optimizer") && !expectedToFail(st, st.objects[i].point) &&
+        !neverRuns(st, st.objects[i].point))
       out.push_back(static_cast<ObjId>(i));
   return out;
 }
@@ -684,7 +685,88 @@ std::vector<ObjId> optimizers(const Store& st) {
 std::vector<const Event*> domainEvents(const Store& st, std::string_view kind) {
   std::vector<const Event*> out;
   for (const Event& e : st.events)
-    if (e.kind == EventKind::Domain && e.name == kind && !expectedToFail(st, e.point)) out.push_back(&e);
+    if (e.kind == EventKind::Domain && e.name == kind && !expectedToFail(st, e.point) && !neverRuns(st, e.point))
+      out.push_back(&e);
+  return out;
+}
+
+namespace {
+
+// What a "the model is (not) sharded yet" test asks: an FSDP1 wrapper object, or a module that
+// `fully_shard` made an FSDPModule; nullopt for any other test.
+enum class ShardTest { Fsdp1, Fsdp2 };
+std::optional<ShardTest> shardTestOf(const semantic::Region& r, std::string_view n) {
+  std::string_view last = lastComponent(n);
+  if (r.kind == "isinstance") {
+    if (last == "FSDPModule") return ShardTest::Fsdp2;
+    if (last == "FullyShardedDataParallel" || (startsWith(n, "torch.distributed.") && last == "FSDP"))
+      return ShardTest::Fsdp1;
+  } else if (r.kind == "hasattr") {
+    if (n == "reshard" || n == "unshard") return ShardTest::Fsdp2;
+    if (n == "_fsdp_wrapped_module") return ShardTest::Fsdp1;
+  }
+  return std::nullopt;
+}
+
+// `v` is sharded at point `at` in the way `test` asks, on every path.
+bool shardedAt(const Store& st, ObjId v, ShardTest test, semantic::PointId at) {
+  const semantic::Obj& o = st.obj(v);
+  if (test == ShardTest::Fsdp1) return o.tag("fsdp_wrapper") == "fsdp1";
+  Lineage l = lineageOf(st, v);
+  if (l.root == kNoObj) return false;
+  for (const Event& e : st.events) {
+    if (e.kind != EventKind::Domain || e.name != "wrap" || e.attr("api") != "fully_shard" || e.target == kNoObj)
+      continue;
+    if (!st.dominates(e.point, at) || st.neverRuns(e.point) || expectedToFail(st, e.point)) continue;
+    Lineage t = lineageOf(st, e.target);
+    if (within(t, l) && within(l, t)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool neverRuns(const Store& st, semantic::PointId p) {
+  if (st.regions.empty() || p == semantic::kNoPoint) return false;
+  if (st.neverRuns(p)) return true;
+  for (const semantic::Region* r : st.regionsAt(p)) {
+    if (!r->negated || r->subject.empty() || (r->kind != "isinstance" && r->kind != "hasattr")) continue;
+    std::vector<ShardTest> tests;
+    for (const auto& n : r->names)
+      if (auto t = shardTestOf(*r, n)) tests.push_back(*t);
+    if (tests.empty()) continue;
+    // A value that the same variable holds wrapped too, by an FSDP1 wrapper made on every path before
+    // the test (`m = FSDP(m)` in an arm its flag always selects, merged with the arm not taken), is
+    // that wrapper there.
+    auto superseded = [&](ObjId v) {
+      return std::any_of(r->subject.begin(), r->subject.end(), [&](ObjId w) {
+        const semantic::Obj& wo = st.obj(w);
+        return w != v && wo.tag("fsdp_wrapper") == "fsdp1" && !wo.inputs().empty() &&
+               std::binary_search(wo.inputs()[0].begin(), wo.inputs()[0].end(), v) && st.dominates(wo.point, r->begin);
+      });
+    };
+    // The test holds (the code runs only when it does not) for every value: some named class matches.
+    bool allSharded = std::all_of(r->subject.begin(), r->subject.end(), [&](ObjId v) {
+      return superseded(v) ||
+             std::any_of(tests.begin(), tests.end(), [&](ShardTest t) { return shardedAt(st, v, t, r->begin); });
+    });
+    if (allSharded) return true;
+  }
+  return false;
+}
+
+std::string onlyWhen(const Store& st, std::initializer_list<semantic::PointId> points) {
+  std::vector<std::string> conds;
+  for (semantic::PointId p : points)
+    for (auto& c : st.conditionsAt(p))
+      if (std::find(conds.begin(), conds.end(), c) == conds.end()) conds.push_back(std::move(c));
+  if (conds.empty()) return "";
+  std::string out = "only when ";
+  for (size_t i = 0; i < conds.size(); ++i) {
+    if (i) out += " and ";
+    bool no = conds[i].rfind("not ", 0) == 0;
+    out += (no ? conds[i].substr(4) + " is false" : conds[i] + " is true");
+  }
   return out;
 }
 

@@ -80,9 +80,19 @@ ValueSet paramSources(const Store& st, const ValueSet& arg, int depth = 0);
 // object the sources stem from, each with the sources common to every iteration. Otherwise one
 // group, `sources` itself.
 std::vector<ValueSet> sourcesPerOptimizer(const Store& st, ObjId opt, const ValueSet& sources);
-// Optimizers and domain events, less those in code a test expects to fail.
+// Optimizers and domain events, less those in code a test expects to fail or that never runs.
 std::vector<ObjId> optimizers(const Store& st);
 std::vector<const Event*> domainEvents(const Store& st, std::string_view kind);
+// Code that never runs where it is analysed: under `if flag:` with the flag a constant of the other
+// truth value (Store::neverRuns), or under a test that the model is not yet sharded
+// (`if not isinstance(m, FSDPModule)`, after `if isinstance(m, FSDP): return m`) when every value of
+// `m` is already sharded there: an FSDP1 wrapper object (isinstance FullyShardedDataParallel / FSDP,
+// hasattr `_fsdp_wrapped_module`), or a module that `fully_shard` wrapped on every path before the
+// test (isinstance FSDPModule, hasattr `reshard` / `unshard`).
+bool neverRuns(const Store& st, semantic::PointId p);
+// The conditions (Store::conditionsAt) under which the code at any of `points` runs, as a clause for
+// a message ("only when `ignore_head` is true"); empty when none is unknown.
+std::string onlyWhen(const Store& st, std::initializer_list<semantic::PointId> points);
 // Code that a test expects to fail: the body of `with pytest.raises(...)` or
 // `with self.assertRaises(...)`. Nothing in it is a finding or evidence for one.
 bool expectedToFail(const Store& st, semantic::PointId p);

@@ -11,7 +11,7 @@ namespace {
 
 // Does event `e` use optimizer `opt` (call a method on it, read its state, pass it on)?
 bool uses(const Store& st, const Event& e, ObjId opt) {
-  if (e.kind == EventKind::Domain || expectedToFail(st, e.point)) return false;
+  if (e.kind == EventKind::Domain || expectedToFail(st, e.point) || neverRuns(st, e.point)) return false;
   if (e.target != kNoObj && (e.kind == EventKind::MethodCall) && st.derivesFrom(e.target, opt)) return true;
   if (e.kind == EventKind::SetAttr) return false;
   ValueSet flat;
@@ -167,8 +167,12 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
                  (st.dominates(r.point, e.point) || r.point == e.point);
         });
         if (fresh || rebuiltAfter(st, opt, *w, e)) continue;
-        use = &e;
-        break;
+        // Prefer a use that runs whatever the flags are (`if apply_fix: fix(opt)` is one path only).
+        if (!use) use = &e;
+        if (st.conditionsAt(e.point).empty()) {
+          use = &e;
+          break;
+        }
       }
       if (!use) continue;
       out.push_back({opt, w, use, moduleOfSource(writtenLineage(st, sources.empty() ? kNoObj : sources.front()))});
