@@ -85,18 +85,7 @@ class OptimizerBeforeWrap final : public Rule {
       written = syntax::field(fn, "object");
     }
     if (ts_node_is_null(written)) return "";
-    std::string out;  // on one line: runs of whitespace become one space
-    bool space = false;
-    for (char c : syntax::textOf(written, text)) {
-      if (std::isspace(static_cast<unsigned char>(c))) {
-        space = !out.empty();
-        continue;
-      }
-      if (space) out += ' ';
-      space = false;
-      out += c;
-    }
-    return out;
+    return oneLine(syntax::textOf(written, text));
   }
 
   void check(RuleContext& cx, const Store& st) {

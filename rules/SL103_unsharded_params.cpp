@@ -59,22 +59,6 @@ class Trees {
   std::map<uint32_t, syntax::Tree> trees_;
 };
 
-// Source text on one line: runs of whitespace (line breaks, indentation) become one space.
-std::string oneLine(std::string_view text) {
-  std::string out;
-  bool space = false;
-  for (char c : text) {
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      space = !out.empty();
-      continue;
-    }
-    if (space) out += ' ';
-    space = false;
-    out += c;
-  }
-  return out;
-}
-
 bool containsType(TSNode n, std::string_view type) {
   if (ts_node_is_null(n)) return false;
   if (std::string_view(ts_node_type(n)) == type) return true;

@@ -893,4 +893,19 @@ std::string_view wrapApiName(const Event& wrap) {
   return api;
 }
 
+std::string oneLine(std::string_view text) {
+  std::string out;
+  bool space = false;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace shardlint::rules::fsdp

@@ -74,6 +74,8 @@ std::string render(const Store& st, const Lineage& l);
 // Parameter sources held by an optimizer's constructor argument (containers and
 // param-group dicts expanded; literals dropped).
 ValueSet paramSources(const Store& st, const ValueSet& arg, int depth = 0);
+// Source text on one line, for messages: runs of whitespace (line breaks, indentation) become one space.
+std::string oneLine(std::string_view text);
 // The parameter sources of each optimizer an optimizer object stands for. One built in a loop or
 // comprehension that binds a name to several objects in turn (`[AdamW(m.parameters()) for m in
 // (model, probe)]`, `{p: AdamW([p]) for p in params}`) is one optimizer per iteration: a group per
