@@ -463,6 +463,14 @@ const Facts* Linter::withRequirements(const std::string& path, const Facts* base
   return store.back().get();
 }
 
+bool Linter::mentionsConfigWord(std::string_view text) const {
+  if (catalog_.configWords.empty()) return true;
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return std::any_of(catalog_.configWords.begin(), catalog_.configWords.end(),
+                     [&](std::string_view w) { return lower.find(w) != std::string::npos; });
+}
+
 std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>& launchPaths,
                                                  std::map<std::string, Facts> configFacts,
                                                  std::vector<Diagnostic>* diagnostics,
@@ -545,11 +553,8 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
       const Facts* f = nullptr;
       if (auto it = configFacts.find(absolutePathKey(c)); it != configFacts.end()) f = &it->second;
       else {
-        ReadResult r = readSource(c, options_);  // read for the word first: most are not FSDP configs
-        if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
-        std::string lower = r.text;
-        std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
-        if (lower.find("fsdp") == std::string::npos) continue;
+        ReadResult r = readSource(c, options_);  // the config rules' words first: most files are not configs
+        if (r.skipped || contentProblem(r.text, options_.maxFileBytes) || !mentionsConfigWord(r.text)) continue;
         f = factsOfConfig(c);
       }
       if (f && !f->empty()) only = f, ++count;
@@ -576,11 +581,7 @@ static bool isConfigPath(const std::string& path) {
 std::optional<Linter::ConfigDoc> Linter::readConfig(const std::string& path, std::string text, LintStats& stats,
                                                    Facts* facts) const {
   // Pre-scan: only files that mention a word the config rules need are parsed.
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  bool mentions = catalog_.configWords.empty();
-  for (auto w : catalog_.configWords) mentions = mentions || lower.find(w) != std::string::npos;
-  if (!mentions) {
+  if (!mentionsConfigWord(text)) {
     ++stats.filesSkipped;
     return std::nullopt;
   }

@@ -174,6 +174,8 @@ class Linter {
   // lintFiles' work: findings go to `all` as they are made (so that a failure keeps them).
   void lintFilesInto(const std::vector<std::string>& paths, LintStats* stats, ModuleTable* table,
                      std::vector<Diagnostic>& all) const;
+  // Whether `text` mentions a word the config rules need (RuleCatalog::configWords), case-insensitively.
+  bool mentionsConfigWord(std::string_view text) const;
   // Runs every selected configuration rule on `cx`.
   void runConfigRules(ConfigContext& cx) const;
   // Checks the settings written on a launch script's commands like a config's.
