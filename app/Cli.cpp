@@ -567,6 +567,9 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
                  stats.analysisSeconds, secs(Clock::now() - analysed), secs(Clock::now() - start),
                  linter.options().jobs ? linter.options().jobs : std::max(1u, std::thread::hardware_concurrency()),
                  static_cast<double>(peakRssKb()) / 1024.0, allocatorName());
+    if (stats.importersAnalysed || stats.importersTruncated)
+      std::fprintf(stderr, "  importers       %zu analysed: project files that import a linted file, for their findings in it%s\n",
+                   stats.importersAnalysed, stats.importersTruncated ? " (the search's bound cut the list)" : "");
     if (stats.cxxUnits)
       std::fprintf(stderr, "  C++ units       %zu parsed with Clang (of %zu; %.2fs in all, slowest %.2fs)\n",
                    stats.cxxParsed, stats.cxxUnits, stats.cxxParseSeconds, stats.cxxMaxSeconds);

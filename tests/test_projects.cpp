@@ -13,6 +13,7 @@
 #include "TestSupport.h"
 #include "Registry.h"
 #include "driver/Discovery.h"
+#include "driver/Importers.h"
 #include "driver/Linter.h"
 #include "driver/ModuleTable.h"
 
@@ -246,11 +247,9 @@ TEST_CASE("module table: trimming frees first the trees needed again latest, the
 
 // One answer per file: a Python file of a project fixture linted alone (as pre-commit and the editor do)
 // gives exactly the findings located in it when the whole project is linted.
+// A finding located in a class's file that only a driver script's flow shows (trainer_class/trainer.py)
+// comes from the driver analysed as an importer of the file (driver/Importers.h).
 TEST_CASE("project fixtures: each Python file alone gives its whole-project findings", "[projects]") {
-  // Known gap (issue 29, "one answer per file"), kept here so that fixing it fails this test until it is
-  // moved out: a finding located in a class's file that only the driver script's flow shows (the class's
-  // file alone has no entry point that calls its methods in that order).
-  const std::set<std::string> knownGaps = {"trainer_class/trainer.py"};
   auto render = [](const fs::path& dir, const shardlint::Diagnostic& d) {
     fs::path p = fs::absolute(d.location.path).lexically_normal();
     return p.lexically_relative(dir).generic_string() + ":" + std::to_string(d.location.start.line + 1) + ":" +
@@ -271,8 +270,7 @@ TEST_CASE("project fixtures: each Python file alone gives its whole-project find
       std::sort(alone.begin(), alone.end());
       std::string key = dir.filename().string() + "/" + rel;
       INFO(key);
-      if (knownGaps.count(key)) CHECK(alone != want);
-      else CHECK(alone == want);
+      CHECK(alone == want);
     }
   }
 }
@@ -316,4 +314,71 @@ TEST_CASE("projects: a launch script of the project links its config to a script
   CHECK(alone == std::vector<std::string>{"7 SL402"});
   CHECK(codes({script, (dir.path() / "scripts/run.sh").string(), (dir.path() / "configs/fsdp1.yaml").string()}) ==
         alone);
+}
+
+// The importer search: a class's file linted alone is analysed with the project files that import it
+// (nearest first, bounded), and only the findings located in the linted file are kept.
+TEST_CASE("importers: a file linted alone gets the findings its importers' flow makes in it, bounded", "[projects]") {
+  shardlint::testing::TempDir dir("shardlint-importers-");
+  dir.write("pyproject.toml", "[project]\nname = \"p\"\n");
+  dir.write("pkg/__init__.py", "from .trainer import Trainer\n");
+  dir.write("pkg/trainer.py",
+            "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n\n"
+            "class Trainer:\n    def __init__(self, model):\n        self.model = model\n"
+            "        self.opt = torch.optim.AdamW(self.model.parameters())\n\n"
+            "    def setup(self):\n        self.model = FSDP(self.model)\n\n"
+            "    def fit(self):\n        self.opt.step()\n");
+  // Two steps away: the script imports the package, whose __init__ imports the trainer.
+  dir.write("scripts/train.py",
+            "import torch\nfrom pkg import Trainer\n\n\ndef main():\n    t = Trainer(torch.nn.Linear(2, 2))\n"
+            "    t.setup()\n    t.fit()\n\n\nmain()\n");
+  // Its own finding is not the trainer file's: not reported when only the trainer is linted.
+  dir.write("scripts/other.py",
+            "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nimport pkg.trainer\n\n"
+            "m = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(m.parameters())\nm = FSDP(m)\nopt.step()\n");
+  auto run = [&](const std::vector<std::string>& files, shardlint::LintStats* stats = nullptr) {
+    shardlint::LintOptions options;
+    shardlint::Linter linter(shardlint::rules::catalog(), options);
+    std::vector<std::string> out;
+    for (const auto& d : linter.lintFiles(files, stats))
+      out.push_back(fs::path(d.location.path).lexically_relative(dir.path()).generic_string() + ":" +
+                    std::to_string(d.location.start.line + 1) + " " + d.code);
+    return out;
+  };
+  std::string trainer = (dir.path() / "pkg/trainer.py").string();
+  shardlint::LintStats stats;
+  CHECK(run({trainer}, &stats) == std::vector<std::string>{"pkg/trainer.py:8 SL101"});
+  CHECK(stats.filesAnalysed == 1);
+  CHECK(stats.importersAnalysed >= 1);
+  CHECK_FALSE(stats.importersTruncated);
+  auto whole = run(shardlint::discover({dir.path().string()}).files);
+  CHECK(std::count(whole.begin(), whole.end(), "pkg/trainer.py:8 SL101") == 1);
+  CHECK(std::count(whole.begin(), whole.end(), "scripts/other.py:6 SL101") == 1);
+
+  // Bounded: a module imported by more files than the bound; the list is cut and said to be.
+  for (int i = 0; i < 20; ++i)
+    dir.write("many/user" + std::to_string(100 + i) + ".py", "import pkg.trainer\n");
+  shardlint::LintStats many;
+  run({trainer}, &many);
+  CHECK(many.importersTruncated);
+  CHECK(many.importersAnalysed <= 16);
+}
+
+// The scan cache of the importer search (kept by the language server): a file's imports are read again
+// when the file changes; a file without the word is remembered as such until it changes.
+TEST_CASE("importers: the scan cache answers from what it kept until the file changes", "[projects][unit]") {
+  shardlint::testing::TempDir dir("shardlint-importscan-");
+  dir.write("a.py", "x = 1\n");
+  std::string a = (dir.path() / "a.py").string();
+  shardlint::LintOptions options;
+  shardlint::ImportScanCache cache;
+  CHECK_FALSE(cache.importsMentioning(a, {"trainer"}, options));
+  CHECK_FALSE(cache.importsMentioning(a, {"trainer"}, options));
+  dir.write("a.py", "from pkg import trainer  # now it does\n");
+  auto got = cache.importsMentioning(a, {"trainer"}, options);
+  REQUIRE(got);
+  CHECK(std::count(got->begin(), got->end(), "pkg.trainer") == 1);
+  // An editor's buffer wins over the file and is not kept.
+  options.overlays[shardlint::absolutePathKey(a)] = "y = 2\n";
+  CHECK_FALSE(cache.importsMentioning(a, {"trainer"}, options));
 }

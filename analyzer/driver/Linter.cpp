@@ -1,4 +1,6 @@
 #include "driver/Linter.h"
+
+#include "driver/Importers.h"
 #include "driver/Discovery.h"
 
 #include <algorithm>
@@ -802,7 +804,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // The launch scripts and configuration files of each linted Python file's project (one answer per
   // file: a script's config must not depend on which other files are named).
   std::map<std::string, ProjectFiles> projects;
-  if (catalog_.launchLinks || catalog_.configFacts) {
+  {
     std::set<std::string> dirs;
     for (const auto& p : pyPaths)
       if (auto d = index.projectDirOf(p); !d.empty()) dirs.insert(d.string());
@@ -816,6 +818,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       for (const auto& f : found.files) {
         if (isLaunchPath(f)) pf.launch.push_back(f);
         else if (isConfigPath(f)) pf.configs.push_back(f);
+        else if (!isCxxPath(f)) pf.python.push_back(f);
       }
     }
   }
@@ -824,6 +827,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     std::string path;
     std::string text;
     bool linted = false;
+    bool importer = false;  // not linted: analysed for the findings it makes in linted files
     bool ok = false;
     uint64_t mask = 0;
     std::vector<size_t> imports;
@@ -838,7 +842,27 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   for (const auto& p : pyPaths) {
     if (byPath.count(p)) continue;
     byPath[p] = scanned.size();
-    scanned.push_back({p, "", true, false, 0, {}, {}, 0});
+    scanned.push_back({p, "", true, false, false, 0, {}, {}, 0});
+  }
+  // One answer per file: the project's files that import a linted file (and those that import them)
+  // are analysed too, for the findings their flow makes in linted files (a class's file whose methods
+  // a driver script calls in a telling order). Only files the run does not lint; bounded.
+  std::unique_ptr<ImportScanCache> ownScans;
+  ImportScanCache& scans = persistent ? persistent->importScans() : *(ownScans = std::make_unique<ImportScanCache>());
+  std::map<std::string, std::string> lintedSpelling;  // absolute key -> the path as linted
+  for (const auto& p : pyPaths) lintedSpelling.emplace(absolutePathKey(p), p);
+  {
+    std::vector<std::string> candidates;
+    for (const auto& [dir, pf] : projects) candidates.insert(candidates.end(), pf.python.begin(), pf.python.end());
+    unsigned searchJobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
+    ImportersFound importers = findImporters(index, pyPaths, candidates, options_, scans, searchJobs);
+    stats.importersTruncated = importers.truncated;
+    for (const auto& found : importers.files) {
+      std::string f = index.displayOf(found);
+      if (byPath.count(f)) continue;
+      byPath[f] = scanned.size();
+      scanned.push_back({f, "", false, true, false, 0, {}, {}, 0});
+    }
   }
   constexpr size_t kMaxExtraFiles = 4000;
   unsigned jobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
@@ -864,7 +888,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         rd.bytes = rd.r.text.size();
         sc.mask = maskOf(rd.r.text);
         if (sc.depth < 2) rd.imports = scanImports(rd.r.text);
-        if (!sc.linted) rd.r.text = std::string();  // only its mask and imports were wanted
+        if (!sc.linted && !sc.importer) rd.r.text = std::string();  // only its mask and imports were wanted
       } catch (const std::exception& e) {  // (out of memory): this file is skipped, not the run
         rd = Read{};
         rd.problem = std::string("file skipped: ") + e.what();
@@ -901,11 +925,11 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
             byPath.erase(it);
             continue;
           }
-          scanned.push_back({*file, "", false, false, 0, {}, {}, scanned[i].depth + 1});
+          scanned.push_back({*file, "", false, false, false, 0, {}, {}, scanned[i].depth + 1});
         }
         if (it->second != i) scanned[i].imports.push_back(it->second);
       }
-      if (scanned[i].linted) scanned[i].text = std::move(rd.r.text);
+      if (scanned[i].linted || scanned[i].importer) scanned[i].text = std::move(rd.r.text);
     }
     first = last;
   }
@@ -933,7 +957,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::vector<const Facts*> taskFacts;
   std::vector<std::unique_ptr<Facts>> taskFactStore;
   for (size_t i = 0; i < scanned.size(); ++i) {
-    if (!scanned[i].linted || !scanned[i].ok) continue;
+    if (!(scanned[i].linted || scanned[i].importer) || !scanned[i].ok) continue;
     auto f = linked.find(absolutePathKey(scanned[i].path));
     if (f == linked.end()) f = linked.find("");
     if (f == linked.end()) {
@@ -958,7 +982,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       taskFacts.push_back(facts);
     }
     else {
-      ++stats.filesSkipped;
+      if (scanned[i].linted) ++stats.filesSkipped;
       std::string().swap(scanned[i].text);  // not analysed: its text is not needed again
     }
   }
@@ -1132,6 +1156,18 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       stopRun(t, again.what());
     }
   };
+  // An importer's findings: those located in linted files, under the path as linted (so that they
+  // merge with the file's own).
+  auto keepInLinted = [&](std::vector<Diagnostic>& found) {
+    std::vector<Diagnostic> kept;
+    for (auto& d : found) {
+      auto it = lintedSpelling.find(absolutePathKey(d.location.path));
+      if (it == lintedSpelling.end()) continue;
+      d.location.path = it->second;
+      kept.push_back(std::move(d));
+    }
+    found = std::move(kept);
+  };
   auto worker = [&] {
     for (;;) {
       size_t t = next.fetch_add(1);
@@ -1145,7 +1181,8 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         std::string context = rootsKey + facts;
         Scanned& s = scanned[tasks[t]];
         uint64_t hash = 0;
-        if (cache) {
+        bool cached = cache && s.linted;  // an importer's findings are kept only where they are in linted files
+        if (cached) {
           hash = contentHash(s.text);
           if (auto hit = cache->lookup(s.path, hash, facts, hashOf)) {
             results[t] = std::move(*hit);
@@ -1163,8 +1200,9 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         }
         if (!awaited) task.setNotImported();
         results[t] = task.run(s.path, std::move(s.text));
+        if (s.importer) keepInLinted(results[t]);
         shared[t] = task.sharedHits();
-        if (cache) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
+        if (cached) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
         ended = true;
         taskEnded(tasks[t]);
       } catch (const std::exception& e) {
@@ -1245,7 +1283,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   stats.filesParsed += table->parses() - parsesBefore;
   // Re-parses: a freed tree needed again (a race between a file's own task and another's use of it).
   stats.filesParsedOnce = stats.filesParsed - (persistent ? 0 : table->parses() - table->filesParsed());
-  stats.filesAnalysed = tasks.size();
+  for (size_t i : tasks) (scanned[i].linted ? stats.filesAnalysed : stats.importersAnalysed) += 1;
   finalizeDiagnostics(all);
   auto t2 = Clock::now();
   stats.prescanSeconds = std::chrono::duration<double>(t1 - t0).count();

@@ -95,6 +95,10 @@ struct LintStats {
   size_t filesRead = 0;      // files read by the pre-scan (linted files and project modules they import)
   size_t filesSkipped = 0;   // linted files the pre-scan ruled out (not parsed)
   size_t filesAnalysed = 0;  // linted files analysed (parsed, semantic model, rules)
+  // Files not linted that import a linted file, analysed for the findings they make in it
+  // (driver/Importers.h), and whether the search's bound cut their list.
+  size_t importersAnalysed = 0;
+  bool importersTruncated = false;
   size_t filesParsed = 0;    // parses, including project modules loaded for their summaries
   size_t filesParsedOnce = 0;  // distinct Python files parsed (parses minus re-parses)
   size_t modulesShared = 0;  // summaries a task took from another task's work
@@ -188,7 +192,7 @@ class Linter {
   // result: a script's absolute path (its own link), "" (--accelerate-config), "project:DIR" (the only
   // accelerate FSDP config of that project), "named" (the only one named, for files in no project).
   struct ProjectFiles {
-    std::vector<std::string> launch, configs;
+    std::vector<std::string> launch, configs, python;
   };
   std::map<std::string, Facts> linkConfigs(const std::vector<std::string>& launchPaths,
                                            std::map<std::string, Facts> configFacts,

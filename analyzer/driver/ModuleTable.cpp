@@ -111,7 +111,10 @@ void ModuleTable::readLocked(Entry* e, const LintOptions& options, std::optional
     return;
   }
   e->readable = true;
-  e->worthLoading = !config_.worthLoading || config_.worthLoading(r.text);
+  // A package's __init__ that imports is worth loading whatever it names: it may re-export a module
+  // that does (`from .trainer import Trainer`), and `from pkg import Trainer` resolves through it.
+  e->worthLoading = !config_.worthLoading || config_.worthLoading(r.text) ||
+                    (fs::path(e->path).filename() == "__init__.py" && r.text.find("import") != std::string::npos);
   e->file = std::make_unique<SourceFile>(e->path, std::move(r.text));
 }
 

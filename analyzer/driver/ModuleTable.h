@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/Importers.h"
 #include "semantic/ModuleIndex.h"
 #include "semantic/Summaries.h"
 #include "syntax/Outline.h"
@@ -132,6 +133,9 @@ class ModuleTable final : public semantic::ModuleLookup {
   size_t parses() const { return parses_.load(); }
   // Distinct files parsed (equal to parses() unless a freed tree had to be parsed again).
   size_t filesParsed() const;
+  // What the search for a linted file's importers learnt of each project file (driver/Importers.h),
+  // kept as long as the table (a language server's session).
+  ImportScanCache& importScans() { return importScans_; }
 
  private:
   Entry* entryFor(const std::string& key, const std::string& path);
@@ -149,6 +153,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   std::atomic<size_t> parses_{0};
   std::atomic<uint64_t> clock_{0};
   std::set<std::string> parsedKeys_;
+  ImportScanCache importScans_;
 };
 
 }  // namespace shardlint

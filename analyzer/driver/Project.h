@@ -43,6 +43,9 @@ class ProjectIndex {
   std::optional<std::string> findModule(const std::string& dotted, const std::string& fromFile) const;
   // Resolves an import spelled in `fromFile` ("x.y", ".x", "..") to an absolute dotted name.
   std::optional<std::string> absoluteName(const std::string& fromFile, std::string_view spelled) const;
+  // How a path is shown: as the user spelled it when it was linted, else relative to the working
+  // folder (absolute when it lies outside it).
+  std::string displayOf(const std::string& path) const { return display(std::filesystem::absolute(path)); }
   // The roots given in configuration or on the command line (the same for every file).
   std::vector<std::string> extraRoots() const;
 

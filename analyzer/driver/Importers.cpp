@@ -1,0 +1,119 @@
+#include "driver/Importers.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/Parallel.h"
+#include "driver/Linter.h"
+#include "driver/ModuleTable.h"
+
+namespace shardlint {
+
+namespace {
+
+bool mentionsAny(const std::string& text, const std::set<std::string>& words) {
+  for (const auto& w : words)
+    if (text.find(w) != std::string::npos) return true;
+  return false;
+}
+
+// The word an import of the module `path` defines must spell: its last dotted component
+// ("trainer" for pkg/trainer.py, "pkg" for pkg/__init__.py).
+std::string moduleWord(const ProjectIndex& index, const std::string& path) {
+  std::string name = index.moduleOf(path).name;
+  auto dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> ImportScanCache::importsMentioning(const std::string& path,
+                                                                          const std::set<std::string>& words,
+                                                                          const LintOptions& options) {
+  if (!options.overlays.empty() && options.overlays.count(absolutePathKey(path))) {  // an open buffer
+    ReadResult r = readSource(path, options);
+    if (!mentionsAny(r.text, words)) return std::nullopt;
+    return scanImports(r.text);
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) > options.maxFileBytes) return std::nullopt;
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(path);
+    if (it != entries_.end() && it->second.size == size && it->second.mtime == mtime) {
+      const Entry& e = it->second;
+      if (e.imports) return e.imports;
+      bool known = true;
+      for (const auto& w : words) known = known && e.absent.count(w);
+      if (known) return std::nullopt;
+    }
+  }
+  ReadResult r = readSource(path, options);
+  if (r.skipped || contentProblem(r.text, options.maxFileBytes)) return std::nullopt;
+  std::optional<std::vector<std::string>> imports;
+  if (mentionsAny(r.text, words)) imports = scanImports(r.text);
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = entries_[path];
+  if (e.size != size || e.mtime != mtime) e = Entry{size, mtime, std::nullopt, {}};
+  if (imports) e.imports = imports;
+  else e.absent.insert(words.begin(), words.end());
+  return imports;
+}
+
+ImportersFound findImporters(const ProjectIndex& index, const std::vector<std::string>& targets,
+                             const std::vector<std::string>& candidates, const LintOptions& options,
+                             ImportScanCache& cache, unsigned jobs, ImporterSearch bounds) {
+  ImportersFound out;
+  std::set<std::string> taken;  // absolute keys of targets and files found
+  std::vector<std::string> frontier;
+  for (const auto& t : targets)
+    if (taken.insert(absolutePathKey(t)).second) frontier.push_back(t);
+  std::vector<std::string> pool;  // candidates, sorted, not linted
+  for (const auto& c : candidates)
+    if (!taken.count(absolutePathKey(c))) pool.push_back(c);
+  std::sort(pool.begin(), pool.end());
+  pool.erase(std::unique(pool.begin(), pool.end()), pool.end());
+  for (int depth = 1; depth <= bounds.maxDepth && !frontier.empty() && !pool.empty(); ++depth) {
+    std::set<std::string> words, frontierKeys;
+    for (const auto& f : frontier) {
+      std::string w = moduleWord(index, f);
+      if (!w.empty()) words.insert(w);
+      frontierKeys.insert(absolutePathKey(f));
+    }
+    if (words.empty()) break;
+    std::vector<char> imports(pool.size(), 0);
+    parallelFor(pool.size(), jobs, [&](size_t k) {
+      try {
+        auto spelled = cache.importsMentioning(pool[k], words, options);
+        if (!spelled) return;
+        for (const auto& s : *spelled) {
+          auto name = index.absoluteName(pool[k], s);
+          if (!name) continue;
+          auto file = index.findModule(*name, pool[k]);
+          if (file && frontierKeys.count(absolutePathKey(*file))) {
+            imports[k] = 1;
+            return;
+          }
+        }
+      } catch (const std::exception&) {  // (out of memory): this candidate is not an importer
+      }
+    });
+    std::vector<std::string> found, rest;
+    for (size_t k = 0; k < pool.size(); ++k) (imports[k] ? found : rest).push_back(pool[k]);
+    if (out.files.size() + found.size() > bounds.maxFiles) {
+      found.resize(bounds.maxFiles - out.files.size());
+      out.truncated = true;
+    }
+    out.files.insert(out.files.end(), found.begin(), found.end());
+    if (out.truncated) break;
+    frontier = std::move(found);
+    pool = std::move(rest);
+  }
+  return out;
+}
+
+}  // namespace shardlint

@@ -1,0 +1,63 @@
+// One answer per file, from the other side: the project's files that import a linted file.
+//
+// A finding may be located in a file whose own code never runs the order that shows it: a trainer
+// class whose `__init__` builds the optimizer and whose `setup()` wraps the model, driven by a script
+// that calls them in that order. Linting the whole project finds it (the script's analysis runs the
+// class's methods); linting the class's file alone (pre-commit, the editor) must find it too. So the
+// driver also analyses the project's files that import a linted file (and the files that import
+// those), keeping only the findings located in linted files.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "driver/Project.h"
+
+namespace shardlint {
+
+struct LintOptions;
+
+// What the importer search learnt of each file, kept between runs by the language server (so that
+// an edit costs a stat per project file, not a read): its size and modification time, its imports
+// once scanned, and the module words it was read for and found not to mention.
+class ImportScanCache {
+ public:
+  struct Entry {
+    uint64_t size = 0;
+    int64_t mtime = 0;
+    std::optional<std::vector<std::string>> imports;  // as spelled (scanImports)
+    std::set<std::string> absent;                     // words the text does not contain
+  };
+  // The imports of `path` when its text mentions one of `words`, else none. Reads the file (or its
+  // overlay, which is never cached) only when what is kept cannot answer. Thread-safe.
+  std::optional<std::vector<std::string>> importsMentioning(const std::string& path, const std::set<std::string>& words,
+                                                            const LintOptions& options);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
+
+struct ImporterSearch {
+  // Bounds: import steps from a linted file, and files found in all. The nearest come first (then
+  // by path), so the bound is deterministic.
+  int maxDepth = 2;
+  size_t maxFiles = 16;
+};
+
+// The files among `candidates` (the project's Python files that are not linted) that import one of
+// `targets` (linted Python files), directly or through other importers, nearest first. `truncated`
+// says the bound cut the list.
+struct ImportersFound {
+  std::vector<std::string> files;
+  bool truncated = false;
+};
+ImportersFound findImporters(const ProjectIndex& index, const std::vector<std::string>& targets,
+                             const std::vector<std::string>& candidates, const LintOptions& options,
+                             ImportScanCache& cache, unsigned jobs, ImporterSearch bounds = {});
+
+}  // namespace shardlint
