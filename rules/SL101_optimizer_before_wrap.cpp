@@ -55,46 +55,13 @@ class OptimizerBeforeWrap final : public Rule {
     return "build the optimizer after wrapping, from the wrapped model's parameters";
   }
 
-  // The parameters' source as the user wrote it in the optimizer's argument, when the finding points
-  // at that construction: `X` of `Optimizer(X.parameters())` (a loop variable `block`, a variable
-  // `module` bound to `self.build()`), or a comprehension as written. Empty otherwise (param-group
-  // dicts, a list bound to a name, an optimizer built in a helper): the module then comes from the
-  // lineage.
-  static std::string writtenSource(RuleContext& cx, const Store& st, const StaleOptimizer& s) {
-    const auto& o = st.obj(s.optimizer);
-    if (o.inputOrigins().empty() || o.origin.primaryIn(s.wrap->origin) != o.origin.site()) return "";
-    const semantic::Origin& arg = o.inputOrigins()[0];
-    if (arg.file != cx.analysis().module().fileId() || arg.file != o.origin.file || !arg.via.empty()) return "";
-    const std::string& text = cx.file().text;
-    if (arg.range.begin >= arg.range.end || arg.range.end > text.size()) return "";
-    TSNode n = ts_node_descendant_for_byte_range(cx.root(), arg.range.begin, arg.range.end);
-    if (ts_node_is_null(n) || ts_node_start_byte(n) != arg.range.begin || ts_node_end_byte(n) != arg.range.end)
-      return "";
-    std::string_view type = ts_node_type(n);
-    TSNode written{};
-    if (type == "list_comprehension" || type == "generator_expression" || type == "set_comprehension") {
-      written = n;
-    } else if (type == "call") {
-      TSNode fn = syntax::field(n, "function");
-      TSNode args = syntax::field(n, "arguments");
-      if (ts_node_is_null(fn) || std::string_view(ts_node_type(fn)) != "attribute" ||
-          (!ts_node_is_null(args) && ts_node_named_child_count(args) != 0))
-        return "";
-      std::string_view method = syntax::textOf(syntax::field(fn, "attribute"), text);
-      if (method != "parameters" && method != "named_parameters") return "";
-      written = syntax::field(fn, "object");
-    }
-    if (ts_node_is_null(written)) return "";
-    return oneLine(syntax::textOf(written, text));
-  }
-
   void check(RuleContext& cx, const Store& st) {
     // accelerate FSDP1 counts here only when `use_orig_params=False` is written in code;
     // defaults and linked configs are SL402's.
     auto mine = [](const Event& w) { return w.attr("api") != "accelerate" || w.attr("orig_from") == "code"; };
     auto stale = staleOptimizers(st, mine);
     for (const auto& s : stale) {
-      std::string source = writtenSource(cx, st, s);
+      std::string source = writtenSource(cx, st, s.optimizer, *s.wrap);
       if (source.empty()) source = render(st, s.module);
       std::string msg = "optimizer is built from the parameters of `" + source + "` before " +
                         std::string(wrapApiName(*s.wrap)) + " wraps it; " + whatHappens(*s.wrap) + "; " +

@@ -478,6 +478,8 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
                                                  std::vector<Diagnostic>* diagnostics,
                                                  const std::map<std::string, ProjectFiles>& projects) const {
   namespace fs = std::filesystem;
+  std::vector<const Facts*> named;  // the named configs' (map nodes: the pointers stay valid)
+  for (const auto& [path, f] : configFacts) named.push_back(&f);
   auto factsOfConfig = [&](const std::string& path) -> const Facts* {
     std::string key = absolutePathKey(path);
     auto it = configFacts.find(key);
@@ -547,29 +549,28 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
     if (const Facts* f = factsOfConfig(c); f && !f->empty()) explicitConfig = f;
   if (explicitConfig) out[""] = *explicitConfig;
   // 3. Else a project's only accelerate FSDP config applies to its scripts: found in the project, not
-  // among the named files, so that a script linted alone gets the same config.
-  for (const auto& [dir, files] : projects) {
+  // among the named files, so that a script linted alone gets the same config. 4. Scripts in no
+  // project: the only one among the named files.
+  auto onlyOne = [](const std::vector<const Facts*>& found) -> const Facts* {
     const Facts* only = nullptr;
     int count = 0;
-    for (const auto& c : files.configs) {
-      const Facts* f = nullptr;
-      if (auto it = configFacts.find(absolutePathKey(c)); it != configFacts.end()) f = &it->second;
-      else {
-        ReadResult r = readSource(c, options_);  // the config rules' words first: most files are not configs
-        if (r.skipped || contentProblem(r.text, options_.maxFileBytes) || !mentionsConfigWord(r.text)) continue;
-        f = factsOfConfig(c);
-      }
+    for (const Facts* f : found)
       if (f && !f->empty()) only = f, ++count;
+    return count == 1 ? only : nullptr;
+  };
+  if (const Facts* only = onlyOne(named)) out["named"] = *only;
+  for (const auto& [dir, files] : projects) {
+    std::vector<const Facts*> found;
+    for (const auto& c : files.configs) {
+      if (auto it = configFacts.find(absolutePathKey(c)); it != configFacts.end()) {
+        found.push_back(&it->second);
+        continue;
+      }
+      ReadResult r = readSource(c, options_);  // the config rules' words first: most files are not configs
+      if (r.skipped || contentProblem(r.text, options_.maxFileBytes) || !mentionsConfigWord(r.text)) continue;
+      found.push_back(factsOfConfig(c));
     }
-    if (count == 1) out["project:" + dir] = *only;
-  }
-  // 4. Scripts in no project: the only accelerate FSDP config among the named files.
-  {
-    const Facts* only = nullptr;
-    int count = 0;
-    for (const auto& [path, f] : configFacts)
-      if (!f.empty()) only = &f, ++count;
-    if (count == 1) out["named"] = *only;
+    if (const Facts* only = onlyOne(found)) out["project:" + dir] = *only;
   }
 
   return out;
@@ -1011,10 +1012,9 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     std::string key = options_.cacheKey + "\n" + options_.selection.describe() + "\nmax " +
                       std::to_string(options_.maxFileBytes) + (options_.reportUnusedNoqa ? " noqa" : "") + "\n";
     for (const auto& [k, v] : options_.settingsFacts) key += k + "=" + v + "\n";
+    // Not the linted set: import roots come from each file and its project (one answer per file), and
+    // a finding an importer makes in a file is never cached (the importer is analysed on every run).
     for (const auto& r : index.extraRoots()) key += "root " + r + "\n";
-    std::vector<std::string> sorted = pyPaths;  // the linted set: files added or removed change resolution
-    std::sort(sorted.begin(), sorted.end());
-    for (const auto& p : sorted) key += p + "\n";
     cache = std::make_unique<ResultCache>(options_.cacheDir, key);
     cache->load();
   }

@@ -182,6 +182,35 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
   return out;
 }
 
+// (Staleness.h)
+std::string writtenSource(RuleContext& cx, const Store& st, ObjId opt, const Event& wrap) {
+const auto& o = st.obj(opt);
+if (o.inputOrigins().empty() || o.origin.primaryIn(wrap.origin) != o.origin.site()) return "";
+  const semantic::Origin& arg = o.inputOrigins()[0];
+  if (arg.file != cx.analysis().module().fileId() || arg.file != o.origin.file || !arg.via.empty()) return "";
+  const std::string& text = cx.file().text;
+  if (arg.range.begin >= arg.range.end || arg.range.end > text.size()) return "";
+  TSNode n = ts_node_descendant_for_byte_range(cx.root(), arg.range.begin, arg.range.end);
+  if (ts_node_is_null(n) || ts_node_start_byte(n) != arg.range.begin || ts_node_end_byte(n) != arg.range.end)
+    return "";
+  std::string_view type = ts_node_type(n);
+  TSNode written{};
+  if (type == "list_comprehension" || type == "generator_expression" || type == "set_comprehension") {
+    written = n;
+  } else if (type == "call") {
+    TSNode fn = syntax::field(n, "function");
+    TSNode args = syntax::field(n, "arguments");
+    if (ts_node_is_null(fn) || std::string_view(ts_node_type(fn)) != "attribute" ||
+        (!ts_node_is_null(args) && ts_node_named_child_count(args) != 0))
+      return "";
+    std::string_view method = syntax::textOf(syntax::field(fn, "attribute"), text);
+    if (method != "parameters" && method != "named_parameters") return "";
+    written = syntax::field(fn, "object");
+  }
+  if (ts_node_is_null(written)) return "";
+  return oneLine(syntax::textOf(written, text));
+}
+
 void emitControls(RuleContext& cx, const RuleInfo& info, const Store& st,
                   const std::function<bool(const Event&)>& wrapFilter, const std::vector<StaleOptimizer>& stale) {
   if (!cx.wantsControls()) return;
@@ -224,10 +253,10 @@ void emitControls(RuleContext& cx, const RuleInfo& info, const Store& st,
         if (replaces == "?") break;  // use_orig_params not known
         facts["use_orig_params"] = replaces == "0" ? "1" : "0";
       }
-      cx.control(info, o.origin.primaryIn(w->origin),
-                 "optimizer built from the parameters of `" +
-                     render(st, moduleOfSource(writtenLineage(st, sources.empty() ? kNoObj : sources.front()))) +
-                     "` " + how,
+      std::string source = writtenSource(cx, st, opt, *w);
+      if (source.empty())
+        source = render(st, moduleOfSource(writtenLineage(st, sources.empty() ? kNoObj : sources.front())));
+      cx.control(info, o.origin.primaryIn(w->origin), "optimizer built from the parameters of `" + source + "` " + how,
                  std::move(facts));
       break;
     }

@@ -21,6 +21,13 @@ struct StaleOptimizer {
 // parameters) that makes it stale before a use.
 std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function<bool(const Event&)>& wrapFilter);
 
+// The parameters' source as the user wrote it in the argument of `opt`'s construction, when a finding
+// about it and `wrap` points at that construction: `X` of `Optimizer(X.parameters())` (a loop variable
+// `block`, a variable `module` bound to `self.build()`), or a comprehension as written. Empty otherwise
+// (param-group dicts, a list bound to a name, an optimizer built in a helper): the caller then names the
+// module from the lineage.
+std::string writtenSource(RuleContext& cx, const Store& st, ObjId opt, const Event& wrap);
+
 // Controls (RuleContext::control) for the optimizers of `st` that a wrap accepted by `wrapFilter`
 // concerns and that `stale` does not hold, where the runtime probe can replay why they are fine:
 // built after the wrap from the wrapped model ("optimizer-after-wrap"), or built before a wrap that
