@@ -66,8 +66,14 @@ class OptimizerBeforeWrap final : public Rule {
       std::string msg = "optimizer is built from the parameters of `" + source + "` before " +
                         std::string(wrapApiName(*s.wrap)) + " wraps it; " + whatHappens(*s.wrap) + "; " +
                         fix(*s.wrap);
-      if (std::string when = onlyWhen(st, {st.obj(s.optimizer).point, s.wrap->point, s.use->point}); !when.empty())
-        msg += " (this holds " + when + ")";
+      // Several stale optimizers reported at one call (a factory whose branches each return one): the
+      // conditions choose which optimizer, not whether it is stale, so none is named.
+      semantic::Site at = st.obj(s.optimizer).origin.primaryIn(s.wrap->origin);
+      bool oneOfSeveral = std::count_if(stale.begin(), stale.end(), [&](const StaleOptimizer& other) {
+                            return st.obj(other.optimizer).origin.primaryIn(other.wrap->origin) == at;
+                          }) > 1;
+      std::string when = oneOfSeveral ? std::string() : onlyWhen(st, {st.obj(s.optimizer).point, s.wrap->point, s.use->point});
+      if (!when.empty()) msg += " (this holds " + when + ")";
       reportStale(cx, info(), st, s, std::move(msg), {}, moveFix(cx, st, s));
     }
     // Controls also cover accelerate FSDP2, which re-points a pre-built optimizer (no SL101 there).

@@ -557,6 +557,9 @@ void Interp::execStatement(TSNode st) {
         e.point = newPoint();
         st_.events.push_back(std::move(e));
       }
+      // The arms this return leaves, up to the function's own (Arm::returns).
+      for (int a = frame_.arm; a >= 0 && a != frame_.baseArm; a = st_.arms[static_cast<size_t>(a)].parent)
+        st_.arms[static_cast<size_t>(a)].returns = true;
       frame_.reachable = false;
       break;
     }
@@ -1625,6 +1628,8 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   if (ses_.provider()) ses_.provider()->use(owner);  // its tree is needed
   Frame callee;
   callee.arm = frame_.arm;
+  callee.baseArm = frame_.arm;
+  size_t armsBefore = st_.arms.size();
   callee.globalsFrame = frame_.isModule ? &frame_ : frame_.globalsFrame;
   for (const auto& [k, v] : frame_.env)
     if (!k.empty() && k[0] == '#') callee.env.emplace(k, v);
@@ -1635,6 +1640,9 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   in.inlining_ = inlining_;
   in.inlining_.insert(&def);
   in.execBlock(syntax::field(def.node, "body"));
+  // Its returns resume here, after the call's last point.
+  for (size_t i = armsBefore; i < st_.arms.size(); ++i)
+    if (st_.arms[i].returns && st_.arms[i].resumeAt < 0) st_.arms[i].resumeAt = static_cast<PointId>(st_.points.size());
   for (const auto& [k, v] : callee.env)
     if (!k.empty() && k[0] == '#') setVar(k, v);
   return callee.returns;
@@ -1672,6 +1680,7 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     copy.loop = a.loop;
     copy.parent = a.parent < 0 ? frame_.arm : armMap[static_cast<size_t>(a.parent)];
     copy.terminates = a.terminates;
+    copy.returns = a.returns;
     copy.testNegated = a.testNegated;
     st_.arms.push_back(std::move(copy));
     armMap[i] = static_cast<int>(st_.arms.size() - 1);
@@ -1681,6 +1690,15 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     int arm = ss.points[i].arm < 0 ? frame_.arm : armMap[static_cast<size_t>(ss.points[i].arm)];
     st_.points.push_back(Point{static_cast<int>(st_.points.size()), arm});
     pointMap[i] = static_cast<PointId>(st_.points.size() - 1);
+  }
+  // Returns resume after the copied points: the function's own, at the end of this call; those of calls
+  // inside it, where their call ended there.
+  for (size_t i = 0; i < ss.arms.size(); ++i) {
+    Arm& copy = st_.arms[static_cast<size_t>(armMap[i])];
+    PointId r = ss.arms[i].resumeAt;
+    if (!copy.returns) continue;
+    copy.resumeAt = r >= 0 && static_cast<size_t>(r) < ss.points.size() ? pointMap[static_cast<size_t>(r)]
+                                                                         : static_cast<PointId>(st_.points.size());
   }
   auto mapPoint = [&](PointId p) { return p < 0 ? newPoint() : pointMap[static_cast<size_t>(p)]; };
   std::vector<ValueSet> map(ss.objects.size());

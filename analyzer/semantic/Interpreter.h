@@ -198,6 +198,7 @@ struct Frame {
   std::unordered_map<std::string, ValueSet> env;
   bool reachable = true;
   int arm = -1;
+  int baseArm = -1;  // the caller's arm when this frame is a call interpreted in place
   ValueSet returns;
   bool isModule = false;
   std::unordered_map<std::string, ObjId> globals;  // Global objects created for free names

@@ -39,8 +39,10 @@ bool Store::mayHappenBefore(PointId a, PointId b) const {
   bool inLoop = false;
   for (size_t i = 0; i < k; ++i) inLoop = inLoop || arms[static_cast<size_t>(A[i])].loop;
   // Leaving an arm that always returns or raises never reaches b.
-  for (size_t i = k; i < A.size(); ++i)
-    if (arms[static_cast<size_t>(A[i])].terminates) return false;
+  for (size_t i = k; i < A.size(); ++i) {
+    const Arm& arm = arms[static_cast<size_t>(A[i])];
+    if (arm.terminates && !(arm.returns && arm.resumeAt >= 0 && b >= arm.resumeAt)) return false;
+  }
   bool exclusive = k < A.size() && k < B.size() &&
                    arms[static_cast<size_t>(A[k])].construct == arms[static_cast<size_t>(B[k])].construct &&
                    arms[static_cast<size_t>(A[k])].index != arms[static_cast<size_t>(B[k])].index;

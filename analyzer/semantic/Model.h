@@ -192,6 +192,11 @@ struct Arm {
   bool loop = false;
   int parent = -1;
   bool terminates = false;  // the arm always ends in return/raise
+  // Some path of the arm ends in a `return` of the function it is in; when that function is a call
+  // (interpreted in place or instantiated from its summary), the caller resumes at `resumeAt`, the
+  // first point after the call: leaving such an arm reaches the points from there on.
+  bool returns = false;
+  PointId resumeAt = -1;
   // An `if flag:` arm (or the `else` of one, `testNegated`): the flag's values. When they are all
   // constants of the arm's truth value, the arm is always taken (see Store::dominates).
   ValueSet test;
