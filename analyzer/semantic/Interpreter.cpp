@@ -506,7 +506,10 @@ int Interp::conditionTerm(TSNode n, std::vector<Term>& terms, bool& bindable, in
       } else {
         Kind rk = kindOf(operands[1]);
         t.display = rk == Kind::tuple || rk == Kind::list || rk == Kind::set;
-        ok = bound(l) && !r.empty() && std::all_of(r.begin(), r.end(), [&](ObjId v) {
+        std::vector<TSNode> items = syntax::namedChildren(operands[1]);
+        bool splat = t.display && std::any_of(items.begin(), items.end(),
+                                              [](TSNode e) { return kindOf(e) == Kind::list_splat; });
+        ok = !splat && bound(l) && !r.empty() && std::all_of(r.begin(), r.end(), [&](ObjId v) {
                ObjKind ok2 = st_.obj(v).kind;
                return ok2 == ObjKind::Container || ok2 == ObjKind::Arg || ok2 == ObjKind::Global;
              });
