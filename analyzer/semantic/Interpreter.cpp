@@ -541,7 +541,7 @@ void Interp::addTest(const std::string& kind, const ValueSet& subject, const Val
   if (!r.subject.empty() && !r.names.empty()) out.push_back(std::move(r));
 }
 
-void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
+void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out, bool conditions) {
   // Conditions nest as deep as the source; an explicit stack keeps C++ recursion flat.
   std::vector<std::pair<TSNode, bool>> todo{{cond, negated}};
   while (!todo.empty()) {
@@ -558,11 +558,13 @@ void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
         if ((text(syntax::field(c, "operator")) == "and") != neg) {
           todo.emplace_back(syntax::field(c, "left"), neg);
           todo.emplace_back(syntax::field(c, "right"), neg);
-        } else {
+        } else if (conditions) {
           addCondition(c, neg, out);  // `a or b`, `not (a and b)`: one condition of its parts
         }
         break;
-      case Kind::comparison_operator: addCondition(c, neg, out); break;
+      case Kind::comparison_operator:
+        if (conditions) addCondition(c, neg, out);
+        break;
       case Kind::call: {
         TSNode fn = syntax::field(c, "function");
         std::string f = kindOf(fn) == Kind::identifier ? text(fn) : std::string();
@@ -798,7 +800,10 @@ void Interp::execIf(TSNode n) {
     TSNode own = index == 0 ? syntax::field(n, "condition") : cond;
     std::vector<Region> guards;
     guardsOf(own, false, guards);
-    for (TSNode e : earlier) guardsOf(e, true, guards);
+    // A long elif chain (a dispatch on a name) would give each arm a condition per earlier arm: only
+    // the nearest kConditionsPerArm are read as conditions; plain flags and tests are all kept.
+    for (size_t i = 0; i < earlier.size(); ++i)
+      guardsOf(earlier[i], true, guards, earlier.size() - i <= kConditionsPerArm);
     for (Region& g : guards) g.begin = static_cast<PointId>(st_.points.size());
     execBlock(body);
     closeRegions(guards);

@@ -138,7 +138,9 @@ class Interp {
   std::vector<ValueSet> bindArgs(const FunctionDef& def, const CallSite& site, ObjId self);
   // Regions for the tests a condition establishes (isinstance / hasattr, directly or
   // through a name bound to one; `not`, `and`, `or` followed), `negated` for its false arm.
-  void guardsOf(TSNode cond, bool negated, std::vector<Region>& out);
+  // `conditions`: also "truth" regions for comparisons and disjunctions (addCondition).
+  void guardsOf(TSNode cond, bool negated, std::vector<Region>& out, bool conditions = true);
+  static constexpr size_t kConditionsPerArm = 16;
   // A "truth" region for `if flag:` (see Region) when the flag is a constant, a parameter or a global.
   void addTruthTest(TSNode cond, bool negated, std::vector<Region>& out);
   // A "truth" region whose condition is more than one flag (Region::terms): a comparison
