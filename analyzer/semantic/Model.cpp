@@ -124,8 +124,9 @@ char constantKind(const Obj& o) {
   if (o.name == "None") return 'n';
   if (truthOfConstant(o.name).has_value()) {
     std::string_view t = o.name;
-    if (!t.empty() && t[0] == '-') t.remove_prefix(1);
-    if (t.empty() || (t.size() > 1 && t[0] == '0')) return 0;
+    bool negative = !t.empty() && t[0] == '-';
+    if (negative) t.remove_prefix(1);
+    if (t.empty() || (t.size() > 1 && t[0] == '0') || (negative && t == "0")) return 0;  // -0 == 0
     for (char c : t)
       if (!std::isdigit(static_cast<unsigned char>(c))) return 0;
     return 'i';
