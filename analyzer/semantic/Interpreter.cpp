@@ -201,6 +201,20 @@ ObjId Interp::constant(const std::string& value) {
   return id;
 }
 
+ObjId Interp::stringConstant(const std::string& value, bool exact, const Origin& origin) {
+  std::string key(exact ? "s:" : "s?:");  // (not `"s:" + value`: GCC 12 warns falsely about that)
+  key += value;
+  auto it = st_.memo().literals.find(key);
+  if (it != st_.memo().literals.end()) return it->second;
+  ObjId id = newObject(ObjKind::Literal, value, origin);
+  st_.memo().literals[key] = id;
+  // A string spelled like a constant (`"False"`, `"0"`, `""`) is told apart from it; a string not
+  // read exactly (`f"{x}"`, `b"a"`) is never equal to another.
+  if (!exact) st_.obj(id).setTag("inexact", "1");
+  if (truthOfConstant(value).has_value() || value.empty()) st_.obj(id).setTag("str", "1");
+  return id;
+}
+
 ObjId Interp::ref(const std::string& qualname) {
   if (auto it = st_.memo().refs.find(qualname); it != st_.memo().refs.end()) return it->second;
   ObjId id = newObject(ObjKind::Ref, qualname, Origin{});
@@ -397,6 +411,121 @@ void Interp::addTruthTest(TSNode cond, bool negated, std::vector<Region>& out) {
   out.push_back(std::move(r));
 }
 
+void Interp::addCondition(TSNode cond, bool negated, std::vector<Region>& out) {
+  Region r;
+  bool bindable = false;
+  conditionTerm(cond, r.terms, bindable, 0);
+  if (!bindable || r.terms.empty()) return;
+  r.kind = "truth";
+  r.negated = negated;
+  for (const Term& t : r.terms) {
+    addValues(r.subject, t.left);
+    addValues(r.subject, t.right);
+  }
+  // The condition as written, on one line.
+  std::string written;
+  for (char c : text(cond)) {
+    bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\\';
+    if (!space) written += c;
+    else if (!written.empty() && written.back() != ' ' && written.back() != '(' && written.back() != '[')
+      written += ' ';
+  }
+  while (!written.empty() && written.back() == ' ') written.pop_back();
+  r.names.push_back(std::move(written));
+  out.push_back(std::move(r));
+}
+
+int Interp::conditionTerm(TSNode n, std::vector<Term>& terms, bool& bindable, int depth) {
+  Kind k = ts_node_is_null(n) ? Kind::Other : kindOf(n);
+  if (k == Kind::parenthesized_expression && ts_node_named_child_count(n) == 1 && depth < 32)
+    return conditionTerm(ts_node_named_child(n, 0), terms, bindable, depth + 1);
+  int at = static_cast<int>(terms.size());
+  terms.emplace_back();  // filled below: operands are appended after it
+  Term t;
+  if (depth >= 32) {
+    // Unknown
+  } else if (k == Kind::not_operator) {
+    t.op = Term::Op::Not;
+    t.operands.push_back(conditionTerm(syntax::field(n, "argument"), terms, bindable, depth + 1));
+  } else if (k == Kind::boolean_operator) {
+    t.op = text(syntax::field(n, "operator")) == "and" ? Term::Op::And : Term::Op::Or;
+    t.operands.push_back(conditionTerm(syntax::field(n, "left"), terms, bindable, depth + 1));
+    t.operands.push_back(conditionTerm(syntax::field(n, "right"), terms, bindable, depth + 1));
+  } else if (k == Kind::identifier || k == Kind::attribute || k == Kind::true_ || k == Kind::false_ ||
+             k == Kind::none) {
+    ValueSet v = eval(n);
+    if (truthTestable(st_, v)) {
+      t.op = Term::Op::Truth;
+      t.left = std::move(v);
+      bindable = true;
+    }
+  } else if (k == Kind::comparison_operator) {
+    std::vector<TSNode> operands;
+    std::vector<std::string_view> ops;
+    uint32_t count = ts_node_child_count(n);
+    for (uint32_t i = 0; i < count; ++i) {
+      TSNode c = ts_node_child(n, i);
+      if (ts_node_is_named(c)) {
+        if (kindOf(c) != Kind::comment) operands.push_back(c);
+      } else {
+        ops.push_back(ts_node_type(c));
+      }
+    }
+    static const std::pair<std::string_view, Term::Op> kOps[] = {
+        {"==", Term::Op::Eq}, {"!=", Term::Op::NotEq}, {"is", Term::Op::Is}, {"is not", Term::Op::IsNot},
+        {"in", Term::Op::In}, {"not in", Term::Op::NotIn}};
+    Term::Op op = Term::Op::Unknown;
+    if (ops.size() == 1)
+      for (const auto& [spelled, o] : kOps)
+        if (ops[0] == spelled) op = o;
+    // Operands are read again here (the condition was evaluated already): only those without calls.
+    if (op != Term::Op::Unknown && operands.size() == 2 && !hasCall(operands[0]) && !hasCall(operands[1])) {
+      ValueSet l = eval(operands[0]), r = eval(operands[1]);
+      auto bound = [&](const ValueSet& vs) { return truthTestable(st_, vs); };
+      auto someBinding = [&](const ValueSet& vs) {
+        return std::any_of(vs.begin(), vs.end(), [&](ObjId v) {
+          ObjKind ok = st_.obj(v).kind;
+          return ok == ObjKind::Arg || ok == ObjKind::Global;
+        });
+      };
+      bool ok = false;
+      if (op == Term::Op::Eq || op == Term::Op::NotEq) {
+        ok = bound(l) && bound(r);
+      } else if (op == Term::Op::Is || op == Term::Op::IsNot) {
+        // `x is None` (either way round): x a constant, a parameter, a global or an object known
+        // not to be None.
+        auto side = [&](const ValueSet& vs) {
+          return !vs.empty() && std::all_of(vs.begin(), vs.end(), [&](ObjId v) {
+            ObjKind ok2 = st_.obj(v).kind;
+            return ok2 == ObjKind::Literal || ok2 == ObjKind::Arg || ok2 == ObjKind::Global ||
+                   st_.isNone(v).has_value();
+          });
+        };
+        ok = side(l) && side(r) && (someBinding(l) || someBinding(r) || (literal(l) && literal(r)) ||
+                                    kindOf(operands[1]) == Kind::none || kindOf(operands[0]) == Kind::none);
+      } else {
+        Kind rk = kindOf(operands[1]);
+        t.display = rk == Kind::tuple || rk == Kind::list || rk == Kind::set;
+        std::vector<TSNode> items = syntax::namedChildren(operands[1]);
+        bool splat = t.display && std::any_of(items.begin(), items.end(),
+                                              [](TSNode e) { return kindOf(e) == Kind::list_splat; });
+        ok = !splat && bound(l) && !r.empty() && std::all_of(r.begin(), r.end(), [&](ObjId v) {
+               ObjKind ok2 = st_.obj(v).kind;
+               return ok2 == ObjKind::Container || ok2 == ObjKind::Arg || ok2 == ObjKind::Global;
+             });
+      }
+      if (ok) {
+        t.op = op;
+        t.left = std::move(l);
+        t.right = std::move(r);
+        bindable = true;
+      }
+    }
+  }
+  terms[static_cast<size_t>(at)] = std::move(t);
+  return at;
+}
+
 void Interp::addTest(const std::string& kind, const ValueSet& subject, const ValueSet& what, bool negated,
                      std::vector<Region>& out) {
   Region r;
@@ -412,7 +541,7 @@ void Interp::addTest(const std::string& kind, const ValueSet& subject, const Val
   if (!r.subject.empty() && !r.names.empty()) out.push_back(std::move(r));
 }
 
-void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
+void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out, bool conditions) {
   // Conditions nest as deep as the source; an explicit stack keeps C++ recursion flat.
   std::vector<std::pair<TSNode, bool>> todo{{cond, negated}};
   while (!todo.empty()) {
@@ -429,7 +558,12 @@ void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out) {
         if ((text(syntax::field(c, "operator")) == "and") != neg) {
           todo.emplace_back(syntax::field(c, "left"), neg);
           todo.emplace_back(syntax::field(c, "right"), neg);
+        } else if (conditions) {
+          addCondition(c, neg, out);  // `a or b`, `not (a and b)`: one condition of its parts
         }
+        break;
+      case Kind::comparison_operator:
+        if (conditions) addCondition(c, neg, out);
         break;
       case Kind::call: {
         TSNode fn = syntax::field(c, "function");
@@ -669,7 +803,10 @@ void Interp::execIf(TSNode n) {
     TSNode own = index == 0 ? syntax::field(n, "condition") : cond;
     std::vector<Region> guards;
     guardsOf(own, false, guards);
-    for (TSNode e : earlier) guardsOf(e, true, guards);
+    // A long elif chain (a dispatch on a name) would give each arm a condition per earlier arm: only
+    // the nearest kConditionsPerArm are read as conditions; plain flags and tests are all kept.
+    for (size_t i = 0; i < earlier.size(); ++i)
+      guardsOf(earlier[i], true, guards, earlier.size() - i <= kConditionsPerArm);
     for (Region& g : guards) g.begin = static_cast<PointId>(st_.points.size());
     execBlock(body);
     closeRegions(guards);
@@ -725,9 +862,11 @@ void Interp::execLoop(TSNode n, bool isFor) {
   }
   std::vector<Region> iterations;
   if (isFor) openIterationRegions(syntax::field(n, "left"), iterations);
+  size_t regionsBefore = st_.regions.size(), armsBefore = st_.arms.size();
   execBlock(syntax::field(n, "body"));
   closeRegions(iterations);
   Changes body = endArm();
+  widenLoopTests(body, regionsBefore, armsBefore);
   std::vector<Changes> outs(1);  // the loop not entered
   if (frame_.reachable) outs.push_back(std::move(body));
   frame_.arm = outerArm;
@@ -735,6 +874,40 @@ void Interp::execLoop(TSNode n, bool isFor) {
   apply(merged(outs));
   TSNode alt = syntax::field(n, "alternative");
   if (!ts_node_is_null(alt)) execBlock(syntax::field(alt, "body"));
+}
+
+void Interp::widenLoopTests(const Changes& body, size_t regionsBefore, size_t armsBefore) {
+  // The body ran once, with the values from before the loop; a later pass sees what the body
+  // assigned. A test in the body that read a value the body then replaced may see the new one too.
+  if (body.empty()) return;
+  std::vector<std::pair<const ValueSet*, const std::optional<ValueSet>*>> replaced;
+  for (const auto& [key, now] : body) {
+    auto it = frame_.env.find(key);
+    if (it != frame_.env.end() && !it->second.empty()) replaced.emplace_back(&it->second, &now);
+  }
+  auto widen = [&](ValueSet& vs) {
+    if (vs.empty()) return;
+    for (const auto& [old, now] : replaced) {
+      bool read = std::any_of(old->begin(), old->end(),
+                              [&](ObjId v) { return std::binary_search(vs.begin(), vs.end(), v); });
+      if (!read) continue;
+      if (!*now || (*now)->empty()) {  // unbound or unknown after the body
+        vs.clear();
+        return;
+      }
+      addValues(vs, **now);
+    }
+  };
+  for (size_t i = regionsBefore; i < st_.regions.size(); ++i) {
+    Region& r = st_.regions[i];
+    if (r.kind != "truth") continue;
+    widen(r.subject);
+    for (Term& t : r.terms) {
+      widen(t.left);
+      widen(t.right);
+    }
+  }
+  for (size_t i = armsBefore; i < st_.arms.size(); ++i) widen(st_.arms[i].test);
 }
 
 void Interp::execTry(TSNode n) {
@@ -1133,20 +1306,29 @@ ValueSet Interp::eval(TSNode n) {
     case Kind::string:
     case Kind::concatenated_string: {
       std::string value;
+      // Read exactly: no interpolation, no escape, no prefix that changes the value (f, b, r).
+      bool exact = true;
       std::function<void(TSNode)> collect = [&](TSNode s) {
-        for (TSNode c : syntax::namedChildren(s)) {
-          if (kindOf(c) == Kind::string_content) value += text(c);
-          else if (kindOf(c) == Kind::string) collect(c);
+        uint32_t count = ts_node_child_count(s);
+        for (uint32_t i = 0; i < count; ++i) {
+          TSNode c = ts_node_child(s, i);
+          std::string_view type = ts_node_type(c);
+          if (kindOf(c) == Kind::string_content) {
+            std::string t = text(c);
+            if (t.find('\\') != std::string::npos) exact = false;
+            value += t;
+          } else if (kindOf(c) == Kind::string) {
+            collect(c);
+          } else if (type == "interpolation") {
+            exact = false;
+          } else if (type == "string_start") {
+            for (char ch : text(c))
+              if (ch != '"' && ch != '\'' && ch != 'u' && ch != 'U') exact = false;
+          }
         }
       };
       collect(n);
-      auto it = st_.memo().literals.find("s:" + value);
-      if (it != st_.memo().literals.end()) return {it->second};
-      ObjId id = newObject(ObjKind::Literal, value, originOf(n));
-      st_.memo().literals["s:" + value] = id;
-      // A string spelled like a constant (`"False"`, `"0"`, `""`) is told apart from it.
-      if (truthOfConstant(value).has_value() || value.empty()) st_.obj(id).setTag("str", "1");
-      return {id};
+      return {stringConstant(value, exact, originOf(n))};
     }
     case Kind::integer:
     case Kind::float_:
@@ -1270,7 +1452,14 @@ std::vector<ValueSet> Interp::bindArgs(const FunctionDef& def, const CallSite& s
   // whose contents are unknown may pass it.
   if (!site.splat)
     for (size_t i = 0; i < bound.size() && i < def.defaults.size(); ++i)
-      if (!passed[i] && !def.defaults[i].empty()) bound[i] = {constant(def.defaults[i])};
+      if (!passed[i] && !def.defaults[i].empty()) {
+        const std::string& d = def.defaults[i];
+        // A string default is kept with its quotes (ModuleIndex): `"fsdp"`.
+        if (d.size() >= 2 && (d[0] == '"' || d[0] == '\''))
+          bound[i] = {stringConstant(d.substr(1, d.size() - 2), true, Origin{mod_.fileId(), {}, via_})};
+        else
+          bound[i] = {constant(d)};
+      }
   return bound;
 }
 
@@ -1811,6 +2000,10 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     if (r.begin < 0 || static_cast<size_t>(r.end) > pointMap.size() || r.begin >= r.end) continue;
     Region copy = r;
     copy.subject = mapSet(r.subject);
+    for (Term& t : copy.terms) {
+      t.left = mapSet(t.left);
+      t.right = mapSet(t.right);
+    }
     copy.begin = pointMap[static_cast<size_t>(r.begin)];
     copy.end = pointMap[static_cast<size_t>(r.end - 1)] + 1;
     st_.regions.push_back(std::move(copy));

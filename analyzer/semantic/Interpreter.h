@@ -93,6 +93,8 @@ class Interp {
   ObjId ref(const std::string& qualname);
   // The constant `True`, `False`, `None` or a number, as written (one object per store).
   ObjId constant(const std::string& value);
+  // The literal for a string with this value (`exact`: read exactly, see Store::equalityOf).
+  ObjId stringConstant(const std::string& value, bool exact, const Origin& origin);
   void domainEvent(std::string kind, ObjId target, const Origin& origin,
                    std::map<std::string, std::string, std::less<>> attrs = {}, std::vector<ValueSet> args = {});
   // The literal text when `vs` is exactly one literal ("True", "2", "fsdp"), else empty.
@@ -136,9 +138,18 @@ class Interp {
   std::vector<ValueSet> bindArgs(const FunctionDef& def, const CallSite& site, ObjId self);
   // Regions for the tests a condition establishes (isinstance / hasattr, directly or
   // through a name bound to one; `not`, `and`, `or` followed), `negated` for its false arm.
-  void guardsOf(TSNode cond, bool negated, std::vector<Region>& out);
+  // `conditions`: also "truth" regions for comparisons and disjunctions (addCondition).
+  void guardsOf(TSNode cond, bool negated, std::vector<Region>& out, bool conditions = true);
+  static constexpr size_t kConditionsPerArm = 16;
   // A "truth" region for `if flag:` (see Region) when the flag is a constant, a parameter or a global.
   void addTruthTest(TSNode cond, bool negated, std::vector<Region>& out);
+  // A "truth" region whose condition is more than one flag (Region::terms): a comparison
+  // (`mode == "a"`, `x is None`, `x in ("a", "b")`) or a combination that is not a conjunction
+  // (`a or b`, `not (a and b)`), when some part of it reads a constant, a parameter or a global.
+  void addCondition(TSNode cond, bool negated, std::vector<Region>& out);
+  // Appends the terms of `n` to `terms` and returns the index of its own; `bindable` is set when a
+  // part reads a constant, a parameter or a global.
+  int conditionTerm(TSNode n, std::vector<Term>& terms, bool& bindable, int depth);
   void addTest(const std::string& kind, const ValueSet& subject, const ValueSet& what, bool negated,
                std::vector<Region>& out);
   // Ends `regions` (their begin already set) at the current point and stores the non-empty ones.
@@ -159,6 +170,10 @@ class Interp {
   void setVar(const std::string& key, std::optional<ValueSet> value);
   void beginArm();
   Changes endArm();
+  // After a loop body ran (once): the "truth" regions and arm tests made in it (from index
+  // regionsBefore / armsBefore on) that read a value the body replaced (`body`) may also see the
+  // replacement, on a later pass; one the body unbinds becomes unknown.
+  void widenLoopTests(const Changes& body, size_t regionsBefore, size_t armsBefore);
   // The environment where `arms` (the changes of the arms that reach the join) meet, as changes
   // to the current one: each changed key gets the union of its values over the arms (an arm that
   // did not change it contributes the current value); unbound where no arm binds it.

@@ -108,20 +108,173 @@ std::optional<bool> Store::truthOf(ObjId o) const {
   if (o == kNoObj) return std::nullopt;
   const Obj& ob = obj(o);
   if (ob.kind != ObjKind::Literal) return std::nullopt;
+  // A string whose value is not read exactly (an f-string, bytes, escapes) is non-empty when what
+  // was read of it is.
+  if (ob.hasTag("inexact")) return ob.name.empty() ? std::nullopt : std::optional<bool>(true);
   if (ob.hasTag("str")) return !ob.name.empty();
   if (auto t = truthOfConstant(ob.name)) return t;
   return true;  // any other string literal is non-empty
 }
 
+namespace {
+// What kind of constant a literal object is: 's' a string read exactly, 'i' a decimal integer,
+// 'b' True/False, 'n' None, 0 anything else (a float, hex, an inexact string).
+char constantKind(const Obj& o) {
+  if (o.kind != ObjKind::Literal || o.hasTag("inexact")) return 0;
+  if (o.hasTag("str")) return 's';
+  if (o.name == "True" || o.name == "False") return 'b';
+  if (o.name == "None") return 'n';
+  if (truthOfConstant(o.name).has_value()) {
+    std::string_view t = o.name;
+    bool negative = !t.empty() && t[0] == '-';
+    if (negative) t.remove_prefix(1);
+    if (t.empty() || (t.size() > 1 && t[0] == '0') || (negative && t == "0")) return 0;  // -0 == 0
+    for (char c : t)
+      if (!std::isdigit(static_cast<unsigned char>(c))) return 0;
+    return 'i';
+  }
+  return 's';  // a string not spelled like a constant
+}
+}  // namespace
+
+std::optional<bool> Store::equalityOf(ObjId a, ObjId b) const {
+  if (a == kNoObj || b == kNoObj) return std::nullopt;
+  const Obj& x = obj(a);
+  const Obj& y = obj(b);
+  char kx = constantKind(x), ky = constantKind(y);
+  if (!kx || !ky) return std::nullopt;
+  if (kx == ky) return x.name == y.name;
+  // True == 1 in Python: a bool and an integer are not told apart here.
+  if ((kx == 'b' && ky == 'i') || (kx == 'i' && ky == 'b')) return std::nullopt;
+  return false;  // a string, a number and None are never equal to one another
+}
+
+std::optional<bool> Store::isNone(ObjId o) const {
+  if (o == kNoObj) return std::nullopt;
+  const Obj& ob = obj(o);
+  switch (ob.kind) {
+    case ObjKind::Literal:
+      if (ob.hasTag("str") || ob.hasTag("inexact")) return false;
+      return ob.name == "None";
+    case ObjKind::Container:
+    case ObjKind::Function:
+    case ObjKind::Class: return false;
+    case ObjKind::Instance: {
+      if (ob.cls) return false;
+      // A call of a name spelled like a class (`torch.optim.AdamW(...)`) makes an object.
+      std::string_view n = ob.name;
+      size_t dot = n.rfind('.');
+      if (dot != std::string_view::npos) n.remove_prefix(dot + 1);
+      bool camel = n.size() > 1 && std::isupper(static_cast<unsigned char>(n[0])) &&
+                   std::any_of(n.begin(), n.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)); });
+      if (camel) return false;
+      return std::nullopt;
+    }
+    default: return std::nullopt;
+  }
+}
+
+namespace {
+// Three-valued logic over a region's terms: a part that is not known stays unknown, and `and` is
+// false when any operand is, `or` true when any is.
+std::optional<bool> termValue(const Store& st, const std::vector<Term>& terms, int i, int depth) {
+  if (i < 0 || static_cast<size_t>(i) >= terms.size() || depth > 64) return std::nullopt;
+  const Term& t = terms[static_cast<size_t>(i)];
+  // The same answer for every value of each side, or none.
+  auto overPairs = [&](auto&& decide) -> std::optional<bool> {
+    if (t.left.empty() || t.right.empty()) return std::nullopt;
+    std::optional<bool> out;
+    for (ObjId a : t.left)
+      for (ObjId b : t.right) {
+        auto v = decide(a, b);
+        if (!v || (out && *out != *v)) return std::nullopt;
+        out = v;
+      }
+    return out;
+  };
+  auto negate = [](std::optional<bool> v) { return v ? std::optional<bool>(!*v) : std::nullopt; };
+  switch (t.op) {
+    case Term::Op::Unknown: return std::nullopt;
+    case Term::Op::Truth: {
+      if (t.left.empty()) return std::nullopt;
+      std::optional<bool> out;
+      for (ObjId v : t.left) {
+        auto x = st.truthOf(v);
+        if (!x || (out && *out != *x)) return std::nullopt;
+        out = x;
+      }
+      return out;
+    }
+    case Term::Op::Eq:
+    case Term::Op::NotEq: {
+      auto v = overPairs([&](ObjId a, ObjId b) { return st.equalityOf(a, b); });
+      return t.op == Term::Op::Eq ? v : negate(v);
+    }
+    case Term::Op::Is:
+    case Term::Op::IsNot: {
+      // Only `x is None` is read: identity of anything else is not known.
+      auto v = overPairs([&](ObjId a, ObjId b) -> std::optional<bool> {
+        auto an = st.isNone(a), bn = st.isNone(b);
+        if (an && bn && *an && *bn) return true;
+        if ((an && bn) && (*an != *bn)) return false;
+        return std::nullopt;
+      });
+      return t.op == Term::Op::Is ? v : negate(v);
+    }
+    case Term::Op::In:
+    case Term::Op::NotIn: {
+      auto v = overPairs([&](ObjId a, ObjId c) -> std::optional<bool> {
+        const Obj& co = st.obj(c);
+        if (co.kind != ObjKind::Container || co.containerKind == 'd' || (co.containerKind != 't' && !t.display))
+          return std::nullopt;
+        bool any = false;
+        for (const ValueSet& e : co.elements()) {
+          if (e.size() != 1) return std::nullopt;
+          auto eq = st.equalityOf(a, e.front());
+          if (!eq) return std::nullopt;
+          any = any || *eq;
+        }
+        return any;
+      });
+      return t.op == Term::Op::In ? v : negate(v);
+    }
+    case Term::Op::Not:
+      return t.operands.size() == 1 ? negate(termValue(st, terms, t.operands[0], depth + 1)) : std::nullopt;
+    case Term::Op::And:
+    case Term::Op::Or: {
+      bool isAnd = t.op == Term::Op::And;
+      bool unknown = t.operands.empty();
+      for (int k : t.operands) {
+        auto v = termValue(st, terms, k, depth + 1);
+        if (!v) unknown = true;
+        else if (*v != isAnd) return !isAnd;  // a false operand of `and`, a true one of `or`
+      }
+      return unknown ? std::nullopt : std::optional<bool>(isAnd);
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<bool> Store::conditionOf(const Region& r) const {
+  if (r.kind != "truth") return std::nullopt;
+  if (!r.terms.empty()) return termValue(*this, r.terms, 0, 0);
+  if (r.subject.empty()) return std::nullopt;
+  std::optional<bool> out;
+  for (ObjId v : r.subject) {
+    auto t = truthOf(v);
+    if (!t || (out && *out != *t)) return std::nullopt;
+    out = t;
+  }
+  return out;
+}
+
 bool Store::neverRuns(PointId p) const {
   if (p == kNoPoint || regions.empty()) return false;
   for (const Region& r : regions) {
-    if (r.kind != "truth" || !r.covers(p) || r.subject.empty()) continue;
-    bool dead = std::all_of(r.subject.begin(), r.subject.end(), [&](ObjId v) {
-      auto t = truthOf(v);
-      return t.has_value() && *t == r.negated;
-    });
-    if (dead) return true;
+    if (r.kind != "truth" || !r.covers(p)) continue;
+    auto v = conditionOf(r);
+    if (v && *v == r.negated) return true;
   }
   return false;
 }
@@ -131,10 +284,16 @@ std::vector<std::string> Store::conditionsAt(PointId p) const {
   if (p == kNoPoint) return out;
   for (const Region& r : regions) {
     if (r.kind != "truth" || !r.covers(p) || r.names.empty()) continue;
-    bool known = !r.subject.empty() && std::all_of(r.subject.begin(), r.subject.end(),
-                                                   [&](ObjId v) { return truthOf(v).has_value(); });
+    // Known: a plain flag whose every value is a constant (true on some paths, false on others is
+    // no condition a message could name); a condition whose value is known.
+    bool known = r.terms.empty() ? !r.subject.empty() && std::all_of(r.subject.begin(), r.subject.end(),
+                                                                     [&](ObjId v) { return truthOf(v).has_value(); })
+                                 : conditionOf(r).has_value();
     if (known) continue;
-    std::string c = (r.negated ? "not `" : "`") + r.names.front() + "`";
+    // A plain flag is true or false; a comparison or combination reads as written.
+    std::string c = "`" + r.names.front() + "`";
+    if (r.terms.empty()) c += r.negated ? " is false" : " is true";
+    else if (r.negated) c += " is false";
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(std::move(c));
   }
   return out;

@@ -210,6 +210,18 @@ struct Point {
   int arm = -1;
 };
 
+// One part of a "truth" region's condition that is more than a plain flag (Region::terms): a flag
+// (Truth: `left` are its values), a comparison of `left` with `right` (`==`, `!=`, `is`, `is not`,
+// `in`, `not in`; for `in`, `right` are the containers), or `not`/`and`/`or` of other terms. Unknown
+// stands for any part that is never known (a call, `a < b`).
+struct Term {
+  enum class Op : uint8_t { Unknown, Truth, Eq, NotEq, Is, IsNot, In, NotIn, Not, And, Or };
+  Op op = Op::Unknown;
+  bool display = false;  // In/NotIn: `right` was written as a tuple, list or set display
+  ValueSet left, right;
+  std::vector<int> operands;  // Not/And/Or: indexes into Region::terms
+};
+
 // A stretch of code that runs under a known condition: the arm of an
 // `if isinstance(x, C)` / `if hasattr(x, "a")` (or under a name bound to such a
 // test), the rest of a block after `if not <test>: return`, or the body of a
@@ -221,12 +233,15 @@ struct Point {
 // A "truth" region is the arm of `if flag:` / `if self.flag:` (or, negated, its `else`), where the
 // flag is a constant, a parameter or a module global: a call site may bind it to a constant
 // (`flag=False` by default), and then the region's code never runs (Store::neverRuns). Its one name
-// is the condition as written.
+// is the condition as written. A condition that is more than one flag (`mode == "fsdp2"`,
+// `a or b`, `x is None`, `not (a and b)`) keeps its parts in `terms` (terms[0] is the whole
+// condition); `subject` is then every object its parts read.
 struct Region {
   std::string kind;                // "isinstance", "hasattr", "with", "iteration" or "truth"
   ValueSet subject;                // the object tested (empty for "with")
   std::vector<std::string> names;  // class qualified names / the attribute / the context manager's callee
   bool negated = false;            // the code runs when the test is false
+  std::vector<Term> terms;         // "truth" only: empty for a plain flag
   PointId begin = 0;
   PointId end = 0;
   bool covers(PointId p) const { return p >= begin && p < end; }
@@ -271,14 +286,26 @@ class Store {
   std::vector<const Region*> regionsAt(PointId p) const;
   // True when every path that runs `a` runs `b` later, within a's enclosing arms up to b's.
   bool armChainPrefix(PointId outer, PointId inner) const;
-  // True when the code at `p` never runs: it is in a "truth" region whose flag is a constant of
-  // the other truth value on every path (`if flag:` with `flag` bound to False at the call site).
+  // True when the code at `p` never runs: it is in a "truth" region whose condition is known to
+  // have the other truth value on every path (`if flag:` with `flag` bound to False at the call
+  // site, `if mode == "a":` with `mode` bound to "b", `if x is None:` with `x` bound to an object).
   bool neverRuns(PointId p) const;
-  // The conditions of the "truth" regions around `p` whose flag is not known here, as
-  // written ("`ignore_head`", "not `cfg.fsdp`"), outermost first.
+  // The conditions of the "truth" regions around `p` that are not known here, as clauses naming
+  // the condition as written ("`ignore_head` is true", "`cfg.fsdp` is false",
+  // "`mode == "fsdp2"`", "`a or b` is false"), outermost first.
   std::vector<std::string> conditionsAt(PointId p) const;
+  // The truth value of a "truth" region's condition (not counting `negated`) when it is the same on
+  // every path, or none.
+  std::optional<bool> conditionOf(const Region& r) const;
   // The truth value of a constant object (True, 0, "", a non-empty string), or none.
   std::optional<bool> truthOf(ObjId o) const;
+  // Whether objects `a` and `b` are equal (`==`) when both are constants whose equality is known
+  // (strings without escapes, decimal integers, True/False, None), or none.
+  std::optional<bool> equalityOf(ObjId a, ObjId b) const;
+  // Whether `o` is None: true for the constant None; false for another constant, a display, a
+  // function or class, or an object made by calling a class (defined in the analysed code, or a
+  // name spelled like one: `AdamW(...)`); none otherwise.
+  std::optional<bool> isNone(ObjId o) const;
 
   // Lineage queries.
   bool derivesFrom(ObjId o, ObjId ancestor) const;  // o == ancestor or o is derived from it

@@ -187,6 +187,16 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
               vk == Kind::float_) {
             f->defaults.resize(f->params.size());
             f->defaults.back() = std::string(syntax::textOf(value, src));
+          } else if (vk == Kind::string) {
+            // A plain one-line string (`"fsdp"`): no prefix, interpolation, escape or inner quote.
+            std::string_view t = syntax::textOf(value, src);
+            bool plain = t.size() >= 2 && (t[0] == '"' || t[0] == '\'') && t.back() == t[0] &&
+                         t.find('\\') == std::string_view::npos && t.find('\n') == std::string_view::npos &&
+                         t.substr(1, t.size() - 2).find(t[0]) == std::string_view::npos;
+            if (plain) {
+              f->defaults.resize(f->params.size());
+              f->defaults.back() = std::string(t);
+            }
           }
         } else if (pk == Kind::typed_parameter) {
           TSNode id = ts_node_named_child(p, 0);

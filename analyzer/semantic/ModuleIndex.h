@@ -26,7 +26,7 @@ struct FunctionDef {
   std::string qualname;
   std::vector<std::string> params;  // positional-or-keyword names, `self` included for methods
   // Per parameter: its default when that is a constant a call site can bind (`True`, `False`,
-  // `None`, a number), else empty.
+  // `None`, a number, a plain string kept with its quotes: `"fsdp"`), else empty.
   std::vector<std::string> defaults;
   const ClassDef* cls = nullptr;
   bool isStatic = false;

@@ -76,7 +76,13 @@ void compact(Summary& s) {
     for (const auto& a : e.args) markSet(a);
     for (const auto& kv : e.kwargs) markSet(kv.second);
   }
-  for (const Region& r : st.regions) markSet(r.subject);
+  for (const Region& r : st.regions) {
+    markSet(r.subject);
+    for (const Term& t : r.terms) {
+      markSet(t.left);
+      markSet(t.right);
+    }
+  }
   for (const Arm& a : st.arms) markSet(a.test);
   for (size_t i = 0; i < n; ++i) {
     const Obj& o = st.objects[i];
@@ -133,7 +139,13 @@ void compact(Summary& s) {
     for (auto& a : e.args) set(a);
     for (auto& kv : e.kwargs) set(kv.second);
   }
-  for (Region& r : st.regions) set(r.subject);
+  for (Region& r : st.regions) {
+    set(r.subject);
+    for (Term& t : r.terms) {
+      set(t.left);
+      set(t.right);
+    }
+  }
   for (Arm& a : st.arms) set(a.test);
   for (ObjId& p : s.params) p = id(p);
   set(s.returns);

@@ -764,8 +764,7 @@ std::string onlyWhen(const Store& st, std::initializer_list<semantic::PointId> p
   std::string out = "only when ";
   for (size_t i = 0; i < conds.size(); ++i) {
     if (i) out += " and ";
-    bool no = conds[i].rfind("not ", 0) == 0;
-    out += (no ? conds[i].substr(4) + " is false" : conds[i] + " is true");
+    out += conds[i];
   }
   return out;
 }
