@@ -89,13 +89,21 @@ class InvalidFsdpValue final : public ConfigRule {
         atBest += d == best;
       }
     bool close = atBest == 1 && best <= std::max<size_t>(2, u.size() / 4);
+    if (!number && !close) {  // a name cut short (`SHARDED_STATE`): the one valid name it begins
+      size_t starts = 0;
+      for (auto n : names)
+        if (u.size() >= 4 && n.substr(0, u.size()) == u) starts++, to = std::string(n);
+      close = starts == 1;
+    }
     std::string valid;
     for (auto n : names) valid += (valid.empty() ? "" : ", ") + std::string(n);
     if (setting.digits > 0) valid += ", or 1-" + std::to_string(setting.digits);
     std::string error(setting.error);
     if (number && setting.digits > 0) error = "accelerate raises `ValueError` (no such enum value)";
     std::string msg = "`" + v.value + "` is not a valid `" + k.value + "` (" + valid + "): " + error;
-    if (s.role == Role::TrainerJson) msg = "`" + v.value + "` is not a valid `" + k.value + "` (" + valid + ")";
+    if (s.role == Role::TrainerJson)
+      msg = "`" + v.value + "` is not a valid `" + k.value + "` (" + valid +
+            "): transformers, or the accelerate plugin it builds from it, rejects it at start-up";
     if (close) msg += "; did you mean `" + to + "`?";
     std::optional<Fix> fix;
     // Unsafe: the run changes from failing (or not wrapping) to the setting named, which should be the

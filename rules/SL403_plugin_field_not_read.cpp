@@ -1,5 +1,6 @@
 // SL403 plugin-field-not-read: an attribute set on, or a keyword passed to, accelerate's
 // FullyShardedDataParallelPlugin that the plugin does not have in the accelerate the project pins.
+#include <map>
 #include <set>
 
 #include "Registry.h"
@@ -44,6 +45,14 @@ class PluginFieldNotRead final : public Rule {
   void finish(RuleContext& cx) override {
     std::set<std::pair<uint32_t, uint32_t>> seen;  // (file, byte) of what was reported
     uint32_t self = cx.analysis().module().fileId();
+    // Each assignment once, from the root that reaches it through the fewest calls (the function that
+    // builds the Accelerator rather than the module code that calls that function).
+    struct Found {
+      semantic::Event event;
+      PluginReleases releases;
+      semantic::Origin context;  // where the plugin's holder was made
+    };
+    std::map<std::pair<uint32_t, uint32_t>, Found> assignments;
     for (const auto& root : cx.analysis().roots()) {
       const semantic::Store& st = *root.store;
       for (const auto& e : st.events) {
@@ -51,7 +60,10 @@ class PluginFieldNotRead final : public Rule {
         if (e.name.rfind("__", 0) == 0 || neverRuns(st, e.point) || expectedToFail(st, e.point)) continue;
         const Obj* holder = evidence(st, e.target);
         if (!holder) continue;
-        checkAttribute(cx, e, *holder, seen);
+        std::pair<uint32_t, uint32_t> key{e.origin.file, e.origin.range.begin};
+        auto it = assignments.find(key);
+        if (it == assignments.end() || e.origin.via.size() < it->second.event.origin.via.size())
+          assignments.insert_or_assign(key, Found{e, releasesFor(*holder), holder->origin});
       }
       for (const auto& o : st.objects) {
         // Keywords of a plugin built in this file (a helper's plugin is checked in the helper's file).
@@ -60,6 +72,7 @@ class PluginFieldNotRead final : public Rule {
         checkKeywords(cx, o, seen);
       }
     }
+    for (const auto& [key, found] : assignments) checkAttribute(cx, found.event, found.releases, found.context, seen);
   }
 
  private:
@@ -109,16 +122,18 @@ class PluginFieldNotRead final : public Rule {
                                     : " in the accelerate the project pins (" + r.pin + ": " + r.describe() + ")";
     const PluginName* p = findPluginName(name);
     if (p && (!fieldsOnly || p->kind == "field")) {
-      std::string releases(p->releasesText);
-      for (size_t i = releases.find(','); i != std::string::npos; i = releases.find(',', i + 2)) releases.insert(i + 1, " ");
-      out += "; only accelerate " + releases + " has it";
+      out += "; only accelerate ";
+      for (char c : p->releasesText) {
+        out += c;
+        if (c == ',') out += ' ';
+      }
+      out += " has it";
     }
     return out;
   }
 
-  void checkAttribute(RuleContext& cx, const semantic::Event& e, const Obj& holder,
-                      std::set<std::pair<uint32_t, uint32_t>>& seen) {
-    PluginReleases r = releasesFor(holder);
+  void checkAttribute(RuleContext& cx, const semantic::Event& e, const PluginReleases& r,
+                      const semantic::Origin& context, std::set<std::pair<uint32_t, uint32_t>>& seen) {
     if (pluginHas(r, e.name, false)) return;
     // The attribute's name: the end of the target expression (`accelerator.state.fsdp_plugin.NAME`).
     semantic::Site site = e.origin.site();
@@ -127,7 +142,9 @@ class PluginFieldNotRead final : public Rule {
         text.compare(site.range.end - e.name.size(), e.name.size(), e.name) != 0)
       return;
     site.range.begin = site.range.end - static_cast<uint32_t>(e.name.size());
-    semantic::Site primary = e.origin.via.empty() ? site : e.origin.primary();
+    // In a helper: the call of the helper in the code that made the plugin (or its Accelerator).
+    semantic::Site primary = e.origin.primaryIn(context);
+    if (primary == e.origin.site()) primary = site;
     if (!seen.insert({primary.file, primary.range.begin}).second) return;
     std::string to = suggestion(r, e.name);
     std::string msg = "`" + e.name + "` is not an attribute of accelerate's `FullyShardedDataParallelPlugin`" +
