@@ -26,8 +26,10 @@ std::unique_ptr<Rule> makeSL307(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL308(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL309(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL310(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL311(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL401(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL402(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL403(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL501(const RuleInfo* info);
 
 }  // namespace shardlint::rules

@@ -409,12 +409,16 @@ bool FsdpCallModel::onCall(CallSite& site) {
     // Where the call ends (a fix adds `use_orig_params=True` there): "file:end", and whether it has arguments.
     obj.setTag("plugin_call", std::to_string(site.origin.file) + ":" + std::to_string(site.origin.range.end));
     obj.setTag("plugin_args", site.args.empty() && site.kwargs.empty() ? "0" : "1");
+    // The accelerate the project declares (SL403 judges the plugin's names with its releases).
+    if (auto pin = facts_.find("requires:accelerate"); pin != facts_.end()) obj.setTag("requires_accelerate", pin->second);
     site.result = {o};
     return true;
   }
   if (q == "accelerate.Accelerator" || q == "accelerate.accelerator.Accelerator") {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
     st.obj(o).setTag("accelerator", "1");
+    if (auto pin = facts_.find("requires:accelerate"); pin != facts_.end())
+      st.obj(o).setTag("requires_accelerate", pin->second);
     auto fact = [&](const char* k) {
       auto it = facts_.find(k);
       return it == facts_.end() ? std::string() : it->second;

@@ -202,4 +202,22 @@ bool pinnedAtLeast(const std::map<std::string, std::string>& facts, const std::v
   return all && any;
 }
 
+std::optional<std::vector<bool>> allowedReleases(const std::map<std::string, std::string>& facts,
+                                                 const std::vector<std::string>& packages,
+                                                 const std::vector<std::string_view>& releases, std::string* pin) {
+  std::vector<bool> allowed(releases.size(), true);
+  bool any = false;
+  eachDeclaration(facts, packages, [&](const std::string& name, std::string_view spec, std::string_view where) {
+    if (!any && pin) *pin = name + std::string(spec) + (where.empty() ? "" : " (" + std::string(where) + ")");
+    any = true;
+    for (size_t i = 0; i < releases.size(); ++i) {
+      std::string next = i + 1 < releases.size() ? std::string(releases[i + 1]) : std::string(releases[i]) + ".1";
+      if (allowsOnlyBelow(spec, releases[i]) || allowsOnlyAtLeast(spec, next)) allowed[i] = false;
+    }
+    return true;
+  });
+  if (!any) return std::nullopt;
+  return allowed;
+}
+
 }  // namespace shardlint::rules::fsdp

@@ -30,4 +30,13 @@ bool allowsOnlyAtLeast(std::string_view spec, std::string_view bound);
 bool pinnedAtLeast(const std::map<std::string, std::string>& facts, const std::vector<std::string>& packages,
                    std::string_view bound);
 
+// Which of `releases` (ascending, "0.25.0") the declarations of `packages` in the facts allow: a release is
+// left out when some declaration caps every allowed version below it, or keeps every allowed version at or
+// above the next release (the next patch after the last release). nullopt when nothing is declared. `pin`
+// receives "NAME SPEC (PATH:LINE)" of the first declaration. Clauses that exclude single versions (`!=`)
+// exclude nothing here.
+std::optional<std::vector<bool>> allowedReleases(const std::map<std::string, std::string>& facts,
+                                                 const std::vector<std::string>& packages,
+                                                 const std::vector<std::string_view>& releases, std::string* pin);
+
 }  // namespace shardlint::rules::fsdp
