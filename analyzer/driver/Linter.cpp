@@ -782,6 +782,7 @@ std::vector<Diagnostic> lintWithOverlays(const RuleCatalog& catalog, LintOptions
 
 std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string text) const {
   std::vector<Diagnostic> out;
+  if (isMarkdownPath(path) && contentProblem(text, options_.maxFileBytes)) return out;  // documentation: not ours
   if (auto problem = contentProblem(text, options_.maxFileBytes)) {
     if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info))
       out.push_back(skippedDiagnostic(*info, path, *problem));
