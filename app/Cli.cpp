@@ -261,12 +261,12 @@ int watchForChanges(const RuleCatalog& catalog, const FileConfig& cfg, const Che
   // The files discovery would lint, and the settings files.
   auto relevant = [](const std::string& name) {
     std::string ext = fs::path(name).extension().string();
-    return ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json" || ext == ".sh" || ext == ".toml" ||
+    return ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json" || ext == ".sh" || ext == ".toml" || ext == ".md" ||
            ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".h" || ext == ".hpp" || ext == ".mk" ||
            name == "Makefile" || name == "makefile" || name == "GNUmakefile";
   };
   while (watcher.waitForChange(relevant)) {
-    DiscoveryResult found = discover(paths);
+    DiscoveryResult found = discover(paths, 0, cfg.markdown.value_or(true));
     dropExcluded(cfg, found.files);
     watchFolders(found.files);  // folders created since
     std::vector<Diagnostic> now;
@@ -380,7 +380,7 @@ int runCheck(const RuleCatalog& catalog, CheckArgs a, probe::Session* probe = nu
   }
   DiscoveryResult found;
   if (fromStdin) found.files = {*a.stdinFilename};
-  else found = discover(paths);
+  else found = discover(paths, 0, cfg.markdown.value_or(true));
   auto discovered = Clock::now();
   for (const auto& missing : found.errors) {
     std::error_code ec;

@@ -1,4 +1,5 @@
-// The fixture runner: every file under fixtures/python is linted with all rules;
+// The fixture runner: every file under fixtures/python, fixtures/config and fixtures/markdown is linted
+// with all rules;
 // every finding must be expected inline and every expectation found.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -21,12 +22,13 @@ namespace {
 
 std::vector<fs::path> fixtureFiles() {
   std::vector<fs::path> out;
-  for (const char* dir : {"python", "config"}) {
+  for (const char* dir : {"python", "config", "markdown"}) {
     fs::path root = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / dir;
     if (!fs::exists(root)) continue;
     for (const auto& e : fs::recursive_directory_iterator(root)) {
       std::string ext = e.path().extension().string();
-      if (ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json" || ext == ".sh") out.push_back(e.path());
+      if (ext == ".py" || ext == ".yaml" || ext == ".yml" || ext == ".json" || ext == ".sh" || ext == ".md")
+        out.push_back(e.path());
     }
   }
   std::sort(out.begin(), out.end());

@@ -21,7 +21,8 @@ FixtureCount fixturesFor(std::string_view code) {
     std::string name = e.path().filename().string();
     std::string ext = e.path().extension().string();
     if (name.rfind(std::string(code) + "_", 0) != 0 ||
-        (ext != ".py" && ext != ".yaml" && ext != ".yml" && ext != ".json" && ext != ".sh" && ext != ".cpp"))
+        (ext != ".py" && ext != ".yaml" && ext != ".yml" && ext != ".json" && ext != ".sh" && ext != ".cpp" &&
+         ext != ".md"))
       continue;
     std::string stem = e.path().stem().string();
     bool ok = stem.size() > 3 && stem.substr(stem.size() - 3) == "_ok";

@@ -69,6 +69,10 @@ FileConfig readTable(const toml::table& table, const fs::path& file) {
       auto n = value.value<int64_t>();
       if (!n || (*n != 1 && *n != 2)) throw std::runtime_error(where + " must be 1 or 2");
       cfg.fsdpVersion = static_cast<int>(*n);
+    } else if (k == "markdown") {
+      auto b = value.value<bool>();
+      if (!b || !value.is_boolean()) throw std::runtime_error(where + " must be true or false");
+      cfg.markdown = *b;
     } else if (k == "jobs") {
       auto n = value.value<int64_t>();
       if (!n || *n < 0 || *n > 1024) throw std::runtime_error(where + " must be an integer from 0 to 1024");
@@ -76,7 +80,7 @@ FileConfig readTable(const toml::table& table, const fs::path& file) {
     } else {
       throw std::runtime_error(file.string() + ":" + std::to_string(key.source().begin.line) + ": unknown key `" + k +
                                "` in shardlint's settings (known: select, extend-select, ignore, per-file-ignores, "
-                               "exclude, severity, roots, accelerate-config, fsdp-version, optimizers, wraps, jobs)");
+                               "exclude, severity, roots, accelerate-config, fsdp-version, optimizers, wraps, markdown, jobs)");
     }
   }
   return cfg;
@@ -183,6 +187,7 @@ std::string describeConfig(const FileConfig& cfg) {
   out += "optimizers = " + list(cfg.optimizers) + "\n";
   out += "wraps = " + list(cfg.wraps) + "\n";
   out += "fsdp-version = " + (cfg.fsdpVersion ? std::to_string(*cfg.fsdpVersion) : std::string("\"unset\"")) + "\n";
+  out += std::string("markdown = ") + (cfg.markdown.value_or(true) ? "true" : "false") + "\n";
   out += "jobs = " + std::to_string(cfg.jobs.value_or(0)) + "  # 0: all cores\n";
   out += "\n[tool.shardlint.per-file-ignores]\n";
   for (const auto& [glob, rules] : cfg.perFileIgnores) out += "\"" + glob + "\" = " + list(rules) + "\n";

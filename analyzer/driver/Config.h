@@ -22,6 +22,7 @@ struct FileConfig {
   std::optional<int> fsdpVersion;              // `fsdp-version`: assumed for accelerate scripts with no evidence
   std::vector<std::string> optimizers;         // extra qualified names that build optimizers (in-house helpers)
   std::vector<std::string> wraps;              // extra qualified names that wrap like `fully_shard`
+  std::optional<bool> markdown;                // `markdown`: directory scans lint Markdown files' config blocks (default true)
 };
 
 // Glob matching for settings: `*` and `?` stay within a path component, `**` crosses

@@ -36,7 +36,7 @@ std::string display(const fs::path& p) {
 
 }  // namespace
 
-DiscoveryResult discover(const std::vector<std::string>& paths, size_t maxEntries) {
+DiscoveryResult discover(const std::vector<std::string>& paths, size_t maxEntries, bool markdown) {
   DiscoveryResult out;
   size_t visited = 0;
   std::set<std::string> files;
@@ -75,7 +75,9 @@ DiscoveryResult discover(const std::vector<std::string>& paths, size_t maxEntrie
       std::string ext = e.path().extension().string();
       std::string base = e.path().filename().string();
       bool launch = ext == ".sh" || base == "Makefile" || base == "makefile" || base == "GNUmakefile";
-      if ((ext == ".py" || ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".yaml" || ext == ".yml" || ext == ".json" || launch) && e.is_regular_file(ec2))
+      if ((ext == ".py" || ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".yaml" || ext == ".yml" ||
+           ext == ".json" || launch || (markdown && ext == ".md")) &&
+          e.is_regular_file(ec2))
         files.insert(display(e.path()));
     }
   }

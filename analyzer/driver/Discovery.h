@@ -15,12 +15,13 @@ struct DiscoveryResult {
 };
 
 // Directories are walked recursively for *.py files and configuration files
-// (*.yaml, *.yml, *.json) and launch scripts (*.sh, Makefile), skipping .git, hidden
+// (*.yaml, *.yml, *.json), launch scripts (*.sh, Makefile) and, when asked, Markdown files, skipping .git, hidden
 // folders, virtual environments, node_modules, __pycache__ and build folders.
 // Files named explicitly are always linted. Symlinks to folders are not followed (no loop,
 // no walk out of the tree); a symlink to a file is linted under its own path; dangling and
 // looping links are ignored.
 // `maxEntries` (0: none) bounds the directory entries visited, for walks the user did not ask for.
-DiscoveryResult discover(const std::vector<std::string>& paths, size_t maxEntries = 0);
+// `markdown`: Markdown files (*.md, for the configs their fenced blocks document) are found too.
+DiscoveryResult discover(const std::vector<std::string>& paths, size_t maxEntries = 0, bool markdown = false);
 
 }  // namespace shardlint

@@ -24,6 +24,7 @@
 #include <system_error>
 
 #include "core/Parallel.h"
+#include "config/Markdown.h"
 #include "driver/CxxLint.h"
 #include "driver/Project.h"
 #include "driver/ResultCache.h"
@@ -421,7 +422,8 @@ void Linter::runConfigRules(ConfigContext& cx) const {
 }
 
 void Linter::checkLaunchSettings(const SourceFile& file, const std::vector<LaunchLink>& links,
-                                 std::vector<Diagnostic>& out) const {
+                                 std::vector<Diagnostic>& out,
+                                 const std::vector<std::pair<std::string, uint32_t>>* directives) const {
   static const Facts noProject;
   std::vector<Diagnostic> found;
   std::vector<std::unique_ptr<Facts>> factStore;
@@ -436,6 +438,8 @@ void Linter::checkLaunchSettings(const SourceFile& file, const std::vector<Launc
   if (found.empty()) return;
   Suppressions sup(&file);
   sup.addHashComments(file);  // shell scripts and Makefiles use `#` comments like YAML
+  if (directives)
+    for (const auto& [comment, offset] : *directives) sup.addComment(comment, offset);
   for (auto& d : found)
     if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
 }
@@ -604,6 +608,127 @@ std::optional<Linter::ConfigDoc> Linter::readConfig(const std::string& path, std
   return doc;
 }
 
+namespace {
+
+bool isMarkdownPath(const std::string& path) { return std::filesystem::path(path).extension() == ".md"; }
+
+// Whether some line of a block reads as a mapping entry (`key: value`, `"key": value`, `- key: value`):
+// the blocks worth parsing as YAML.
+bool looksLikeMapping(const std::vector<std::string_view>& lines) {
+  for (std::string_view l : lines) {
+    size_t i = l.find_first_not_of(" \t");
+    if (i == std::string_view::npos) continue;
+    if (l[i] == '-' && i + 1 < l.size() && l[i + 1] == ' ') i = l.find_first_not_of(" \t", i + 1);
+    if (i == std::string_view::npos) continue;
+    char quote = l[i] == '"' || l[i] == '\'' ? l[i] : 0;
+    if (quote) ++i;
+    size_t start = i;
+    while (i < l.size() && (std::isalnum(static_cast<unsigned char>(l[i])) || l[i] == '_' || l[i] == '-' || l[i] == '.'))
+      ++i;
+    if (i == start || !std::isalpha(static_cast<unsigned char>(l[start])) && l[start] != '_') continue;
+    if (quote && (i >= l.size() || l[i++] != quote)) continue;
+    if (i < l.size() && l[i] == ':' && (i + 1 == l.size() || l[i + 1] == ' ' || l[i + 1] == '\t' || l[i + 1] == '\r'))
+      return true;
+  }
+  return false;
+}
+
+// `<!-- shardlint: disable=SL301 -->` (or `noqa`, `disable-file`, no codes: every rule) on the lines
+// right above a fence: the whole block, as the `#` directive `# shardlint: disable-file=...` in it.
+std::vector<std::pair<std::string, uint32_t>> htmlDirectives(std::string_view text, const std::vector<uint32_t>& starts,
+                                                             uint32_t fenceLine) {
+  std::vector<std::pair<std::string, uint32_t>> out;
+  for (uint32_t l = fenceLine; l-- > 0;) {
+    std::string_view line = config::spanLines(text, starts, {l, l + 1})[0];
+    size_t open = line.find("<!--");
+    size_t close = line.rfind("-->");
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open + 4 ||
+        line.find_first_not_of(" \t") != open)
+      break;
+    std::string_view body = line.substr(open + 4, close - open - 4);
+    size_t b = body.find_first_not_of(" \t");
+    if (b == std::string_view::npos) break;
+    body.remove_prefix(b);
+    std::string low;
+    for (char c : body.substr(0, 10)) low += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (low != "shardlint:") break;
+    std::string_view rest = body.substr(10);
+    size_t w = rest.find_first_not_of(" \t");
+    rest.remove_prefix(w == std::string_view::npos ? rest.size() : w);
+    size_t word = 0;
+    while (word < rest.size() && (std::isalpha(static_cast<unsigned char>(rest[word])) || rest[word] == '-')) ++word;
+    std::string directive(rest.substr(0, word));
+    for (char& c : directive) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (directive != "disable" && directive != "disable-file" && directive != "disable-next-line" && directive != "noqa")
+      break;
+    rest.remove_prefix(word);
+    size_t c = rest.find_first_not_of(" \t=:");
+    std::string codes(c == std::string_view::npos ? std::string_view() : rest.substr(c));
+    while (!codes.empty() && (codes.back() == ' ' || codes.back() == '\t')) codes.pop_back();
+    out.emplace_back("# shardlint: disable-file" + (codes.empty() ? std::string() : "=" + codes),
+                     starts[l] + static_cast<uint32_t>(open));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Linter::ConfigDoc> Linter::readMarkdown(const std::string& path, const std::string& text, LintStats& stats,
+                                                    std::vector<Diagnostic>& out) const {
+  std::vector<ConfigDoc> docs;
+  // Byte pre-scan: a fence and a word the config rules need, else nothing is scanned.
+  if (!config::mayHaveFences(text) || !mentionsConfigWord(text)) {
+    ++stats.filesSkipped;
+    return docs;
+  }
+  std::vector<config::FencedBlock> blocks = config::fencedBlocks(text);
+  std::vector<uint32_t> starts = config::lineStarts(text);
+  bool analysed = false;
+  // One span parsed as YAML: a ConfigDoc when it holds documents.
+  auto tryYaml = [&](config::LineSpan span, const std::vector<std::pair<std::string, uint32_t>>& directives) {
+    ConfigDoc doc;
+    doc.file = std::make_unique<SourceFile>(path, config::spanView(text, starts, span, true));
+    try {
+      doc.docs = config::parseYaml(*doc.file);
+    } catch (const config::YamlError&) {
+      return false;  // a partial or shell block: documentation, not a config
+    }
+    if (std::none_of(doc.docs.begin(), doc.docs.end(), [](const config::YNode& n) { return n.isMap(); })) return false;
+    doc.directives = directives;
+    docs.push_back(std::move(doc));
+    analysed = true;
+    return true;
+  };
+  for (const auto& b : blocks) {
+    if (b.content.first >= b.content.end) continue;
+    std::vector<std::string_view> lines = config::spanLines(text, starts, b.content);
+    uint32_t from = starts[b.content.first];
+    uint32_t to = b.content.end < starts.size() ? starts[b.content.end] : static_cast<uint32_t>(text.size());
+    if (!mentionsConfigWord(std::string_view(text).substr(from, to - from))) continue;
+    auto directives = htmlDirectives(text, starts, b.fenceLine);
+    if (looksLikeMapping(lines) && tryYaml(b.content, directives)) continue;
+    // Not a config itself: the configs a shell block writes (here-documents), and its launch commands.
+    if (b.language == "python" || b.language == "py" || b.language == "yaml" || b.language == "yml" ||
+        b.language == "json")
+      continue;
+    for (const auto& body : config::hereDocuments(text, starts, b.content))
+      if (looksLikeMapping(config::spanLines(text, starts, body))) tryYaml(body, directives);
+    if (catalog_.launchLinks) {
+      SourceFile view(path, config::spanView(text, starts, b.content, true));
+      std::vector<LaunchLink> links = catalog_.launchLinks(view);
+      if (!links.empty()) {
+        analysed = true;
+        size_t before = out.size();
+        checkLaunchSettings(view, links, out, &directives);
+        for (size_t i = before; i < out.size(); ++i) out[i].fix.reset();  // no fixes in documentation
+      }
+    }
+  }
+  if (analysed) ++stats.filesAnalysed, stats.filesParsed += docs.size();
+  else ++stats.filesSkipped;
+  return docs;
+}
+
 void Linter::checkConfig(ConfigDoc& doc, std::vector<Diagnostic>& out, const Facts* project) const {
   if (!doc.docs.empty()) {
     ConfigContext cx(*doc.file, doc.docs, doc.found, project);
@@ -611,8 +736,12 @@ void Linter::checkConfig(ConfigDoc& doc, std::vector<Diagnostic>& out, const Fac
   }
   Suppressions sup(doc.file.get());
   sup.addHashComments(*doc.file);
-  for (auto& d : doc.found)
+  for (const auto& [comment, offset] : doc.directives) sup.addComment(comment, offset);
+  bool markdown = isMarkdownPath(doc.file->path);
+  for (auto& d : doc.found) {
+    if (markdown) d.fix.reset();  // fixes edit configuration files, not the documentation showing one
     if (!sup.suppresses(d, catalog_)) out.push_back(std::move(d));
+  }
   for (auto& d : sup.problems(catalog_, options_.selection, options_.reportUnusedNoqa)) out.push_back(std::move(d));
 }
 
@@ -653,6 +782,7 @@ std::vector<Diagnostic> lintWithOverlays(const RuleCatalog& catalog, LintOptions
 
 std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string text) const {
   std::vector<Diagnostic> out;
+  if (isMarkdownPath(path) && contentProblem(text, options_.maxFileBytes)) return out;  // documentation: not ours
   if (auto problem = contentProblem(text, options_.maxFileBytes)) {
     if (const RuleInfo* info = catalog_.find("SL002"); info && options_.selection.enabled(*info))
       out.push_back(skippedDiagnostic(*info, path, *problem));
@@ -669,6 +799,15 @@ std::vector<Diagnostic> Linter::lintText(const std::string& path, std::string te
     one.overlays[absolutePathKey(path)] = std::move(text);
     LintStats ignored;
     lintCxx(catalog_, one, {path}, out, ignored);
+    finalizeDiagnostics(out);
+    return out;
+  }
+  if (isMarkdownPath(path)) {
+    LintStats ignored;
+    Facts noProject;
+    std::vector<std::unique_ptr<Facts>> factStore;
+    for (auto& doc : readMarkdown(path, text, ignored, out))
+      checkConfig(doc, out, withRequirements(path, &noProject, factStore));
     finalizeDiagnostics(out);
     return out;
   }
@@ -775,9 +914,10 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   };
 
   // Configuration files take their own, simpler path; launch scripts are only read for links.
-  std::vector<std::string> pyPaths, launchPaths, configPaths, cxxPaths;
+  std::vector<std::string> pyPaths, launchPaths, configPaths, cxxPaths, markdownPaths;
   for (const auto& p : paths) {
     if (isConfigPath(p)) configPaths.push_back(p);
+    else if (isMarkdownPath(p)) markdownPaths.push_back(p);
     else if (isCxxPath(p)) cxxPaths.push_back(p);
     else if (isLaunchPath(p)) launchPaths.push_back(p);
     else pyPaths.push_back(p);
@@ -799,6 +939,19 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       continue;
     }
     if (!f.empty()) configFacts[absolutePathKey(p)] = std::move(f);
+  }
+  // Markdown files: the configs their fenced blocks document, checked like configuration files (they
+  // configure no script).
+  for (const auto& p : markdownPaths) {
+    ReadResult r = readSource(p, options_);
+    ++stats.filesRead;
+    if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
+    stats.bytesRead += r.text.size();
+    try {
+      for (auto& doc : readMarkdown(p, r.text, stats, all)) configDocs.push_back(std::move(doc));
+    } catch (const std::exception& e) {
+      if (reportSkips) all.push_back(skippedDiagnostic(*sl002, p, stoppedWhy(e)));
+    }
   }
   ProjectIndex index(options_.roots);
   index.addFiles(pyPaths);

@@ -168,7 +168,17 @@ class Linter {
     std::unique_ptr<SourceFile> file;
     std::vector<config::YNode> docs;
     std::vector<Diagnostic> found;  // SL001
+    // Suppression directives written outside the text's comments (a Markdown block's HTML comment),
+    // as `#` comments at a byte offset.
+    std::vector<std::pair<std::string, uint32_t>> directives;
   };
+  // The configuration blocks of a Markdown file (config/Markdown.h): fenced code blocks, and shell
+  // here-documents in them, that mention a word the config rules need and parse as YAML, each parsed on
+  // a view of the file (its locations are the file's). Never SL001: a block that does not parse is
+  // documentation, not a config. The settings of `accelerate launch` commands in the other blocks are
+  // checked into `out`.
+  std::vector<ConfigDoc> readMarkdown(const std::string& path, const std::string& text, LintStats& stats,
+                                      std::vector<Diagnostic>& out) const;
   // Reads and parses a configuration file when it mentions a word the config rules need;
   // its facts (if it configures the scripts) go to `facts`.
   std::optional<ConfigDoc> readConfig(const std::string& path, std::string text, LintStats& stats,
@@ -184,7 +194,8 @@ class Linter {
   void runConfigRules(ConfigContext& cx) const;
   // Checks the settings written on a launch script's commands like a config's.
   void checkLaunchSettings(const SourceFile& file, const std::vector<LaunchLink>& links,
-                           std::vector<Diagnostic>& out) const;
+                           std::vector<Diagnostic>& out,
+                           const std::vector<std::pair<std::string, uint32_t>>* directives = nullptr) const;
   // Which facts apply to which Python file (absolute path), from configs and launch scripts.
   // Findings about the launch commands' own settings go to `diagnostics`.
   // `projects`: per project folder of a linted Python file, the launch scripts and configuration files
