@@ -33,9 +33,16 @@ class OptimizerBeforeWrap final : public Rule {
     if (api == "fully_shard")
       return "`fully_shard` replaces every parameter with a new sharded DTensor parameter, so the optimizer keeps "
              "stepping the old full-size tensors, which never receive gradients: training silently does nothing";
-    if (api == "fsdp1")
-      return "FSDP1 without `use_orig_params=True` flattens the parameters into a FlatParameter, so the optimizer "
-             "keeps stale tensors that never receive gradients: training silently does nothing";
+    if (api == "fsdp1") {
+      // `use_orig_params=args.use_orig_params`: the value the project's own default gives it.
+      std::string from = wrap.attr("orig_params_as").empty()
+                             ? std::string()
+                             : " (`use_orig_params=" + oneLine(wrap.attr("orig_params_as")) +
+                                   "` is False unless a caller or the command line sets it)";
+      return "FSDP1 without `use_orig_params=True`" + from +
+             " flattens the parameters into a FlatParameter, so the optimizer keeps stale tensors that never receive "
+             "gradients: training silently does nothing";
+    }
     if (api == "accelerate")
       return "accelerate FSDP1 with `use_orig_params=False` wraps the model without re-pointing the optimizer, so it "
              "keeps stale tensors: training silently does nothing";

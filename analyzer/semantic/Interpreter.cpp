@@ -1453,14 +1453,110 @@ std::vector<ValueSet> Interp::bindArgs(const FunctionDef& def, const CallSite& s
   if (!site.splat)
     for (size_t i = 0; i < bound.size() && i < def.defaults.size(); ++i)
       if (!passed[i] && !def.defaults[i].empty()) {
-        const std::string& d = def.defaults[i];
-        // A string default is kept with its quotes (ModuleIndex): `"fsdp"`.
-        if (d.size() >= 2 && (d[0] == '"' || d[0] == '\''))
-          bound[i] = {stringConstant(d.substr(1, d.size() - 2), true, Origin{mod_.fileId(), {}, via_})};
-        else
-          bound[i] = {constant(d)};
+        bound[i] = {defaultConstant(def.defaults[i])};
       }
   return bound;
+}
+
+void Interp::needsCallerValue(const ValueSet& vs) {
+  if (!summary_) return;
+  for (ObjId v : vs) {
+    ObjKind rk = st_.obj(st_.rootOf(v)).kind;
+    if (rk == ObjKind::Arg || rk == ObjKind::Global) summary_->contextDependent = true;
+  }
+}
+
+ObjId Interp::defaultConstant(const std::string& d) {
+  // A string default is kept with its quotes (ModuleIndex): `"fsdp"`.
+  if (d.size() >= 2 && (d[0] == '"' || d[0] == '\''))
+    return stringConstant(d.substr(1, d.size() - 2), true, Origin{mod_.fileId(), {}, via_});
+  return constant(d);
+}
+
+void Interp::bindDataclassFields(const ClassDef& cls, const CallSite& site, ObjId inst) {
+  // The generated __init__: positional arguments in field order, keywords by name, else the default.
+  if (site.splat) return;  // what a `**kwargs` passes is unknown
+  for (size_t i = 0; i < cls.fields.size(); ++i) {
+    const auto& [name, d] = cls.fields[i];
+    std::optional<ValueSet> v;
+    if (i < site.args.size()) v = site.args[i];
+    for (const auto& [k, kv] : site.kwargs)
+      if (k == name) v = kv;
+    if (!v && !d.empty()) v = ValueSet{defaultConstant(d)};
+    if (v) setVar(envKeyFor(inst, name), *v);
+  }
+}
+
+bool Interp::argparseCall(ObjId parser, const std::string& method, const CallSite& site, ValueSet& result) {
+  // `argparse.ArgumentParser`: `add_argument` records an option's default (`default=`, or the
+  // `store_true` / `store_false` action's), and `parse_args()` gives an object whose attributes hold
+  // them: the configuration a run without that option on its command line gets.
+  if (method == "add_argument_group" || method == "add_mutually_exclusive_group") {
+    addValue(result, parser);
+    return true;
+  }
+  if (method == "add_argument") {
+    std::string dest;
+    for (const ValueSet& a : site.args) {
+      auto flag = literal(a);
+      if (!flag || flag->empty()) continue;
+      std::string f = *flag;
+      if (f.rfind("--", 0) == 0) {
+        dest = f.substr(2);
+        break;
+      }
+      if (dest.empty()) dest = f[0] == '-' ? f.substr(1) : f;
+    }
+    std::optional<ValueSet> value;
+    for (const auto& [k, v] : site.kwargs) {
+      if (k == "dest") {
+        if (auto d = literal(v)) dest = *d;
+      } else if (k == "default") {
+        value = v;
+      } else if (k == "action" && !value) {
+        auto act = literal(v);
+        if (act && *act == "store_true") value = ValueSet{constant("False")};
+        else if (act && *act == "store_false") value = ValueSet{constant("True")};
+      }
+    }
+    std::replace(dest.begin(), dest.end(), '-', '_');
+    if (dest.empty() || !value) return true;
+    // The command line may set it: a constant a rule may read as the default configuration, never one
+    // that decides which code runs (Store::truthOf, equalityOf and isNone do not read it).
+    ValueSet marked;
+    for (ObjId v : *value) {
+      if (st_.obj(v).kind != ObjKind::Literal) {
+        addValue(marked, v);
+        continue;
+      }
+      std::string name = st_.obj(v).name;
+      auto tags = st_.obj(v).tags();  // copied: newObject may move the objects
+      ObjId d = newObject(ObjKind::Literal, name, site.origin);
+      for (const auto& [k, t] : tags) st_.obj(d).setTag(k, t);
+      st_.obj(d).setTag("option_default", "1");
+      addValue(marked, d);
+    }
+    value = std::move(marked);
+    st_.obj(parser).more().keys.push_back(dest);
+    st_.obj(parser).more().elements.push_back(*value);
+    return true;
+  }
+  if (method == "parse_args" || method == "parse_known_args") {
+    ObjId args = newObject(ObjKind::Instance, "argparse.Namespace", site.origin);
+    const Obj& po = st_.obj(parser);
+    for (size_t i = 0; i < po.keys().size() && i < po.elements().size(); ++i)
+      setVar(envKeyFor(args, po.keys()[i]), po.elements()[i]);
+    if (method == "parse_known_args") {
+      ObjId pair = newObject(ObjKind::Container, "", site.origin);
+      st_.obj(pair).containerKind = 't';
+      st_.obj(pair).more().elements = {ValueSet{args}, ValueSet{}};
+      addValue(result, pair);
+    } else {
+      addValue(result, args);
+    }
+    return true;
+  }
+  return false;
 }
 
 ValueSet Interp::evalCall(TSNode call) {
@@ -1571,6 +1667,8 @@ ValueSet Interp::evalCall(TSNode call) {
           continue;
         }
       }
+      if (ro.kind == ObjKind::Instance && ro.name == "argparse.ArgumentParser" && argparseCall(r, method, site, result))
+        continue;
       const ClassDef* cls = ro.kind == ObjKind::Instance ? ro.cls : nullptr;
       const FunctionDef* m = cls ? cls->findMethod(method) : nullptr;
       if (m) {
@@ -1721,6 +1819,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       site.result = {inst};
       ses_.model().onCall(site);
       if (const FunctionDef* init = co.cls->findMethod("__init__")) callFunction(*init, bindArgs(*init, site, inst), site.origin);
+      else if (co.cls->dataclass) bindDataclassFields(*co.cls, site, inst);
       return {inst};
     }
     default: {

@@ -99,6 +99,10 @@ class Interp {
                    std::map<std::string, std::string, std::less<>> attrs = {}, std::vector<ValueSet> args = {});
   // The literal text when `vs` is exactly one literal ("True", "2", "fsdp"), else empty.
   std::optional<std::string> literal(const ValueSet& vs) const;
+  // A call model needs the value of `vs` and it is not known here: when it comes from the function's
+  // parameters or module globals, the function's summary depends on its callers (they may bind them to
+  // constants: defaults, dataclass fields, argparse defaults), so it is interpreted at each call site.
+  void needsCallerValue(const ValueSet& vs);
 
   void execBlock(TSNode block);
   void execStatement(TSNode stmt);
@@ -136,6 +140,12 @@ class Interp {
   std::string subscriptEdge(TSNode sub);
   std::string envKeyFor(ObjId obj, std::string_view attr) const;
   std::vector<ValueSet> bindArgs(const FunctionDef& def, const CallSite& site, ObjId self);
+  // The object a constant default stands for (FunctionDef::defaults, ClassDef::fields).
+  ObjId defaultConstant(const std::string& text);
+  // A dataclass's generated __init__ (ClassDef::fields) on `inst`.
+  void bindDataclassFields(const ClassDef& cls, const CallSite& site, ObjId inst);
+  // A method of an `argparse.ArgumentParser`; false when it is none the engine reads.
+  bool argparseCall(ObjId parser, const std::string& method, const CallSite& site, ValueSet& result);
   // Regions for the tests a condition establishes (isinstance / hasattr, directly or
   // through a name bound to one; `not`, `and`, `or` followed), `negated` for its false arm.
   // `conditions`: also "truth" regions for comparisons and disjunctions (addCondition).

@@ -107,7 +107,7 @@ std::optional<bool> truthOfConstant(std::string_view t) {
 std::optional<bool> Store::truthOf(ObjId o) const {
   if (o == kNoObj) return std::nullopt;
   const Obj& ob = obj(o);
-  if (ob.kind != ObjKind::Literal) return std::nullopt;
+  if (ob.kind != ObjKind::Literal || ob.hasTag("option_default")) return std::nullopt;
   // A string whose value is not read exactly (an f-string, bytes, escapes) is non-empty when what
   // was read of it is.
   if (ob.hasTag("inexact")) return ob.name.empty() ? std::nullopt : std::optional<bool>(true);
@@ -120,7 +120,7 @@ namespace {
 // What kind of constant a literal object is: 's' a string read exactly, 'i' a decimal integer,
 // 'b' True/False, 'n' None, 0 anything else (a float, hex, an inexact string).
 char constantKind(const Obj& o) {
-  if (o.kind != ObjKind::Literal || o.hasTag("inexact")) return 0;
+  if (o.kind != ObjKind::Literal || o.hasTag("inexact") || o.hasTag("option_default")) return 0;
   if (o.hasTag("str")) return 's';
   if (o.name == "True" || o.name == "False") return 'b';
   if (o.name == "None") return 'n';
@@ -154,6 +154,7 @@ std::optional<bool> Store::isNone(ObjId o) const {
   const Obj& ob = obj(o);
   switch (ob.kind) {
     case ObjKind::Literal:
+      if (ob.hasTag("option_default")) return std::nullopt;  // the command line may set it
       if (ob.hasTag("str") || ob.hasTag("inexact")) return false;
       return ob.name == "None";
     case ObjKind::Container:

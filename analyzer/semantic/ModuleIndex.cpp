@@ -12,6 +12,21 @@ using syntax::PyKinds;
 namespace {
 Kind kindOf(TSNode n) { return PyKinds::instance().kind(n); }
 
+
+// The default a call site can bind when `value` is a constant (`True`, `False`, `None`, a number, a plain
+// one-line string kept with its quotes: `"fsdp"`), else empty.
+std::string constantDefault(TSNode value, std::string_view src) {
+  Kind vk = ts_node_is_null(value) ? Kind::comment : kindOf(value);
+  if (vk == Kind::true_ || vk == Kind::false_ || vk == Kind::none || vk == Kind::integer || vk == Kind::float_)
+    return std::string(syntax::textOf(value, src));
+  if (vk != Kind::string) return {};
+  // A plain one-line string: no prefix, interpolation, escape or inner quote.
+  std::string_view t = syntax::textOf(value, src);
+  bool plain = t.size() >= 2 && (t[0] == '"' || t[0] == '\'') && t.back() == t[0] &&
+               t.find('\\') == std::string_view::npos && t.find('\n') == std::string_view::npos &&
+               t.substr(1, t.size() - 2).find(t[0]) == std::string_view::npos;
+  return plain ? std::string(t) : std::string();
+}
 }  // namespace
 
 // ---------------------------------------------------------------- ClassDef
@@ -181,22 +196,10 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
         if (pk == Kind::identifier) f->params.emplace_back(syntax::textOf(p, src));
         else if (pk == Kind::default_parameter || pk == Kind::typed_default_parameter) {
           f->params.emplace_back(syntax::textOf(syntax::field(p, "name"), src));
-          TSNode value = syntax::field(p, "value");
-          Kind vk = ts_node_is_null(value) ? Kind::comment : kindOf(value);
-          if (vk == Kind::true_ || vk == Kind::false_ || vk == Kind::none || vk == Kind::integer ||
-              vk == Kind::float_) {
+          std::string d = constantDefault(syntax::field(p, "value"), src);
+          if (!d.empty()) {
             f->defaults.resize(f->params.size());
-            f->defaults.back() = std::string(syntax::textOf(value, src));
-          } else if (vk == Kind::string) {
-            // A plain one-line string (`"fsdp"`): no prefix, interpolation, escape or inner quote.
-            std::string_view t = syntax::textOf(value, src);
-            bool plain = t.size() >= 2 && (t[0] == '"' || t[0] == '\'') && t.back() == t[0] &&
-                         t.find('\\') == std::string_view::npos && t.find('\n') == std::string_view::npos &&
-                         t.substr(1, t.size() - 2).find(t[0]) == std::string_view::npos;
-            if (plain) {
-              f->defaults.resize(f->params.size());
-              f->defaults.back() = std::string(t);
-            }
+            f->defaults.back() = std::move(d);
           }
         } else if (pk == Kind::typed_parameter) {
           TSNode id = ts_node_named_child(p, 0);
@@ -234,6 +237,21 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
           }
         }
       }
+      // A dataclass: its annotated class attributes are the fields its generated __init__ takes.
+      TSNode parent = ts_node_parent(def);
+      if (!ts_node_is_null(parent) && kindOf(parent) == Kind::decorated_definition)
+        for (TSNode d : syntax::namedChildren(parent))
+          if (kindOf(d) == Kind::decorator && syntax::textOf(d, src).find("dataclass") != std::string_view::npos)
+            raw->dataclass = true;
+      if (raw->dataclass)
+        for (TSNode stmt : syntax::namedChildren(syntax::field(def, "body"))) {
+          if (kindOf(stmt) != Kind::expression_statement || ts_node_named_child_count(stmt) != 1) continue;
+          TSNode as = ts_node_named_child(stmt, 0);
+          if (kindOf(as) != Kind::assignment || ts_node_is_null(syntax::field(as, "type"))) continue;
+          TSNode left = syntax::field(as, "left");
+          if (kindOf(left) != Kind::identifier) continue;
+          raw->fields.emplace_back(std::string(syntax::textOf(left, src)), constantDefault(syntax::field(as, "right"), src));
+        }
       descend(syntax::field(def, "body"), raw, raw->qualname, false);
     } else if (k == Kind::import_statement || k == Kind::import_from_statement) {
       if (topLevel) collectImport(st, imports_);

@@ -42,6 +42,10 @@ struct ClassDef {
   std::vector<std::string> bases;  // resolved qualified names of the bases
   std::vector<const ClassDef*> localBases;
   std::map<std::string, const FunctionDef*, std::less<>> methods;
+  // A `@dataclass`: its fields in order (annotated class attributes), each with its default when that is
+  // a constant a call site can bind (as FunctionDef::defaults), else empty.
+  bool dataclass = false;
+  std::vector<std::pair<std::string, std::string>> fields;
   const FunctionDef* findMethod(std::string_view name) const;
   // Qualified names of all bases, transitively through local classes.
   std::vector<std::string> allBases() const;

@@ -379,6 +379,19 @@ bool FsdpCallModel::onCall(CallSite& site) {
     if (fsdp1) {
       const ValueSet* orig = site.kwarg("use_orig_params");
       auto lit = literalOf(st, orig);
+      if (orig && !lit) site.in.needsCallerValue(*orig);  // a caller may bind it (a config's default)
+      // Not written as a constant but bound to one (an argparse or dataclass default, a parameter's
+      // default): the message names the expression as written and its value.
+      if (orig && lit)
+        for (size_t i = 0; i < site.kwargs.size() && i < site.kwargOrigins.size(); ++i) {
+          const semantic::Origin& at = site.kwargOrigins[i];
+          std::string_view src = site.in.file().text;
+          if (site.kwargs[i].first != "use_orig_params" || at.file != site.origin.file || at.range.end > src.size() ||
+              at.range.begin >= at.range.end)
+            continue;
+          std::string written(src.substr(at.range.begin, at.range.end - at.range.begin));
+          if (written != *lit) attrs["orig_params_as"] = written;
+        }
       attrs["replaces"] = !orig ? "1" : lit == std::optional<std::string>("True") ? "0"
                                      : lit == std::optional<std::string>("False") ? "1" : "?";
       if (site.kwarg("auto_wrap_policy")) attrs["auto_wrap"] = "1";
