@@ -117,8 +117,9 @@ bool optimizerByUseCandidate(const Store& st, ObjId id) {
   for (const auto& [k, v] : o.tags())
     if (k != "optimizer_use") return false;  // something the model already knows (a scheduler, a wrapper...)
   std::string_view q = o.name;
+  // accelerate's `DummyOptim` is a placeholder DeepSpeed replaces by the optimizer of its config.
   if (startsWith(q, "torch.") || startsWith(q, "builtins.") || q.find('.') == std::string_view::npos ||
-      averagingName(lastComponent(q)))
+      averagingName(lastComponent(q)) || startsWith(lastComponent(q), "Dummy"))
     return false;
   return holdsParameters(st, o.inputs()[0]);
 }
