@@ -60,6 +60,103 @@ std::string calleeText(const CallSite& site) {
   return std::string(call.substr(0, paren));
 }
 
+// ------------------------------------------------- optimizers recognised by use
+// An object made by a call the analysis cannot see into (an unknown class or function: `Prodigy(...)`,
+// `FancyOpt(...)` from an unresolved module), whose first argument holds a module's parameters
+// (`m.parameters()`, `m.named_parameters()`, param-group dicts, a list of them), is an optimizer once
+// the code uses it as one: handed to an LR scheduler, to `accelerator.prepare` / Fabric's `setup`
+// alongside other objects, or to `Trainer(optimizers=(opt, sched))` (each enough alone); or both
+// stepped (`opt.step()`, `scaler.step(opt)`) and zeroed (`opt.zero_grad()`) or passed as
+// `optimizer=` (two signals needed: an EMA or SWA helper is built from parameters and stepped too).
+// Helpers named as averages (ema, swa, average, polyak) never are.
+enum OptUse : unsigned { kStepped = 1, kZeroed = 2, kOptimizerKw = 4 };
+
+bool averagingName(std::string_view text) {
+  // The words of the identifiers in `text`: split at non-letters and at camel-case boundaries
+  // (`EMAModel` -> EMA, Model; `model_ema` -> model, ema).
+  std::vector<std::string> words(1);
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (!std::isalpha(c)) {
+      words.emplace_back();
+      continue;
+    }
+    bool upper = std::isupper(c);
+    bool prevLower = i > 0 && std::islower(static_cast<unsigned char>(text[i - 1]));
+    bool nextLower = i + 1 < text.size() && std::islower(static_cast<unsigned char>(text[i + 1]));
+    bool prevUpper = i > 0 && std::isupper(static_cast<unsigned char>(text[i - 1]));
+    if (upper && (prevLower || (prevUpper && nextLower))) words.emplace_back();
+    words.back().push_back(static_cast<char>(std::tolower(c)));
+  }
+  for (const auto& w : words)
+    if (w == "ema" || w == "emas" || w == "swa" || w.find("averag") != std::string::npos ||
+        w.find("polyak") != std::string::npos)
+      return true;
+  return false;
+}
+
+// Does a constructor argument hold a module's parameters?
+bool holdsParameters(const Store& st, const ValueSet& arg) {
+  for (ObjId id : paramSources(st, arg)) {
+    if (st.obj(id).hasTag("free_param")) return true;
+    Lineage l = lineageOf(st, id);
+    if (l.root == kNoObj) continue;
+    for (const auto& e : l.edges) {
+      std::string_view n = edgeName(e);
+      if (n == ".parameters()" || n == ".named_parameters()") return true;
+    }
+  }
+  return false;
+}
+
+// An object that may turn out to be an optimizer by its use (see above).
+bool optimizerByUseCandidate(const Store& st, ObjId id) {
+  const Obj& o = st.obj(id);
+  if (o.kind != ObjKind::Instance || o.cls || o.hasTag("optimizer") || o.name.empty() || o.inputs().empty())
+    return false;
+  for (const auto& [k, v] : o.tags())
+    if (k != "optimizer_use") return false;  // something the model already knows (a scheduler, a wrapper...)
+  std::string_view q = o.name;
+  // accelerate's `DummyOptim` is a placeholder DeepSpeed replaces by the optimizer of its config.
+  if (startsWith(q, "torch.") || startsWith(q, "builtins.") || q.find('.') == std::string_view::npos ||
+      averagingName(lastComponent(q)) || startsWith(lastComponent(q), "Dummy"))
+    return false;
+  return holdsParameters(st, o.inputs()[0]);
+}
+
+void promoteOptimizer(Store& st, ObjId id) {
+  Obj& o = st.obj(id);
+  ValueSet params = o.inputs()[0];
+  std::vector<semantic::Origin> origins;
+  if (!o.inputOrigins().empty()) origins.push_back(o.inputOrigins()[0]);
+  else origins.push_back(o.origin);
+  o.setTag("optimizer", std::string(lastComponent(o.name)));
+  o.setInputs({params}, origins);
+}
+
+// A use of `ids` as an optimizer: `strong` promotes a candidate at once; otherwise the signal is
+// recorded and two different ones promote it. `text` is how the use is written (`ema.step`), whose
+// averaging name rules it out.
+void noteOptimizerUse(Store& st, const ValueSet& ids, unsigned signal, bool strong, std::string_view text = {}) {
+  if (averagingName(text)) return;
+  for (ObjId id : ids) {
+    if (!optimizerByUseCandidate(st, id)) continue;
+    if (strong) {
+      promoteOptimizer(st, id);
+      continue;
+    }
+    unsigned seen = 0;
+    std::string_view tag = st.obj(id).tag("optimizer_use");
+    if (!tag.empty()) seen = static_cast<unsigned>(std::stoul(std::string(tag)));
+    seen |= signal;
+    if (seen == signal) {
+      st.obj(id).setTag("optimizer_use", std::to_string(seen));
+      continue;
+    }
+    promoteOptimizer(st, id);
+  }
+}
+
 bool handlePrepare(CallSite& site, const Obj& acc) {
   Store& st = site.in.store();
   std::string fsdp(acc.tag("fsdp"));
@@ -69,6 +166,8 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
   std::vector<ValueSet> results;
   std::vector<ObjId> optimizersSeen;
   std::string call = calleeText(site);
+  if (site.args.size() >= 2)  // an object built from parameters prepared with others is the optimizer
+    for (const ValueSet& arg : site.args) noteOptimizerUse(st, arg, 0, true);
   for (const ValueSet& arg : site.args) {
     if (fsdp.empty() || anyTagged(st, arg, "optimizer") || anyTagged(st, arg, "dataloader") ||
         anyTagged(st, arg, "scheduler")) {
@@ -141,6 +240,8 @@ bool handleFabric(CallSite& site, const Obj& fabric, const std::map<std::string,
         site.in.domainEvent("wrap", m, site.origin,
                             {{"api", "fabric"}, {"fsdp_version", "1"}, {"replaces", replaces}, {"call", call},
                              {"why", why}});
+    if (site.method == "setup")
+      for (size_t i = 1; i < site.args.size(); ++i) noteOptimizerUse(site.in.store(), site.args[i], 0, true);
     if (fsdp && site.method == "setup")
       for (size_t i = 1; i < site.args.size(); ++i)
         for (ObjId o : site.args[i])
@@ -178,10 +279,14 @@ void markMethodOptimizer(semantic::Interp& in, ObjId id) {
 void noteOptimizerUses(CallSite& site) {
   Store& st = site.in.store();
   for (const auto& [k, v] : site.kwargs)
-    if (k == "optimizer")
+    if (k == "optimizer") {
       for (ObjId id : v) markMethodOptimizer(site.in, id);
-  if (site.method == "step" && !site.args.empty())
+      noteOptimizerUse(st, v, kOptimizerKw, false);
+    }
+  if (site.method == "step" && !site.args.empty()) {
     for (ObjId id : site.args[0]) markMethodOptimizer(site.in, id);
+    noteOptimizerUse(st, site.args[0], kStepped, false);  // `scaler.step(opt)`
+  }
   ValueSet opts, others;
   auto sort = [&](const ValueSet& vs) {
     for (ObjId id : vs) {
@@ -201,6 +306,8 @@ void noteOptimizerUses(CallSite& site) {
 
 bool isOptimizerQualname(std::string_view q) {
   std::string_view last = lastComponent(q);
+  if (last == "_AdamW" && (startsWith(q, "torchao.optim.") || startsWith(q, "torchao.prototype.low_bit_optim.")))
+    return true;  // torchao's plain AdamW with its options (bf16 stochastic rounding)
   if (last.empty() || !std::isupper(static_cast<unsigned char>(last[0]))) return false;
   if (startsWith(q, "torch.optim.lr_scheduler") || startsWith(q, "torch.optim.swa_utils")) return false;
   if (last == "Optimizer" || last == "LRScheduler") return false;
@@ -210,7 +317,20 @@ bool isOptimizerQualname(std::string_view q) {
     return true;
   if (q == "transformers.AdamW" || q == "transformers.Adafactor" || q == "transformers.optimization.AdamW" ||
       q == "transformers.optimization.Adafactor" || q == "lion_pytorch.Lion" ||
-      q == "torch.distributed.optim.ZeroRedundancyOptimizer")
+      q == "lion_pytorch.lion_pytorch.Lion" || q == "torch.distributed.optim.ZeroRedundancyOptimizer")
+    return true;
+  // Third-party optimizer packages, by their import paths: DeepSpeed's CPU / fused ops (FusedAdam,
+  // DeepSpeedCPUAdam, FusedLamb, FusedLion, DeepSpeedCPULion, DeepSpeedCPUAdagrad), torchdistx's
+  // AnyPrecisionAdamW, Prodigy, Muon (Muon, MuonWithAuxAdam, SingleDeviceMuon...), torchao's low-bit
+  // optimizers (AdamW8bit, AdamW4bit, AdamWFp8, _AdamW, CPUOffloadOptimizer; also under their
+  // prototype path), schedule-free optimizers (AdamWScheduleFree, SGDScheduleFree, RAdamScheduleFree;
+  // not ScheduleFreeWrapper, which wraps an optimizer).
+  if (startsWith(q, "deepspeed.ops.lamb.") || startsWith(q, "deepspeed.ops.lion.") ||
+      startsWith(q, "deepspeed.ops.adagrad.") || startsWith(q, "torchdistx.optimizers.") || startsWith(q, "prodigyopt.") ||
+      startsWith(q, "muon.") || startsWith(q, "torchao.optim.") || startsWith(q, "torchao.prototype.low_bit_optim."))
+    return true;
+  if (startsWith(q, "schedulefree.") && last.find("ScheduleFree") != std::string_view::npos &&
+      last.find("Wrapper") == std::string_view::npos)
     return true;
   return false;
 }
@@ -218,7 +338,10 @@ bool isOptimizerQualname(std::string_view q) {
 std::vector<std::vector<std::string_view>> optimizerAndWrapTokens() {
   // Optimizers come from modules named *optim* (torch.optim, bitsandbytes.optim, apex.optimizers,
   // timm.optim, torch_optimizer), from transformers (AdamW, Adafactor), Lion, or subclasses of Optimizer.
-  return {{"optim", "AdamW", "Adafactor", "Lion", "Optimizer"},
+  // Optimizers recognised by use (built from parameters, then stepped and zeroed, or handed to a
+  // scheduler) are called `step` and `zero_grad`, or given to a scheduler.
+  return {{"optim", "AdamW", "Adafactor", "Lion", "Optimizer", "Prodigy", "Muon", "ScheduleFree", "zero_grad",
+           "schedule"},
           {"fsdp", "FSDP", "fully_shard", "FullyShardedDataParallel", "Fabric"}};
 }
 
@@ -278,6 +401,8 @@ bool FsdpCallModel::onCall(CallSite& site) {
     }
     if (m == "zero_grad" || (m == "step" && recv.name.find("optim") != std::string::npos))
       markMethodOptimizer(site.in, site.receiver);
+    if (m == "step" || m == "zero_grad")
+      noteOptimizerUse(st, {site.receiver}, m == "step" ? kStepped : kZeroed, false, calleeText(site));
     if (m != "zero_grad" && m != "__call__") noteOptimizerUses(site);
     return false;
   }
@@ -513,13 +638,20 @@ bool FsdpCallModel::onCall(CallSite& site) {
     site.result = {o};
     return true;
   }
-  if (startsWith(q, "torch.optim.lr_scheduler") ||
+  if (startsWith(q, "torch.optim.lr_scheduler") || q == "torch.optim.swa_utils.SWALR" ||
+      (startsWith(q, "diffusers.") && q.find("get_scheduler") != std::string::npos) ||
       (startsWith(q, "transformers.") && q.find("schedule") != std::string::npos)) {
+    if (const ValueSet* opt = site.arg(0, "optimizer")) noteOptimizerUse(st, *opt, 0, true);
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
     st.obj(o).setTag("scheduler", "1");
     site.result = {o};
     return true;
   }
+  if ((startsWith(q, "transformers.") || startsWith(q, "trl.")) && endsWith(q, "Trainer"))
+    if (const ValueSet* pair = site.kwarg("optimizers"))  // Trainer(optimizers=(opt, sched))
+      for (ObjId c : *pair)
+        if (st.obj(c).kind == ObjKind::Container && !st.obj(c).elements().empty())
+          noteOptimizerUse(st, st.obj(c).elements()[0], 0, true);
   noteOptimizerUses(site);
   return false;
 }
@@ -620,7 +752,8 @@ static Lineage lineageImpl(const Store& st, ObjId o, int depth, bool lookThrough
     // `copy.deepcopy(model)` / `copy.copy(model)` are new objects: sharding the copy
     // leaves the original (and an optimizer of it) alone.
     bool copies = r.name == "copy.deepcopy" || r.name == "copy.copy";
-    if (r.kind == ObjKind::Instance && r.tags().empty() && !r.cls && !fn.empty() && !copies &&
+    bool untagged = r.tags().empty() || (r.tags().size() == 1 && r.hasTag("optimizer_use"));
+    if (r.kind == ObjKind::Instance && untagged && !r.cls && !fn.empty() && !copies &&
         std::islower(static_cast<unsigned char>(fn[0])) && !r.inputs().empty() && r.inputs()[0].size() == 1 &&
         isBareObject(st, r.inputs()[0][0]))
       return through("._orig_mod", ".module");
