@@ -40,7 +40,7 @@ DEFAULT_MUTATIONS = HERE / "mutations.json"
 # Codes that must not be reported on a correct original (the ordering rules and accelerate's FSDP1 one).
 ORDER_CODES = ("SL101", "SL102", "SL103", "SL402")
 FIELDS_REQUIRED = ("repo", "path", "commit", "wrap_api", "optimizer", "wrap", "expected", "note")
-FIELDS_OPTIONAL = ("optimizer_line", "wrap_line", "statements", "rewrite")
+FIELDS_OPTIONAL = ("optimizer_line", "wrap_line", "statements", "rewrite", "setting")
 
 
 class MutationError(Exception):
@@ -61,6 +61,7 @@ class Entry:
     wrap_line: int | None = None
     statements: int = 1
     rewrite: list[str] | None = None
+    setting: list[str] | None = None
 
 
 def load_mutations(path: Path) -> list[Entry]:
@@ -86,9 +87,10 @@ def load_mutations(path: Path) -> list[Entry]:
             raise check.EcosystemError(f"{where}: commit must be 40 lowercase hex digits")
         if not check.CODE_RE.match(str(item["expected"])):
             raise check.EcosystemError(f"{where}: expected must be a code like SL101")
-        rw = item.get("rewrite")
-        if rw is not None and not (isinstance(rw, list) and len(rw) == 2 and all(isinstance(s, str) for s in rw)):
-            raise check.EcosystemError(f"{where}: rewrite must be [old, new]")
+        for key in ("rewrite", "setting"):
+            rw = item.get(key)
+            if rw is not None and not (isinstance(rw, list) and len(rw) == 2 and all(isinstance(s, str) for s in rw)):
+                raise check.EcosystemError(f"{where}: {key} must be [old, new]")
         out.append(Entry(**item))
     return out
 
@@ -233,7 +235,12 @@ def run_entry(e: Entry, cache: Path, shardlint: Path, timeout: float | None, kee
         return Result(e, "error", detail=f"{record} names {record.read_text().strip()}, the entry {e.commit}")
     src = checkout / e.path
     try:
-        source = src.read_text(encoding="utf-8")
+        pristine = source = src.read_text(encoding="utf-8")
+        if e.setting:  # a configuration under which the mutant is a bug; applied to the original too
+            old, new = e.setting
+            if source.count(old) != 1:
+                raise MutationError(f"setting: {old!r} occurs {source.count(old)} times, not once")
+            source = source.replace(old, new)
         mutant, move = mutate(source, e)
     except (OSError, MutationError) as err:
         return Result(e, "error", detail=str(err))
@@ -244,6 +251,9 @@ def run_entry(e: Entry, cache: Path, shardlint: Path, timeout: float | None, kee
         original = [f for f in lint(shardlint, root, e.path, timeout) if f.get("code") in ORDER_CODES]
         target = root / e.path
         target.unlink()  # a hard link to the cached file: unlink, never write through it
+        if source != pristine:  # the original under the entry's setting must be clean too
+            target.write_text(source, encoding="utf-8")
+            original += [f for f in lint(shardlint, root, e.path, timeout) if f.get("code") in ORDER_CODES]
         target.write_text(mutant, encoding="utf-8")
         found = [f for f in lint(shardlint, root, e.path, timeout) if f.get("code") in ORDER_CODES]
         if keep is not None:
