@@ -785,6 +785,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Lint pinned checkouts of public repositories with shardlint and compare the findings "
         "with the committed triage. Exit 0: every finding is triaged true; 1: a false or untriaged finding, "
         "or a repository that could not be linted; 2: bad input.",
+        epilog="Recall: ecosystem/mutate.py --cache DIR [--shardlint BIN] is the mutation check (moves the optimizer "
+        "above the FSDP wrap in real scripts listed in ecosystem/mutations.json and requires SL101).",
     )
     p.add_argument("--cache", type=Path, default=None,
                    help=f"folder of checkouts, CACHE/NAME/ (default: ${CACHE_ENV}, else {DEFAULT_CACHE})")
