@@ -128,6 +128,33 @@ void FileAnalysis::run() {
     }
     frame.arm = -1;
   }
+  // Classes whose constructor nothing here runs (instantiated in another file, through a registry, by
+  // Hydra): `__init__` runs on a fresh instance of the class, in its own arm, its other parameters
+  // unknown, so the methods it calls on `self` and the base-class `__init__` it reaches through
+  // `super()` run in its order. No other method runs after it: nothing here says in which order they do.
+  for (const auto& c : module_.classes()) {
+    auto own = c->methods.find("__init__");
+    if (own == c->methods.end()) continue;
+    const FunctionDef* init = own->second;
+    if (init->nested || init->isStatic || init->params.empty() || session_.called(init) || driven.count(init))
+      continue;
+    const Summary* s = session_.summary(init);
+    if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
+    frame.arm = in.openArm(construct, index++, false);
+    frame.reachable = true;
+    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
+    ObjId self = in.newObject(ObjKind::Instance, c->qualname, origin);
+    moduleStore_.obj(self).cls = c.get();
+    std::vector<ValueSet> args{{self}};
+    for (size_t i = 1; i < init->params.size(); ++i) {
+      ObjId id = in.newObject(ObjKind::Arg, init->params[i], origin);
+      moduleStore_.obj(id).argIndex = static_cast<int>(i);
+      args.push_back({id});
+    }
+    in.analyzeInPlace(*init, args);
+    driven.insert(init);
+    frame.arm = -1;
+  }
   for (const auto& f : module_.functions()) {
     if (f->nested || session_.called(f.get()) || driven.count(f.get())) continue;
     if (auto w = worthInPlace.find(f.get()); w != worthInPlace.end()) {
@@ -1670,7 +1697,7 @@ ValueSet Interp::evalCall(TSNode call) {
       if (ro.kind == ObjKind::Instance && ro.name == "argparse.ArgumentParser" && argparseCall(r, method, site, result))
         continue;
       const ClassDef* cls = ro.kind == ObjKind::Instance ? ro.cls : nullptr;
-      const FunctionDef* m = cls ? cls->findMethod(method) : nullptr;
+      const FunctionDef* m = cls ? methodOf(*cls, method) : nullptr;
       if (m) {
         addValues(result, callFunction(*m, bindArgs(*m, site, r), site.origin));
         continue;
@@ -1708,6 +1735,19 @@ ValueSet Interp::evalCall(TSNode call) {
   return result;
 }
 
+const FunctionDef* Interp::methodOf(const ClassDef& cls, std::string_view method, int depth) {
+  if (const FunctionDef* f = cls.findMethod(method)) return f;
+  if (depth >= 8 || !ses_.provider() || !cls.owner) return nullptr;
+  // A base another module of the project defines (its own bases in turn).
+  for (const std::string& q : cls.allBases()) {
+    if (ses_.opaque(q)) continue;
+    const ClassDef* base = ses_.provider()->resolve(q, *cls.owner).cls;
+    if (!base || base == &cls) continue;
+    if (const FunctionDef* f = methodOf(*base, method, depth + 1)) return f;
+  }
+  return nullptr;
+}
+
 // `super().method(...)` in a method of a class defined in the project: the first
 // base class (in the project) that defines `method` runs, bound to the same `self`.
 bool Interp::superCall(TSNode object, const std::string& method, CallSite& site, ValueSet& result) {
@@ -1718,8 +1758,14 @@ bool Interp::superCall(TSNode object, const std::string& method, CallSite& site,
   if (!def || !def->cls || def->isStatic || def->params.empty() || def->owner != &mod_) return false;
   ValueSet self = lookupName(def->params[0]);
   if (self.empty()) return false;
-  for (const ClassDef* base : def->cls->localBases) {
-    const FunctionDef* m = base->findMethod(method);
+  // The bases in their order: those of this module, else those another module of the project defines.
+  for (const std::string& q : def->cls->bases) {
+    const ClassDef* base = nullptr;
+    for (const ClassDef* b : def->cls->localBases)
+      if (b->qualname == q) base = b;
+    if (!base && ses_.provider() && !ses_.opaque(q)) base = ses_.provider()->resolve(q, mod_).cls;
+    if (!base || base == def->cls) continue;
+    const FunctionDef* m = methodOf(*base, method);
     if (!m) continue;
     for (ObjId r : self) addValues(result, callFunction(*m, bindArgs(*m, site, r), site.origin));
     return true;

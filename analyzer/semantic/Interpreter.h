@@ -128,6 +128,9 @@ class Interp {
   ValueSet evalCall(TSNode call);
   ValueSet callValue(ObjId callee, CallSite& site, TSNode node);
   ValueSet evalComprehension(TSNode n);
+  // The method `method` of `cls`: its own, a base's in this module, else a base's another module of the
+  // project defines (resolved through the module provider, at most a few bases deep).
+  const FunctionDef* methodOf(const ClassDef& cls, std::string_view method, int depth = 0);
   bool superCall(TSNode object, const std::string& method, CallSite& site, ValueSet& result);
   void execIf(TSNode n);
   void execLoop(TSNode n, bool isFor);
