@@ -1001,6 +1001,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // One answer per file: the project's files that import a linted file (and those that import them)
   // are analysed too, for the findings their flow makes in linted files (a class's file whose methods
   // a driver script calls in a telling order). Only files the run does not lint; bounded.
+  unsigned jobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::unique_ptr<ImportScanCache> ownScans;
   ImportScanCache& scans = persistent ? persistent->importScans() : *(ownScans = std::make_unique<ImportScanCache>());
   std::map<std::string, std::string> lintedSpelling;  // absolute key -> the path as linted
@@ -1008,8 +1009,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   {
     std::vector<std::string> candidates;
     for (const auto& [dir, pf] : projects) candidates.insert(candidates.end(), pf.python.begin(), pf.python.end());
-    unsigned searchJobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
-    ImportersFound importers = findImporters(index, pyPaths, candidates, options_, scans, searchJobs);
+    ImportersFound importers = findImporters(index, pyPaths, candidates, options_, scans, jobs);
     stats.importersTruncated = importers.truncated;
     for (const auto& found : importers.files) {
       std::string f = index.displayOf(found);
@@ -1019,7 +1019,6 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
   }
   constexpr size_t kMaxExtraFiles = 4000;
-  unsigned jobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
   // Breadth first, a wave per import level: each wave's files are read, masked and scanned for
   // imports on `jobs` threads, then their imports are resolved in order (the same order, and so
   // the same result, as one file at a time).

@@ -1702,10 +1702,7 @@ ValueSet Interp::evalCall(TSNode call) {
         addValues(result, callFunction(*m, bindArgs(*m, site, r), site.origin));
         continue;
       }
-      if (summary_ && ses_.model().receiverSensitive(method)) {
-        ObjKind rk = st_.obj(st_.rootOf(r)).kind;
-        if (rk == ObjKind::Arg || rk == ObjKind::Global) summary_->contextDependent = true;
-      }
+      if (ses_.model().receiverSensitive(method)) needsCallerValue({r});
       if (summary_ && ro.kind != ObjKind::Instance) {
         // A method of a class defined in the file called on a parameter: what runs depends on the caller.
         for (const auto& c : mod_.classes())
@@ -1892,10 +1889,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
         for (ObjId f : co.inputs()[0]) addValues(out, callValue(f, bound, node));
         return out;
       }
-      if (summary_) {
-        ObjKind rk = st_.obj(st_.rootOf(callee)).kind;
-        if (rk == ObjKind::Arg || rk == ObjKind::Global) summary_->contextDependent = true;
-      }
+      needsCallerValue({callee});
       // Calling an object: `model(x)` runs its forward.
       Event e;
       e.kind = EventKind::MethodCall;
