@@ -625,7 +625,7 @@ bool looksLikeMapping(const std::vector<std::string_view>& lines) {
     size_t start = i;
     while (i < l.size() && (std::isalnum(static_cast<unsigned char>(l[i])) || l[i] == '_' || l[i] == '-' || l[i] == '.'))
       ++i;
-    if (i == start || !std::isalpha(static_cast<unsigned char>(l[start])) && l[start] != '_') continue;
+    if (i == start || (!std::isalpha(static_cast<unsigned char>(l[start])) && l[start] != '_')) continue;
     if (quote && (i >= l.size() || l[i++] != quote)) continue;
     if (i < l.size() && l[i] == ':' && (i + 1 == l.size() || l[i + 1] == ' ' || l[i + 1] == '\t' || l[i + 1] == '\r'))
       return true;
@@ -766,7 +766,9 @@ ModuleTable::Config Linter::tableConfig(bool retireRoots) const {
     config.worthLoading = [words](std::string_view text) {
       for (const auto& w : *words)
         if (text.find(w) != std::string_view::npos) return true;
-      return false;
+      // The engine's own value sources: a module that declares dataclass fields or argparse
+      // options holds the defaults a caller's flags may come from (`cfg.use_orig_params`).
+      return text.find("dataclass") != std::string_view::npos || text.find("add_argument") != std::string_view::npos;
     };
   config.outlineWant = catalog_.projectFactsWant;
   config.outline = catalog_.projectOutline;

@@ -1500,6 +1500,26 @@ ObjId Interp::defaultConstant(const std::string& d) {
   return constant(d);
 }
 
+ValueSet Interp::optionDefaults(const ValueSet& vs, const Origin& origin) {
+  // The command line or a config loader may set it: a constant a rule may read as the default
+  // configuration, never one that decides which code runs (Store::truthOf, equalityOf and isNone do
+  // not read it).
+  ValueSet marked;
+  for (ObjId v : vs) {
+    if (st_.obj(v).kind != ObjKind::Literal) {
+      addValue(marked, v);
+      continue;
+    }
+    std::string name = st_.obj(v).name;
+    auto tags = st_.obj(v).tags();  // copied: newObject may move the objects
+    ObjId d = newObject(ObjKind::Literal, name, origin);
+    for (const auto& [k, t] : tags) st_.obj(d).setTag(k, t);
+    st_.obj(d).setTag("option_default", "1");
+    addValue(marked, d);
+  }
+  return marked;
+}
+
 void Interp::bindDataclassFields(const ClassDef& cls, const CallSite& site, ObjId inst) {
   // The generated __init__: positional arguments in field order, keywords by name, else the default.
   if (site.splat) return;  // what a `**kwargs` passes is unknown
@@ -1509,7 +1529,9 @@ void Interp::bindDataclassFields(const ClassDef& cls, const CallSite& site, ObjI
     if (i < site.args.size()) v = site.args[i];
     for (const auto& [k, kv] : site.kwargs)
       if (k == name) v = kv;
-    if (!v && !d.empty()) v = ValueSet{defaultConstant(d)};
+    // A field's default is the configuration a run gets unless a loader (HfArgumentParser, fire, an
+    // `update_config(cfg, **kwargs)`) sets it: read like an argparse default, never deciding dead code.
+    if (!v && !d.empty()) v = optionDefaults(ValueSet{defaultConstant(d)}, site.origin);
     if (v) setVar(envKeyFor(inst, name), *v);
   }
 }
@@ -1548,22 +1570,7 @@ bool Interp::argparseCall(ObjId parser, const std::string& method, const CallSit
     }
     std::replace(dest.begin(), dest.end(), '-', '_');
     if (dest.empty() || !value) return true;
-    // The command line may set it: a constant a rule may read as the default configuration, never one
-    // that decides which code runs (Store::truthOf, equalityOf and isNone do not read it).
-    ValueSet marked;
-    for (ObjId v : *value) {
-      if (st_.obj(v).kind != ObjKind::Literal) {
-        addValue(marked, v);
-        continue;
-      }
-      std::string name = st_.obj(v).name;
-      auto tags = st_.obj(v).tags();  // copied: newObject may move the objects
-      ObjId d = newObject(ObjKind::Literal, name, site.origin);
-      for (const auto& [k, t] : tags) st_.obj(d).setTag(k, t);
-      st_.obj(d).setTag("option_default", "1");
-      addValue(marked, d);
-    }
-    value = std::move(marked);
+    value = optionDefaults(*value, site.origin);
     st_.obj(parser).more().keys.push_back(dest);
     st_.obj(parser).more().elements.push_back(*value);
     return true;

@@ -146,6 +146,8 @@ class Interp {
   // The object a constant default stands for (FunctionDef::defaults, ClassDef::fields).
   ObjId defaultConstant(const std::string& text);
   // A dataclass's generated __init__ (ClassDef::fields) on `inst`.
+  // Literal values re-made with the "option_default" tag (a default the command line may change).
+  ValueSet optionDefaults(const ValueSet& vs, const Origin& origin);
   void bindDataclassFields(const ClassDef& cls, const CallSite& site, ObjId inst);
   // A method of an `argparse.ArgumentParser`; false when it is none the engine reads.
   bool argparseCall(ObjId parser, const std::string& method, const CallSite& site, ValueSet& result);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "semantic/Interpreter.h"
@@ -260,12 +261,16 @@ std::unique_ptr<Summary> Session::compute(const FunctionDef* def) {
   }
   in.execBlock(syntax::field(def->node, "body"));
   s->returns = frame.returns;
+  // Attributes the caller can reach: those of its arguments and module globals, and those of the
+  // objects it returns (`args = parser.parse_args(); return args` carries the options' defaults).
+  std::set<ObjId> returnedRoots;
+  for (ObjId r : s->returns) returnedRoots.insert(s->store.rootOf(r));
   for (const auto& [key, vs] : frame.env) {
     if (key.empty() || key[0] != '#') continue;
     ObjId id = std::atoi(key.c_str() + 1);
     ObjId root = s->store.rootOf(id);
     ObjKind rk = s->store.obj(root).kind;
-    if (rk == ObjKind::Arg || rk == ObjKind::Global) s->attrWrites.emplace_back(key, vs);
+    if (rk == ObjKind::Arg || rk == ObjKind::Global || returnedRoots.count(root)) s->attrWrites.emplace_back(key, vs);
   }
   std::sort(s->attrWrites.begin(), s->attrWrites.end());
   s->truncated = s->truncated || s->store.objects.size() >= kMaxStoreObjects;

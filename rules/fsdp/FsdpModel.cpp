@@ -27,10 +27,15 @@ std::string_view lastComponent(std::string_view q) {
 }
 
 std::optional<std::string> literalOf(const Store& st, const ValueSet* vs) {
-  if (!vs || vs->size() != 1) return std::nullopt;
-  const Obj& o = st.obj((*vs)[0]);
-  if (o.kind != ObjKind::Literal) return std::nullopt;
-  return o.name;
+  // One constant, or several that agree (`cfg.freeze or cfg.use_peft` with both defaults False).
+  if (!vs || vs->empty()) return std::nullopt;
+  std::optional<std::string> name;
+  for (ObjId id : *vs) {
+    const Obj& o = st.obj(id);
+    if (o.kind != ObjKind::Literal || (name && *name != o.name)) return std::nullopt;
+    name = o.name;
+  }
+  return name;
 }
 
 bool anyTagged(const Store& st, const ValueSet& vs, std::string_view tag) {
