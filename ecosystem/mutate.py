@@ -40,7 +40,7 @@ DEFAULT_MUTATIONS = HERE / "mutations.json"
 # Codes that must not be reported on a correct original (the ordering rules and accelerate's FSDP1 one).
 ORDER_CODES = ("SL101", "SL102", "SL103", "SL402")
 FIELDS_REQUIRED = ("repo", "path", "commit", "wrap_api", "optimizer", "wrap", "expected", "note")
-FIELDS_OPTIONAL = ("optimizer_line", "wrap_line", "statements", "rewrite", "setting")
+FIELDS_OPTIONAL = ("optimizer_line", "wrap_line", "statements", "rewrite", "setting", "setting_path")
 
 
 class MutationError(Exception):
@@ -62,6 +62,7 @@ class Entry:
     statements: int = 1
     rewrite: list[str] | None = None
     setting: list[str] | None = None
+    setting_path: str | None = None  # the file `setting` edits, when not the script (a config module)
 
 
 def load_mutations(path: Path) -> list[Entry]:
@@ -236,11 +237,17 @@ def run_entry(e: Entry, cache: Path, shardlint: Path, timeout: float | None, kee
     src = checkout / e.path
     try:
         pristine = source = src.read_text(encoding="utf-8")
+        setting_file = None  # (path in the repository, its text under the setting)
         if e.setting:  # a configuration under which the mutant is a bug; applied to the original too
             old, new = e.setting
-            if source.count(old) != 1:
-                raise MutationError(f"setting: {old!r} occurs {source.count(old)} times, not once")
-            source = source.replace(old, new)
+            where = e.setting_path or e.path
+            text = source if where == e.path else (checkout / where).read_text(encoding="utf-8")
+            if text.count(old) != 1:
+                raise MutationError(f"setting: {old!r} occurs {text.count(old)} times in {where}, not once")
+            if where == e.path:
+                source = source.replace(old, new)
+            else:
+                setting_file = (where, text.replace(old, new))
         mutant, move = mutate(source, e)
     except (OSError, MutationError) as err:
         return Result(e, "error", detail=str(err))
@@ -251,7 +258,11 @@ def run_entry(e: Entry, cache: Path, shardlint: Path, timeout: float | None, kee
         original = [f for f in lint(shardlint, root, e.path, timeout) if f.get("code") in ORDER_CODES]
         target = root / e.path
         target.unlink()  # a hard link to the cached file: unlink, never write through it
-        if source != pristine:  # the original under the entry's setting must be clean too
+        if setting_file:
+            other = root / setting_file[0]
+            other.unlink()
+            other.write_text(setting_file[1], encoding="utf-8")
+        if source != pristine or setting_file:  # the original under the entry's setting must be clean too
             target.write_text(source, encoding="utf-8")
             original += [f for f in lint(shardlint, root, e.path, timeout) if f.get("code") in ORDER_CODES]
         target.write_text(mutant, encoding="utf-8")

@@ -67,6 +67,35 @@ class MutateTest(unittest.TestCase):
         for e in entries:
             self.assertEqual(repos.get(e.repo), e.commit, e.repo)
 
+    def test_setting_in_another_file(self):
+        # The setting edits a config module in the copy: never the cached checkout (hard links), and the
+        # original is linted under it too. A fake shardlint reports SL101 when the config holds the
+        # setting and the optimizer comes before the wrap.
+        import stat
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            cache = Path(d) / "cache"
+            (cache / "r" / "cfg").mkdir(parents=True)
+            (cache / "r" / "cfg" / "training.py").write_text("compile: bool = True\n")
+            (cache / "r" / "p.py").write_text("model = FSDP(m)\nopt = AdamW(model.parameters())\n")
+            fake = Path(d) / "shardlint"
+            fake.write_text(
+                "#!/usr/bin/env python3\n"
+                "import json, pathlib\n"
+                "bad = 'False' in pathlib.Path('cfg/training.py').read_text()\n"
+                "first = pathlib.Path('p.py').read_text().startswith('opt')\n"
+                "out = [{'code': 'SL101', 'line': 1}] if bad and first else []\n"
+                "print(json.dumps({'findings': out}))\n")
+            fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+            e = entry(optimizer="opt =", wrap="model = FSDP", setting=["compile: bool = True", "compile: bool = False"],
+                      setting_path="cfg/training.py")
+            r = mutate.run_entry(e, cache, fake, 30, None)
+            self.assertEqual(r.verdict, "caught", r.detail)
+            self.assertIn("True", (cache / "r" / "cfg" / "training.py").read_text())
+            self.assertTrue((cache / "r" / "p.py").read_text().startswith("model"))
+            bad = entry(setting=["absent", "x"], setting_path="cfg/training.py", wrap="model = FSDP")
+            self.assertEqual(mutate.run_entry(bad, cache, fake, 30, None).verdict, "error")
+
     def test_bad_data_file(self):
         import tempfile
         with tempfile.TemporaryDirectory() as d:
