@@ -135,9 +135,14 @@ class PluginFieldNotRead final : public Rule {
   void checkAttribute(RuleContext& cx, const semantic::Event& e, const PluginReleases& r,
                       const semantic::Origin& context, std::set<std::pair<uint32_t, uint32_t>>& seen) {
     if (pluginHas(r, e.name, false)) return;
-    // The attribute's name: the end of the target expression (`accelerator.state.fsdp_plugin.NAME`).
+    // The attribute's name: the end of the target expression (`accelerator.state.fsdp_plugin.NAME`), or
+    // the string of `setattr(plugin, "NAME", value)` without its quotes.
     semantic::Site site = e.origin.site();
     const std::string& text = cx.file(site.file).text;
+    if (site.range.end <= text.size() && site.range.end >= site.range.begin + 2 &&
+        (text[site.range.end - 1] == '"' || text[site.range.end - 1] == '\'') &&
+        text[site.range.begin] == text[site.range.end - 1])
+      site.range.end -= 1;
     if (site.range.end < e.name.size() || site.range.end > text.size() ||
         text.compare(site.range.end - e.name.size(), e.name.size(), e.name) != 0)
       return;
@@ -171,6 +176,7 @@ class PluginFieldNotRead final : public Rule {
     if (ts_node_is_null(call)) return;
     std::string_view src = cx.file().text;
     PluginReleases r = releasesFor(plugin);
+    checkSplatKeywords(cx, plugin, r, seen);
     auto kws = syntax::keywordArguments(call);
     for (const auto& kw : kws) {
       std::string name(syntax::textOf(kw.name, src));
@@ -188,6 +194,33 @@ class PluginFieldNotRead final : public Rule {
       if (!to.empty() && !taken)
         fix = Fix{"Rename `" + name + "` to `" + to + "`", Applicability::Unsafe, {cx.edit(site, to)}};
       cx.report(info(), site, std::move(msg), {}, std::move(fix));
+    }
+  }
+
+  // Keywords from a `**dict` whose keys are constants (`FullyShardedDataParallelPlugin(**kwargs)` with
+  // `kwargs = {"fsdp_offload_params": True}`): reported at the splat, naming the key; no fix (the key is
+  // written where the dict is built).
+  void checkSplatKeywords(RuleContext& cx, const Obj& plugin, const PluginReleases& r,
+                          std::set<std::pair<uint32_t, uint32_t>>& seen) {
+    std::string_view tag = plugin.tag("plugin_splat_kwargs");
+    while (!tag.empty()) {
+      size_t semi = tag.find(';');
+      std::string_view item = tag.substr(0, semi);
+      tag = semi == std::string_view::npos ? std::string_view{} : tag.substr(semi + 1);
+      size_t at = item.rfind('@'), dash = item.rfind('-');
+      if (at == std::string_view::npos || dash == std::string_view::npos || dash < at) continue;
+      std::string name(item.substr(0, at));
+      if (pluginHas(r, name, true)) continue;
+      semantic::Site site{plugin.origin.file,
+                          {static_cast<uint32_t>(std::stoul(std::string(item.substr(at + 1, dash - at - 1)))),
+                           static_cast<uint32_t>(std::stoul(std::string(item.substr(dash + 1))))}};
+      if (!seen.insert({site.file, site.range.begin}).second) continue;
+      std::string to = suggestion(r, name);
+      std::string msg = "`FullyShardedDataParallelPlugin` has no field `" + name + "` (a key of the dict passed with `**`)" +
+                        whereMissing(r, name, true) + ": the call raises `TypeError: __init__() got an unexpected keyword argument '" +
+                        name + "'`";
+      if (!to.empty()) msg += "; the field is `" + to + "`";
+      cx.report(info(), site, std::move(msg), {}, std::nullopt);
     }
   }
 

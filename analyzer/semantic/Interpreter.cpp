@@ -1803,6 +1803,26 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
         }
         return {};
       }
+      if (q == "setattr" && site.args.size() >= 3) {
+        // `setattr(obj, "name", value)` with a constant name: the assignment `obj.name = value`, located
+        // at the name's string.
+        if (auto lit = literal(site.args[1]); lit && !lit->empty() && site.argOrigins.size() >= 2) {
+          for (ObjId o : site.args[0]) {
+            if (st_.obj(o).kind == ObjKind::Ref) continue;
+            setVar(envKeyFor(o, *lit), site.args[2]);
+            st_.noteOwnership(o, *lit, site.args[2]);
+            Event e;
+            e.kind = EventKind::SetAttr;
+            e.name = *lit;
+            e.target = o;
+            e.args = {site.args[2]};
+            e.origin = site.argOrigins[1];
+            e.point = newPoint();
+            st_.events.push_back(std::move(e));
+          }
+        }
+        return {};
+      }
       if (q == "itertools.chain" || q == "zip" || q == "enumerate") {
         ObjId c = newObject(ObjKind::Container, "", site.origin);
         st_.obj(c).containerKind = 'l';

@@ -552,6 +552,15 @@ bool FsdpCallModel::onCall(CallSite& site) {
     // Where the call ends (a fix adds `use_orig_params=True` there): "file:end", and whether it has arguments.
     obj.setTag("plugin_call", std::to_string(site.origin.file) + ":" + std::to_string(site.origin.range.end));
     obj.setTag("plugin_args", site.args.empty() && site.kwargs.empty() ? "0" : "1");
+    // Keywords that come from a `**dict` with constant keys (SL403 checks them at the splat): "name@begin-end;...".
+    std::string splatted;
+    std::string_view src = site.in.file().text;
+    for (size_t i = 0; i < site.kwargs.size() && i < site.kwargOrigins.size(); ++i) {
+      const semantic::Origin& at = site.kwargOrigins[i];
+      if (at.file != site.origin.file || at.range.begin + 2 > src.size() || src.substr(at.range.begin, 2) != "**") continue;
+      splatted += site.kwargs[i].first + "@" + std::to_string(at.range.begin) + "-" + std::to_string(at.range.end) + ";";
+    }
+    if (!splatted.empty()) obj.setTag("plugin_splat_kwargs", splatted);
     // The accelerate the project declares (SL403 judges the plugin's names with its releases).
     if (auto pin = facts_.find("requires:accelerate"); pin != facts_.end()) obj.setTag("requires_accelerate", pin->second);
     site.result = {o};
