@@ -307,6 +307,66 @@ void noteOptimizerUses(CallSite& site) {
   for (ObjId o : opts) site.in.domainEvent("handoff", o, site.origin, {{"call", calleeText(site)}}, {others});
 }
 
+// transformers' TrainingArguments and the trl configs that derive from it.
+bool isTrainingArguments(std::string_view q) {
+  return (startsWith(q, "transformers.") && endsWith(q, "TrainingArguments")) ||
+         (startsWith(q, "trl.") && endsWith(q, "Config") && !endsWith(q, "ModelConfig") && !endsWith(q, "ScriptArguments"));
+}
+
+// transformers' Trainer, a trl trainer, or a project class deriving from one (resolved bases).
+bool isHfTrainer(std::string_view q) {
+  return (startsWith(q, "transformers.") || startsWith(q, "trl.")) && endsWith(q, "Trainer");
+}
+bool derivesFromHfTrainer(const semantic::ClassDef* cls, int depth = 0) {
+  if (!cls || depth > 8) return false;
+  for (const auto& b : cls->bases)
+    if (isHfTrainer(b)) return true;
+  for (const semantic::ClassDef* b : cls->localBases)
+    if (derivesFromHfTrainer(b, depth + 1)) return true;
+  return false;
+}
+
+// What `fsdp=` of TrainingArguments says: "on" (a non-empty option string or list, True), "off" ("",
+// False, None, an empty list, not passed), "?" (not a constant).
+std::string trainerFsdpSetting(const Store& st, const ValueSet* v) {
+  if (!v) return "off";
+  if (v->empty()) return "?";
+  std::string out;
+  for (ObjId id : *v) {
+    const Obj& o = st.obj(id);
+    std::string one;
+    if (o.kind == ObjKind::Literal) {
+      if (o.name == "True") one = "on";
+      else if (o.name == "False" || o.name == "None") one = "off";
+      else if (o.hasTag("inexact")) one = "?";
+      else if (o.hasTag("str") || !semantic::truthOfConstant(o.name).has_value())  // a string
+        one = o.name.find_first_not_of(" \t") == std::string::npos ? "off" : "on";
+      else one = "?";  // a number
+    } else if (o.kind == ObjKind::Container && (o.containerKind == 'l' || o.containerKind == 't')) {
+      one = o.elements().empty() ? "off" : "on";
+    } else {
+      one = "?";
+    }
+    if (!out.empty() && out != one) return "?";
+    out = one;
+  }
+  return out;
+}
+
+// The written text of keyword `name` of the call and where it is ("file:begin-end"), when in the call's file.
+std::pair<std::string, std::string> keywordText(const CallSite& site, std::string_view name) {
+  std::string_view src = site.in.file().text;
+  for (size_t i = 0; i < site.kwargs.size() && i < site.kwargOrigins.size(); ++i) {
+    const semantic::Origin& at = site.kwargOrigins[i];
+    if (site.kwargs[i].first != name || at.file != site.origin.file || at.range.end > src.size() ||
+        at.range.begin >= at.range.end)
+      continue;
+    return {std::string(src.substr(at.range.begin, at.range.end - at.range.begin)),
+            std::to_string(at.file) + ":" + std::to_string(at.range.begin) + "-" + std::to_string(at.range.end)};
+  }
+  return {};
+}
+
 }  // namespace
 
 bool isOptimizerQualname(std::string_view q) {
@@ -661,13 +721,99 @@ bool FsdpCallModel::onCall(CallSite& site) {
     site.result = {o};
     return true;
   }
-  if ((startsWith(q, "transformers.") || startsWith(q, "trl.")) && endsWith(q, "Trainer"))
-    if (const ValueSet* pair = site.kwarg("optimizers"))  // Trainer(optimizers=(opt, sched))
+  if (isTrainingArguments(q)) {
+    // Whether the arguments enable FSDP (`fsdp="full_shard auto_wrap"`): the Trainer then refuses
+    // optimizers built outside it (SL202).
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    st.obj(o).setTag("training_args", "1");
+    const ValueSet* fsdp = site.kwarg("fsdp");
+    st.obj(o).setTag("trainer_fsdp", site.splat && !fsdp ? "?" : trainerFsdpSetting(st, fsdp));
+    auto [text, at] = keywordText(site, "fsdp");
+    if (!at.empty()) {
+      st.obj(o).setTag("trainer_fsdp_text", "fsdp=" + text);
+      st.obj(o).setTag("trainer_fsdp_at", at);
+    }
+    site.result = {o};
+    return true;
+  }
+  if (isHfTrainer(q) || (site.cls && derivesFromHfTrainer(site.cls))) {
+    if (const ValueSet* pair = site.kwarg("optimizers")) {  // Trainer(optimizers=(opt, sched))
       for (ObjId c : *pair)
         if (st.obj(c).kind == ObjKind::Container && !st.obj(c).elements().empty())
           noteOptimizerUse(st, st.obj(c).elements()[0], 0, true);
+      noteTrainerOptimizers(site, *pair);
+    }
+  }
   noteOptimizerUses(site);
   return false;
+}
+
+void FsdpCallModel::noteTrainerOptimizers(CallSite& site, const ValueSet& pair) {
+  // SL202: `Trainer(..., optimizers=(opt, sched))` where FSDP is on raises in `Trainer.__init__` when
+  // either is not None. What is passed: the tuple's elements, each a value that is not the constant None.
+  Store& st = site.in.store();
+  bool optimizer = false, scheduler = false, known = false;
+  for (ObjId c : pair) {
+    const Obj& co = st.obj(c);
+    if (co.kind != ObjKind::Container || co.elements().size() != 2) continue;
+    known = true;
+    // A parameter's value is the caller's (it may pass None): not counted here, and the summary is
+    // interpreted at each call instead.
+    auto passed = [&](const ValueSet& vs) {
+      site.in.needsCallerValue(vs);
+      return std::any_of(vs.begin(), vs.end(), [&](ObjId v) {
+        const Obj& o = st.obj(v);
+        ObjKind rk = st.obj(st.rootOf(v)).kind;
+        return !(o.kind == ObjKind::Literal && o.name == "None") && rk != ObjKind::Arg && rk != ObjKind::Global;
+      });
+    };
+    optimizer = optimizer || passed(co.elements()[0]);
+    scheduler = scheduler || passed(co.elements()[1]);
+  }
+  if (!known) {
+    site.in.needsCallerValue(pair);  // a caller may pass the tuple
+    return;
+  }
+  if (!optimizer && !scheduler) return;
+  std::map<std::string, std::string, std::less<>> attrs;
+  attrs["passed"] = optimizer && scheduler ? "an optimizer and a scheduler" : optimizer ? "an optimizer" : "a scheduler";
+  // FSDP on: by the arguments, else by the accelerate config the script is launched with.
+  std::string from;
+  if (const ValueSet* args = site.arg(1, "args")) {
+    std::string setting;
+    for (ObjId a : *args) {
+      const Obj& ao = st.obj(a);
+      std::string one = ao.hasTag("training_args") ? std::string(ao.tag("trainer_fsdp")) : "?";
+      if (!setting.empty() && setting != one) one = "?";
+      setting = one;
+      if (one == "on") {
+        attrs["fsdp_text"] = std::string(ao.tag("trainer_fsdp_text"));
+        attrs["fsdp_at"] = std::string(ao.tag("trainer_fsdp_at"));
+        attrs["args_at"] = std::to_string(ao.origin.file) + ":" + std::to_string(ao.origin.range.begin) + "-" +
+                           std::to_string(ao.origin.range.end);
+      }
+    }
+    if (setting == "on") from = "args";
+    else site.in.needsCallerValue(*args);  // a caller may pass arguments that enable FSDP
+  }
+  if (from.empty()) {
+    auto fact = [&](const char* k) {
+      auto it = facts_.find(k);
+      return it == facts_.end() ? std::string() : it->second;
+    };
+    if (!fact("accelerate_fsdp").empty()) {
+      from = "config";
+      for (const char* k : {"config", "config_line", "config_col"})
+        if (!fact(k).empty()) attrs[k] = fact(k);
+    }
+  }
+  if (from.empty()) return;
+  attrs["fsdp_from"] = from;
+  attrs["call"] = calleeText(site);
+  semantic::Origin at = site.origin;
+  for (size_t i = 0; i < site.kwargs.size() && i < site.kwargOrigins.size(); ++i)
+    if (site.kwargs[i].first == "optimizers") at = site.kwargOrigins[i];
+  site.in.domainEvent("trainer_optimizers", kNoObj, at, std::move(attrs));
 }
 
 // ------------------------------------------------------------------ queries

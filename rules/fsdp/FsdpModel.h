@@ -27,6 +27,8 @@ class FsdpCallModel final : public semantic::CallModel {
   void setFacts(const std::map<std::string, std::string>& facts) override { facts_ = facts; }
 
  private:
+  // SL202's fact: a Trainer given `optimizers=` while FSDP is on (a "trainer_optimizers" event).
+  void noteTrainerOptimizers(semantic::CallSite& site, const ValueSet& pair);
   std::map<std::string, std::string> facts_;  // from a linked accelerate config
 };
 

@@ -1,0 +1,81 @@
+// SL202 trainer-prebuilt-optimizer: transformers' Trainer given `optimizers=(opt, sched)` while FSDP is
+// enabled, which `Trainer.__init__` refuses with a RuntimeError.
+#include <set>
+
+#include "Registry.h"
+#include "fsdp/FsdpModel.h"
+
+namespace shardlint::rules {
+namespace {
+
+using namespace fsdp;
+
+// "file:begin-end" (FsdpModel's keywordText) as a site.
+std::optional<semantic::Site> parseSite(std::string_view at) {
+  size_t colon = at.find(':'), dash = at.find('-');
+  if (colon == std::string_view::npos || dash == std::string_view::npos || dash < colon) return std::nullopt;
+  try {
+    semantic::Site s;
+    s.file = static_cast<uint32_t>(std::stoul(std::string(at.substr(0, colon))));
+    s.range.begin = static_cast<uint32_t>(std::stoul(std::string(at.substr(colon + 1, dash - colon - 1))));
+    s.range.end = static_cast<uint32_t>(std::stoul(std::string(at.substr(dash + 1))));
+    return s;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+class TrainerPrebuiltOptimizer final : public Rule {
+ public:
+  explicit TrainerPrebuiltOptimizer(const RuleInfo* info) : info_(info) {}
+  const RuleInfo& info() const override { return *info_; }
+  std::vector<std::vector<std::string_view>> prescanTokens() const override { return {{"optimizers"}, {"Trainer"}}; }
+
+  void finish(RuleContext& cx) override {
+    std::set<std::pair<uint32_t, uint32_t>> seen;
+    uint32_t self = cx.analysis().module().fileId();
+    for (const auto& root : cx.analysis().roots()) {
+      const Store& st = *root.store;
+      for (const Event* e : domainEvents(st, "trainer_optimizers")) {
+        // At the `optimizers=` argument when it is in this file, else at the call that leads to it.
+        semantic::Site primary = e->origin.site();
+        if (primary.file != self) primary = e->origin.primary();
+        if (primary.file != self || !seen.insert({primary.file, primary.range.begin}).second) continue;
+        bool fromArgs = e->attr("fsdp_from") == "args";
+        std::string why = fromArgs ? "its `TrainingArguments` enable FSDP (`" + std::string(e->attr("fsdp_text")) + "`)"
+                                   : "the accelerate config the script is launched with enables FSDP";
+        std::string msg = "`" + std::string(e->attr("call")) + "(..., optimizers=...)` is given " +
+                          std::string(e->attr("passed")) + " built outside it while " + why +
+                          ": `Trainer.__init__` raises `RuntimeError: Passing `optimizers` is not allowed if ... "
+                          "PyTorch FSDP is enabled`, because FSDP wraps the model after the Trainer is built; let the "
+                          "Trainer build them (`optim=`, `lr_scheduler_type=` in the arguments) or override "
+                          "`create_optimizer` / `create_scheduler` in a `Trainer` subclass";
+        std::vector<Note> notes;
+        if (fromArgs) {
+          if (auto at = parseSite(e->attr("fsdp_at")))
+            notes.push_back(cx.note(*at, "FSDP is enabled here"));
+        } else if (!e->attr("config").empty() && !e->attr("config_line").empty()) {
+          Location loc;
+          loc.path = std::string(e->attr("config"));
+          try {
+            loc.start.line = static_cast<uint32_t>(std::stoul(std::string(e->attr("config_line")))) - 1;
+            loc.start.codepointColumn = static_cast<uint32_t>(std::stoul(std::string(e->attr("config_col")))) - 1;
+            loc.end = loc.start;
+            notes.push_back(Note{loc, "FSDP is enabled by this config"});
+          } catch (...) {
+          }
+        }
+        cx.report(info(), primary, std::move(msg), std::move(notes), std::nullopt);
+      }
+    }
+  }
+
+ private:
+  const RuleInfo* info_;
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> makeSL202(const RuleInfo* info) { return std::make_unique<TrainerPrebuiltOptimizer>(info); }
+
+}  // namespace shardlint::rules
