@@ -34,7 +34,12 @@ class UnknownFsdpKey final : public ConfigRule {
       // axolotl hands fsdp_config to accelerate and to the Trainer: either's keys are read.
       if (s.role == Role::Axolotl) known = known || findKey(trainerFsdpConfigKeys(), bareKey(name));
       if (known) continue;
-      if (s.role == Role::Axolotl && name.rfind("fsdp_", 0) != 0) {
+      // Training arguments, and an fsdp_config shown in documentation, may be read by a trainer built on
+      // transformers' that reads keys of its own (ms-swift's `activation_cpu_offload`): quiet there too.
+      bool ownKeysPossible =
+          trainer && (s.root != s.section || (cx.file().path.size() > 3 &&
+                                              cx.file().path.compare(cx.file().path.size() - 3, 3, ".md") == 0));
+      if ((s.role == Role::Axolotl && name.rfind("fsdp_", 0) != 0) || ownKeysPossible) {
         // axolotl also accepts un-prefixed keys and forwards others; stay quiet unless it is a known typo.
         bool close = false;
         for (const auto& key : table) close = close || editDistance(lookup, key.name) <= 2;

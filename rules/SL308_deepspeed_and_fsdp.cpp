@@ -28,7 +28,8 @@ class DeepspeedAndFsdp final : public ConfigRule {
                 "fsdp_config",
                 {cx.note(distributed ? distributed->range : s.section->range,
                          "FSDP is selected here")});
-    } else if (s.role == Role::Axolotl) {
+    } else if (s.role == Role::Axolotl || (s.role == Role::TrainerJson && s.root != s.section)) {
+      // axolotl, and training arguments with `fsdp: "full_shard ..."`: the Trainer takes both.
       cx.report(info(), ds->first.range,
                 "`" + ds->first.value + "` together with `fsdp`: one run can use only one of them (transformers "
                 "raises `ValueError: Using --fsdp xxx together with --deepspeed is not possible, deactivate one of "

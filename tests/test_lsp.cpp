@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -20,9 +21,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cxx/CxxFrontend.h"
+#include "Fixtures.h"
 #include "TestSupport.h"
 
 namespace fs = std::filesystem;
@@ -187,9 +190,9 @@ class LspProcess {
     notify("initialized");
     return r["result"];
   }
-  void open(const std::string& uri, const std::string& text, int version = 1) {
+  void open(const std::string& uri, const std::string& text, int version = 1, const std::string& languageId = "python") {
     notify("textDocument/didOpen",
-           {{"textDocument", {{"uri", uri}, {"languageId", "python"}, {"version", version}, {"text", text}}}});
+           {{"textDocument", {{"uri", uri}, {"languageId", languageId}, {"version", version}, {"text", text}}}});
   }
   void change(const std::string& uri, int version, json changes) {
     notify("textDocument/didChange",
@@ -515,6 +518,71 @@ TEST_CASE("lsp: code actions suppress a finding with noqa comments", "[lsp]") {
     CHECK(s.published(uri, 2)["diagnostics"].empty());
   }
   CHECK(s.shutdownAndExit() == 0);
+}
+
+TEST_CASE("lsp: a Markdown document gets the findings `shardlint check` gives its config blocks", "[lsp][markdown]") {
+  const fs::path fixtures = fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "markdown";
+  // The findings as (line, character, code), 0-based; the fixtures are ASCII, so UTF-16 is code points.
+  auto found = [](const json& diagnostics) {
+    std::vector<std::tuple<int, int, std::string>> out;
+    for (const auto& d : diagnostics)
+      out.emplace_back(d["range"]["start"]["line"].get<int>(), d["range"]["start"]["character"].get<int>(),
+                       d["code"].get<std::string>());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto expected = [](const std::string& text) {
+    std::vector<std::tuple<int, int, std::string>> out;
+    for (const auto& e : shardlint::testing::parseExpectations(text))
+      out.emplace_back(static_cast<int>(e.line) - 1, static_cast<int>(e.column) - 1, e.code);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  TempDir dir;
+  SECTION("open, edit, code actions") {
+    std::string trainer = shardlint::testing::readFile(fixtures / "SL309_readme_trainer_configs.md");
+    std::string accelerate = shardlint::testing::readFile(fixtures / "SL302_readme_accelerate_fsdp2.md");
+    std::string uri = uriOf(dir.write("README.md", trainer));
+    LspProcess s;
+    s.initialize({}, dir.path());
+    s.open(uri, trainer, 1, "markdown");
+    json p = s.published(uri, 1);
+    REQUIRE(!p["diagnostics"].empty());
+    CHECK(found(p["diagnostics"]) == expected(trainer));
+    CHECK(p["diagnostics"][0]["source"] == "shardlint");
+    // No fixes and no suppression comments are offered in documentation.
+    s.request(30, "textDocument/codeAction",
+              {{"textDocument", {{"uri", uri}}},
+               {"range", p["diagnostics"][0]["range"]},
+               {"context", {{"diagnostics", json::array({p["diagnostics"][0]})}}}});
+    CHECK(s.response(30)["result"].empty());
+    // Edits: another README's findings, then a block fixed in place.
+    s.change(uri, 2, {{{"text", accelerate}}});
+    CHECK(found(s.published(uri, 2)["diagnostics"]) == expected(accelerate));
+    std::string typo = "  fsdp_auto_warp_policy: TRANSFORMER_BASED_WRAP\n";
+    size_t at = accelerate.find(typo);
+    REQUIRE(at != std::string::npos);
+    int line = static_cast<int>(std::count(accelerate.begin(), accelerate.begin() + static_cast<long>(at), '\n'));
+    s.change(uri, 3, {LspProcess::edit(rangeOf(line, 12, line, 16), "wrap")});  // auto_warp -> auto_wrap
+    auto now = found(s.published(uri, 3)["diagnostics"]);
+    auto before = expected(accelerate);
+    REQUIRE(now.size() + 1 == before.size());
+    CHECK(std::none_of(now.begin(), now.end(), [](const auto& f) { return std::get<2>(f) == "SL301"; }));
+    // Prose without a config: nothing.
+    s.change(uri, 4, {{{"text", "# Notes\n\nNothing to configure.\n"}}});
+    CHECK(s.published(uri, 4)["diagnostics"].empty());
+    CHECK(s.shutdownAndExit() == 0);
+  }
+  SECTION("`markdown = false` in the settings: not linted") {
+    dir.write(".shardlint.toml", "markdown = false\n");
+    std::string accelerate = shardlint::testing::readFile(fixtures / "SL302_readme_accelerate_fsdp2.md");
+    std::string uri = uriOf(dir.write("README.md", accelerate));
+    LspProcess s;
+    s.initialize({}, dir.path());
+    s.open(uri, accelerate, 1, "markdown");
+    CHECK(s.published(uri, 1)["diagnostics"].empty());
+    CHECK(s.shutdownAndExit() == 0);
+  }
 }
 
 TEST_CASE("lsp: pull diagnostics when the client supports them", "[lsp]") {

@@ -143,6 +143,47 @@ TEST_CASE("markdown: config blocks are linted in place, never SL001", "[markdown
   CHECK(sl003);  // the directive suppresses nothing
 }
 
+TEST_CASE("markdown: Trainer and axolotl blocks are recognised by their keys, whatever the tag", "[markdown]") {
+  auto codes = [](const std::vector<shardlint::Diagnostic>& found) {
+    std::vector<std::string> out;
+    for (const auto& d : found) out.push_back(d.code);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  // A Trainer `--fsdp_config` JSON shown in a block (JSON, untagged, shell): transformers' keys and rules.
+  std::string json =
+      "{\n  \"fsdp_min_num_params\": 1000000,\n  \"fsdp_transformer_layer_cls_to_wrap\": [\"T5Block\"]\n}\n";
+  for (const char* tag : {"json", "", "shell"}) {
+    auto found = lintMd("Pass it with `--fsdp_config`:\n\n```" + std::string(tag) + "\n" + json + "```\n");
+    CHECK(codes(found) == V{"SL309"});
+    if (!found.empty()) CHECK(found[0].location.start.line == 5);  // the later of the two keys
+  }
+  // The same keys in block YAML are not a JSON object: an fsdp_config fragment of any consumer, not checked.
+  CHECK(lintMd("```yaml\nfsdp_min_num_params: 1000000\nfsdp_transformer_layer_cls_to_wrap: T5Block\n```\n").empty());
+  // Training arguments: `fsdp` a string of Trainer options next to an `fsdp_config` mapping.
+  std::string args = "fsdp: full_shard auto_wrap\nfsdp_config:\n  min_num_params: 1000\n"
+                     "  transformer_layer_cls_to_wrap: [T5Block]\n";
+  CHECK(codes(lintMd("```yaml\n" + args + "```\n")) == V{"SL309"});
+  CHECK(codes(lintMd("```json\n{\"fsdp\": \"full_shard auto_wrap\", \"fsdp_config\": {\"min_num_params\": 1000, "
+                     "\"transformer_layer_cls_to_wrap\": [\"T5Block\"]}}\n```\n")) == V{"SL309"});
+  // `fsdp: ""` turns FSDP off; a word that is no Trainer option leaves the block to the other readings.
+  CHECK(lintMd("```yaml\nfsdp: \"\"\nfsdp_config:\n  min_num_params: 1e8\n```\n").empty());
+  // axolotl: the `fsdp` list, or `fsdp_version: 2`, next to `fsdp_config`.
+  CHECK(codes(lintMd("```yaml\nfsdp_version: 2\nfsdp_config:\n  sharding_strategy: FULL_SHARD\n```\n")) ==
+        V{"SL302"});
+  CHECK(codes(lintMd("```\nfsdp:\n  - full_shard\nfsdp_config:\n  fsdp_transformer_layer_cls_to_wrap: A, B\n```\n")) ==
+        V{"SL303"});
+  // Partial blocks and placeholders: never SL001, whatever the kind.
+  CHECK(lintMd("```json\n{\n  \"fsdp_min_num_params\": 1000000,\n  \"fsdp_transformer_layer_cls_to_wrap\": [\n```\n")
+            .empty());
+  CHECK(lintMd("```json\n  \"fsdp_min_num_params\": 1000000,\n  \"fsdp_backward_prefetch\": \"backward_pre\",\n```\n")
+            .empty());
+  CHECK(codes(lintMd("```json\n{\n  \"fsdp_min_num_params\": 1000000,\n  ...\n  \"fsdp_transformer_layer_cls_to_wrap\": "
+                     "[\"T5Block\"]\n}\n```\n")) == V{"SL309"});
+  CHECK(lintMd("```yaml\nfsdp: full_shard auto_wrap\nfsdp_config:\n  min_num_params: [1000\n```\n").empty());
+  CHECK(lintMd("```yaml\nfsdp_version: 2\nfsdp_config:\n    offload_params: false\n  ...\n  reshard: [\n```\n").empty());
+}
+
 TEST_CASE("markdown: discovery finds *.md only when asked; the `markdown` setting", "[markdown]") {
   fs::path dir = fs::temp_directory_path() / "shardlint_md_discovery";
   fs::remove_all(dir);

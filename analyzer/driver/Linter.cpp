@@ -612,13 +612,15 @@ namespace {
 
 bool isMarkdownPath(const std::string& path) { return std::filesystem::path(path).extension() == ".md"; }
 
-// Whether some line of a block reads as a mapping entry (`key: value`, `"key": value`, `- key: value`):
+// Whether some line of a block reads as a mapping entry (`key: value`, `"key": value`, `- key: value`,
+// `{"key": value`):
 // the blocks worth parsing as YAML.
 bool looksLikeMapping(const std::vector<std::string_view>& lines) {
   for (std::string_view l : lines) {
     size_t i = l.find_first_not_of(" \t");
     if (i == std::string_view::npos) continue;
     if (l[i] == '-' && i + 1 < l.size() && l[i + 1] == ' ') i = l.find_first_not_of(" \t", i + 1);
+    if (i != std::string_view::npos && l[i] == '{') i = l.find_first_not_of(" \t", i + 1);  // `{"key": ...}`
     if (i == std::string_view::npos) continue;
     char quote = l[i] == '"' || l[i] == '\'' ? l[i] : 0;
     if (quote) ++i;

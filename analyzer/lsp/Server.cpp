@@ -49,7 +49,7 @@ struct RpcError : std::runtime_error {
 };
 
 enum class Encoding { Utf16, Utf8 };
-enum class DocKind { Python, Config, Launch, Cxx, Other };
+enum class DocKind { Python, Config, Launch, Cxx, Markdown, Other };
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -62,6 +62,7 @@ DocKind kindOf(const std::string& path, const std::string& languageId) {
   if (ext == ".yaml" || ext == ".yml" || ext == ".json") return DocKind::Config;
   if (ext == ".sh" || name == "Makefile" || name == "makefile" || name == "GNUmakefile") return DocKind::Launch;
   if (ext == ".cpp" || ext == ".cc" || ext == ".cxx") return DocKind::Cxx;
+  if (ext == ".md") return DocKind::Markdown;  // the configs its fenced blocks show (`shardlint check`'s rule)
   if (ext == ".py" || ext == ".pyi" || languageId == "python") return DocKind::Python;
   return DocKind::Other;
 }
@@ -703,6 +704,7 @@ class Server {
     json out = json::array();
     if (findings) findings->clear();
     if (d.kind == DocKind::Other || excluded(d.path)) return out;
+    if (d.kind == DocKind::Markdown && !config_.markdown.value_or(true)) return out;  // `markdown = false`
     auto t0 = std::chrono::steady_clock::now();
     if (!table_) table_ = std::make_unique<ModuleTable>(Linter(catalog_, base_).tableConfig(false));
     std::vector<Diagnostic> all = linter.lintFiles({d.path}, nullptr, table_.get());
@@ -814,7 +816,8 @@ class Server {
         fixAll = fixAll || kind == "source" || kind == "source.fixAll" || kind == kFixAllKind;
       }
     }
-    if (d.kind == DocKind::Other) return actions;
+    // Markdown: findings have no fixes, and a suppression comment belongs in a block, not at the file's top.
+    if (d.kind == DocKind::Other || d.kind == DocKind::Markdown) return actions;
     LineIndex index(d.text);
     if (quick) {
       // JSON has no comments: no suppressions there.

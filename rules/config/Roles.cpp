@@ -77,6 +77,32 @@ void readVersion(FsdpSettings& s, const YNode* node) {
 bool isJson(const shardlint::SourceFile& f) {
   return f.path.size() > 5 && f.path.substr(f.path.size() - 5) == ".json";
 }
+
+// A document written as one JSON object (`{...}`): a JSON file's content wherever it is shown (a fenced
+// block of a Markdown file).
+bool isJsonObject(const shardlint::SourceFile& f, const YNode& doc) {
+  return doc.isMap() && doc.range.begin < f.text.size() && f.text[doc.range.begin] == '{';
+}
+
+// `fsdp: "full_shard auto_wrap"`: the Trainer's `fsdp` argument, a string of FSDP options separated by
+// spaces (transformers splits it). axolotl's `fsdp` is a list.
+bool isTrainerFsdpString(const YNode* n) {
+  if (!n || !n->isScalar()) return false;
+  static const std::vector<std::string_view> kOptions = {"full_shard", "shard_grad_op",      "no_shard", "offload",
+                                                         "auto_wrap",  "hybrid_shard_zero2", "hybrid_shard"};
+  std::string_view v = n->value;
+  size_t words = 0;
+  while (!v.empty()) {
+    size_t b = v.find_first_not_of(' ');
+    if (b == std::string_view::npos) break;
+    v.remove_prefix(b);
+    size_t e = std::min(v.find(' '), v.size());
+    if (std::find(kOptions.begin(), kOptions.end(), v.substr(0, e)) == kOptions.end()) return false;
+    ++words;
+    v.remove_prefix(e);
+  }
+  return words > 0;
+}
 }  // namespace
 
 std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const YNode& doc) {
@@ -111,6 +137,20 @@ std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const 
     return s;
   }
   const YNode* fsdpList = lastValue(doc, "fsdp");
+  if (fsdpConfig && fsdpConfig->isMap() && fsdpList && fsdpList->isScalar() && fsdpList->quoted &&
+      fsdpList->value.find_first_not_of(' ') == std::string::npos && !lastValue(doc, "base_model"))
+    return std::nullopt;  // training arguments with `fsdp: ""`: the Trainer does not shard, fsdp_config is unread
+  if (fsdpConfig && fsdpConfig->isMap() && isTrainerFsdpString(fsdpList) && !lastValue(doc, "base_model")) {
+    // Training arguments (a YAML or JSON file `HfArgumentParser` reads, a TRL recipe): the Trainer reads
+    // `fsdp_config` as it reads a `--fsdp_config` JSON file.
+    FsdpSettings s{Role::TrainerJson};
+    s.root = &doc;
+    s.section = fsdpConfig;
+    s.enabled = true;
+    if (const YNode* v = lastValue(*fsdpConfig, "version")) readVersion(s, v);
+    if (const YNode* v = lastValue(*fsdpConfig, "fsdp_version")) readVersion(s, v);
+    return s;
+  }
   if (fsdpConfig && fsdpConfig->isMap() && (fsdpList || lastValue(doc, "base_model") || lastValue(doc, "fsdp_version"))) {
     FsdpSettings s{Role::Axolotl};
     s.root = &doc;
@@ -121,7 +161,7 @@ std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const 
     if (const YNode* inner = lastValue(*fsdpConfig, "version")) readVersion(s, inner);
     return s;
   }
-  if (isJson(file)) {
+  if (isJson(file) || isJsonObject(file, doc)) {
     // A Trainer `fsdp_config` JSON: mostly keys transformers knows (with or without `fsdp_`).
     static const std::vector<std::string_view> kTrainer = {
         "min_num_params",        "transformer_layer_cls_to_wrap", "backward_prefetch", "forward_prefetch",
