@@ -34,11 +34,14 @@ class OptimizerBeforeWrap final : public Rule {
       return "`fully_shard` replaces every parameter with a new sharded DTensor parameter, so the optimizer keeps "
              "stepping the old full-size tensors, which never receive gradients: training silently does nothing";
     if (api == "fsdp1") {
-      // `use_orig_params=args.use_orig_params`: the value the project's own default gives it.
-      std::string from = wrap.attr("orig_params_as").empty()
-                             ? std::string()
-                             : " (`use_orig_params=" + oneLine(wrap.attr("orig_params_as")) +
-                                   "` is False unless a caller or the command line sets it)";
+      // `use_orig_params=args.use_orig_params`: the value the project's own default gives it, or
+      // `cfg.fsdp.use_orig_params`: the value a YAML file the script loads gives it.
+      std::string from;
+      if (!wrap.attr("orig_params_as").empty())
+        from = " (`use_orig_params=" + oneLine(wrap.attr("orig_params_as")) + "` is False " +
+               (wrap.attr("orig_params_in").empty()
+                    ? std::string("unless a caller or the command line sets it)")
+                    : "in " + oneLine(wrap.attr("orig_params_in")) + " unless the command line sets it)");
       return "FSDP1 without `use_orig_params=True`" + from +
              " flattens the parameters into a FlatParameter, so the optimizer keeps stale tensors that never receive "
              "gradients: training silently does nothing";

@@ -880,6 +880,48 @@ TEST_CASE("cli: --baseline writes, then reports only new findings", "[cli][basel
 
 // The persistent cache: a second run takes every file's findings from it and parses nothing;
 // a change to a helper module re-analyses exactly the files whose analysis read it.
+TEST_CASE("cli: a cached finding depends on the YAML file its script loads", "[cli][cache]") {
+  TempDir dir;
+  const std::string kDefaultCache = "-u SHARDLINT_CACHE_DIR";
+  dir.write("configs/train.yaml", "fsdp:\n  use_orig_params: false\n");
+  dir.write("train.py",
+            "import torch\nfrom omegaconf import OmegaConf\n"
+            "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+            "cfg = OmegaConf.load(\"configs/train.yaml\")\nmodel = torch.nn.Linear(8, 8)\n"
+            "opt = torch.optim.AdamW(model.parameters())\n"
+            "model = FSDP(model, use_orig_params=cfg.fsdp.use_orig_params)\nopt.step()\n");
+  auto cacheLine = [](const Result& r) {
+    for (const auto& l : lines(r.err))
+      if (l.find("cache ") != std::string::npos) return l;
+    return std::string();
+  };
+  Result cold = run(dir, "check train.py --stats", kDefaultCache);
+  CHECK(cold.code == 1);
+  CHECK(cold.out.find("is False in configs/train.yaml unless the command line sets it") != std::string::npos);
+  Result warm = run(dir, "check train.py --stats", kDefaultCache);
+  CHECK(warm.out == cold.out);
+  CHECK(cacheLine(warm).find("1 of 1 analysed") != std::string::npos);
+
+  SECTION("the YAML file edited: the script is analysed again") {
+    dir.write("configs/train.yaml", "fsdp:\n  use_orig_params: true\n");
+    Result after = run(dir, "check train.py --stats", kDefaultCache);
+    CHECK(after.code == 0);
+    CHECK(cacheLine(after).find("0 of 1 analysed") != std::string::npos);
+    CHECK(after.out == run(dir, "check train.py --no-cache").out);
+  }
+  SECTION("the YAML file removed, then created again") {
+    fs::remove(dir.work() / "configs" / "train.yaml");
+    Result gone = run(dir, "check train.py --stats", kDefaultCache);
+    CHECK(gone.code == 0);
+    CHECK(cacheLine(gone).find("0 of 1 analysed") != std::string::npos);
+    dir.write("configs/train.yaml", "fsdp:\n  use_orig_params: false\n");
+    Result back = run(dir, "check train.py --stats", kDefaultCache);
+    CHECK(back.code == 1);
+    CHECK(back.out == cold.out);
+    CHECK(cacheLine(back).find("0 of 1 analysed") != std::string::npos);
+  }
+}
+
 TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
   TempDir dir;
   // The default location, whatever the test environment sets.

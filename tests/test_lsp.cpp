@@ -684,6 +684,31 @@ TEST_CASE("lsp: the warm index notices a helper changed on disk", "[lsp]") {
   CHECK(s.shutdownAndExit() == 0);
 }
 
+TEST_CASE("lsp: the warm index notices a YAML file the script loads changed on disk", "[lsp]") {
+  TempDir dir;
+  const std::string train =
+      "import torch\n"
+      "from omegaconf import OmegaConf\n"
+      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      "cfg = OmegaConf.load(\"train.yaml\")\n"
+      "model = torch.nn.Linear(8, 8)\n"
+      "optimizer = torch.optim.AdamW(model.parameters())\n"
+      "model = FSDP(model, use_orig_params=cfg.fsdp.use_orig_params)\n"
+      "optimizer.step()\n";
+  fs::path yaml = dir.write("train.yaml", "fsdp:\n  use_orig_params: false\n");
+  std::string trainUri = uriOf(dir.write("train.py", train));
+  LspProcess s;
+  s.initialize({}, dir.path());
+  s.open(trainUri, train);
+  CHECK(s.published(trainUri, 1)["diagnostics"].size() == 1);
+  // The file is changed on disk; the next lint of the script sees it.
+  dir.write("train.yaml", "fsdp:\n  use_orig_params: true\n");
+  fs::last_write_time(yaml, fs::last_write_time(yaml) + std::chrono::seconds(2));
+  s.change(trainUri, 2, {LspProcess::edit(rangeOf(7, 16, 7, 16), " ")});
+  CHECK(s.published(trainUri, 2)["diagnostics"].empty());
+  CHECK(s.shutdownAndExit() == 0);
+}
+
 TEST_CASE("lsp: protocol errors get error responses and the server keeps running", "[lsp]") {
   LspProcess s;
   // A request before initialize.

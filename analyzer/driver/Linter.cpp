@@ -314,6 +314,37 @@ class Task final : public semantic::ModuleProvider {
     for (const auto& [id, e] : leased_) table_.unlease(e);
   }
 
+  std::optional<std::string> dataFile(std::string_view spelled, const semantic::Module& from) override {
+    namespace fs = std::filesystem;
+    const ModuleTable::Entry* fromEntry = table_.byId(from.fileId());
+    if (spelled.empty() || !fromEntry || spelled.find('\0') != std::string_view::npos) return std::nullopt;
+    fs::path rel(spelled);
+    if (rel.is_absolute() || rel.has_root_name()) return std::nullopt;  // not the project's file
+    std::error_code ec;
+    fs::path script = fs::absolute(fs::path(fromEntry->path), ec).parent_path().lexically_normal();
+    if (ec) return std::nullopt;
+    fs::path project = index_ ? index_->projectDirOf(fromEntry->path) : fs::path();
+    if (!project.empty()) project = fs::absolute(project, ec).lexically_normal();
+    const fs::path& top = project.empty() ? script : project;
+    auto inside = [&](const fs::path& p) {
+      auto [a, b] = std::mismatch(top.begin(), top.end(), p.begin(), p.end());
+      return a == top.end() && b != p.end();
+    };
+    // Beside the file, then at the project's root: each place is a dependency, found or not.
+    std::vector<const ModuleTable::Entry*> found;
+    for (const fs::path& dir : {script, project}) {
+      if (dir.empty()) continue;
+      fs::path p = (dir / rel).lexically_normal();
+      if (!inside(p)) continue;
+      std::string path = index_ ? index_->displayOf(p.string()) : p.string();
+      if (const ModuleTable::Entry* e = table_.loadData(path, options_, fromEntry))
+        if (std::none_of(found.begin(), found.end(), [&](const ModuleTable::Entry* f) { return f == e; }))
+          found.push_back(e);
+    }
+    if (found.size() != 1) return std::nullopt;  // none, or two different files: which one runs is unknown
+    return found[0]->file->text;
+  }
+
  private:
   static std::vector<std::string> split(const std::string& q) {
     std::vector<std::string> parts;
@@ -769,8 +800,11 @@ ModuleTable::Config Linter::tableConfig(bool retireRoots) const {
       for (const auto& w : *words)
         if (text.find(w) != std::string_view::npos) return true;
       // The engine's own value sources: a module that declares dataclass fields or argparse
-      // options holds the defaults a caller's flags may come from (`cfg.use_orig_params`).
-      return text.find("dataclass") != std::string_view::npos || text.find("add_argument") != std::string_view::npos;
+      // options holds the defaults a caller's flags may come from (`cfg.use_orig_params`), one that
+      // loads a YAML file (`def load_config(): return OmegaConf.load(...)`) the file's values.
+      for (std::string_view w : {"dataclass", "add_argument", "OmegaConf", "safe_load", "yaml.load", "full_load"})
+        if (text.find(w) != std::string_view::npos) return true;
+      return false;
     };
   config.outlineWant = catalog_.projectFactsWant;
   config.outline = catalog_.projectOutline;

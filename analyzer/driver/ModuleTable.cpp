@@ -177,6 +177,18 @@ bool ModuleTable::ensureParsed(Entry* e, const ProjectIndex* index, const LintOp
   return parseLocked(e, index, options);
 }
 
+ModuleTable::Entry* ModuleTable::loadData(const std::string& path, const LintOptions& options, const Entry* from) {
+  Entry* e;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e = entryFor(absolutePathKey(path), path);
+    if (from) const_cast<Entry*>(from)->deps.insert(e);
+  }
+  std::lock_guard<std::mutex> lock(e->mu);
+  readLocked(e, options, std::nullopt);
+  return e->readable && e->file ? e : nullptr;
+}
+
 ModuleTable::Entry* ModuleTable::loadModule(const std::string& path, const ProjectIndex* index,
                                             const LintOptions& options, const Entry* from) {
   std::string key = absolutePathKey(path);

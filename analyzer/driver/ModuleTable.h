@@ -97,6 +97,10 @@ class ModuleTable final : public semantic::ModuleLookup {
   // worth loading (names no word a rule needs), unreadable or unparsable. Records the dependency.
   Entry* loadModule(const std::string& path, const ProjectIndex* index, const LintOptions& options,
                     const Entry* from);
+  // A data file (a YAML config) the code of `from` reads: read (never parsed) at most once, the
+  // dependency recorded even when it does not exist (its creation changes `from`'s results).
+  // Null when `path` cannot be read.
+  Entry* loadData(const std::string& path, const LintOptions& options, const Entry* from);
   // Reads `path` (no parse) for its text only: the pre-scan and project facts.
   Entry* readOnly(const std::string& path, const LintOptions& options, std::optional<std::string> text = std::nullopt);
   // Parses an entry already read (for its outline), counted like any parse.

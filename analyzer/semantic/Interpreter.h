@@ -31,6 +31,10 @@
 #define SHARDLINT_ASAN_BUILD 1
 #endif
 #endif
+namespace shardlint::config {
+struct YNode;
+}
+
 namespace shardlint::semantic {
 
 #ifdef SHARDLINT_ASAN_BUILD
@@ -151,6 +155,21 @@ class Interp {
   void bindDataclassFields(const ClassDef& cls, const CallSite& site, ObjId inst);
   // A method of an `argparse.ArgumentParser`; false when it is none the engine reads.
   bool argparseCall(ObjId parser, const std::string& method, const CallSite& site, ValueSet& result);
+  // `yaml.safe_load(open("cfg.yaml"))`, `OmegaConf.load("cfg.yaml")`, `OmegaConf.merge(...)` and
+  // `OmegaConf.from_cli()`: the values of a YAML file the code loads by a literal path (found through
+  // the module provider); false when the call is none of those or what it loads is unknown.
+  bool configLoadCall(const std::string& q, const CallSite& site, ValueSet& result);
+  // The value of a loaded YAML node: mappings become dicts (`omega`: their keys also read as
+  // attributes), scalars literals tagged "option_default" and "config_file" (`source`, the path as
+  // written); nullopt for anything else (sequences, floats, aliases, tags, interpolations).
+  std::optional<ObjId> configValue(const config::YNode& node, bool omega, const std::string& source, const Origin& origin,
+                                   size_t& budget);
+  // A dict made from a YAML mapping (configValue), and `key`'s value in it when it has exactly one.
+  bool isConfigMapping(ObjId o) const;
+  std::optional<ValueSet> configKey(ObjId mapping, std::string_view key) const;
+  ObjId mergeConfigs(ObjId a, ObjId b, const Origin& origin, int depth);
+  // At most this many nodes of a loaded YAML file are read (the rest is unknown).
+  static constexpr size_t kMaxConfigNodes = 1000;
   // Regions for the tests a condition establishes (isinstance / hasattr, directly or
   // through a name bound to one; `not`, `and`, `or` followed), `negated` for its false arm.
   // `conditions`: also "truth" regions for comparisons and disjunctions (addCondition).

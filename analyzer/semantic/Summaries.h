@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -79,6 +80,16 @@ class ModuleProvider {
   // The interpretation is about to read `module`'s syntax tree (its nodes must be valid
   // until the task ends).
   virtual void use(const Module& module) { (void)module; }
+  // The text of a data file (a YAML config) that `from`'s code opens by the relative path `spelled`:
+  // looked for beside `from`'s file and at the root of its project (where a run is usually started);
+  // nullopt when neither holds it, both hold different files, or the path leaves the project. Records
+  // that `from` depends on those places (an edit, a creation or a removal there changes its results).
+  // The answer must depend only on (spelled, from).
+  virtual std::optional<std::string> dataFile(std::string_view spelled, const Module& from) {
+    (void)spelled;
+    (void)from;
+    return std::nullopt;
+  }
 };
 
 // Pure summaries shared by the tasks of a run that have the same call-model facts.

@@ -582,6 +582,13 @@ bool FsdpCallModel::onCall(CallSite& site) {
           std::string written(src.substr(at.range.begin, at.range.end - at.range.begin));
           if (written != *lit) attrs["orig_params_as"] = written;
         }
+      // Read from a YAML file the script loads (semantic "config_file"): the message names it.
+      if (orig && lit && attrs.count("orig_params_as")) {
+        std::string_view file = st.obj(orig->front()).tag("config_file");
+        if (!file.empty() && std::all_of(orig->begin(), orig->end(),
+                                         [&](ObjId v) { return st.obj(v).tag("config_file") == file; }))
+          attrs["orig_params_in"] = std::string(file);
+      }
       attrs["replaces"] = !orig ? "1" : lit == std::optional<std::string>("True") ? "0"
                                      : lit == std::optional<std::string>("False") ? "1" : "?";
       if (site.kwarg("auto_wrap_policy")) attrs["auto_wrap"] = "1";
