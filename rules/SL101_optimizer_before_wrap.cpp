@@ -30,6 +30,11 @@ class OptimizerBeforeWrap final : public Rule {
  private:
   static std::string whatHappens(const Event& wrap) {
     std::string_view api = wrap.attr("api");
+    if (api == "fully_shard" && !wrap.attr("strategy").empty())
+      return "`fully_shard` in the strategy's `parallelize_fn` replaces every parameter with a new sharded DTensor "
+             "parameter, so the optimizer keeps stepping the old full-size tensors, which never receive gradients: "
+             "training silently does nothing (or Fabric's `setup_optimizers` rejects it, for a model built on the "
+             "meta device)";
     if (api == "fully_shard")
       return "`fully_shard` replaces every parameter with a new sharded DTensor parameter, so the optimizer keeps "
              "stepping the old full-size tensors, which never receive gradients: training silently does nothing";
@@ -57,6 +62,9 @@ class OptimizerBeforeWrap final : public Rule {
 
   static std::string fix(const Event& wrap) {
     std::string_view api = wrap.attr("api");
+    if (!wrap.attr("strategy").empty())  // `fully_shard` in a ModelParallelStrategy's parallelize_fn
+      return "build the optimizer after Fabric's `setup` / `setup_module` ran the `parallelize_fn`, from the set-up "
+             "module's parameters (`ModelParallelStrategy` does not re-point an optimizer built before)";
     if (api == "accelerate")
       return "set `use_orig_params=True` in the plugin, or build the optimizer from the prepared model";
     if (api == "fabric")
@@ -102,7 +110,7 @@ class OptimizerBeforeWrap final : public Rule {
   // between that expected it (a scheduler, a checkpoint load) may need to move too.
   std::optional<Fix> moveFix(RuleContext& cx, const Store& st, const StaleOptimizer& s) {
     std::string_view api = s.wrap->attr("api");
-    if (api != "fully_shard" && api != "fsdp1") return std::nullopt;
+    if ((api != "fully_shard" && api != "fsdp1") || !s.wrap->attr("strategy").empty()) return std::nullopt;
     uint32_t fileId = cx.analysis().module().fileId();
     semantic::Site built = st.obj(s.optimizer).origin.site(), wrapped = s.wrap->origin.site();
     if (built.file != fileId || wrapped.file != fileId) return std::nullopt;

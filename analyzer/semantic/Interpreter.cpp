@@ -1496,6 +1496,44 @@ void Interp::needsCallerValue(const ValueSet& vs) {
   }
 }
 
+ValueSet Interp::callCallable(const ValueSet& callees, const std::vector<ValueSet>& args, const Origin& origin) {
+  // Only what the analysis can see into: a plain function (not a method, whose `self` is not known
+  // here) of this module or another module of the project, or a partial of one.
+  auto resolve = [&](ObjId c) -> ObjId {
+    const Obj& co = st_.obj(c);
+    if (co.kind == ObjKind::Function)
+      return co.function && (!co.function->cls || co.function->isStatic) ? c : kNoObj;
+    if (co.kind == ObjKind::Ref && ses_.provider() && !ses_.opaque(co.name)) {
+      ModuleProvider::Found found = ses_.provider()->resolve(co.name, mod_);
+      if (found.function && (!found.function->cls || found.function->isStatic))
+        return defObject(ObjKind::Function, found.function);
+    }
+    return kNoObj;
+  };
+  ValueSet out;
+  for (ObjId c : callees) {
+    const Obj co = st_.obj(c);
+    ObjId callee = kNoObj;
+    if (co.kind == ObjKind::Instance && co.name == "functools.partial" && co.inputs().size() == 1) {
+      bool known = !co.inputs()[0].empty() &&
+                   std::all_of(co.inputs()[0].begin(), co.inputs()[0].end(), [&](ObjId f) { return resolve(f) != kNoObj; });
+      if (known) callee = c;
+    } else {
+      callee = resolve(c);
+    }
+    if (callee == kNoObj) {
+      needsCallerValue({c});  // a callable a caller passes in: what runs depends on it
+      continue;
+    }
+    CallSite site{*this};
+    site.origin = origin;
+    site.args = args;
+    site.argOrigins.assign(args.size(), origin);
+    addValues(out, callValue(callee, site, TSNode{}));
+  }
+  return out;
+}
+
 ObjId Interp::defaultConstant(const std::string& d) {
   // A string default is kept with its quotes (ModuleIndex): `"fsdp"`.
   if (d.size() >= 2 && (d[0] == '"' || d[0] == '\''))

@@ -107,6 +107,13 @@ class Interp {
   // parameters or module globals, the function's summary depends on its callers (they may bind them to
   // constants: defaults, dataclass fields, argparse defaults), so it is interpreted at each call site.
   void needsCallerValue(const ValueSet& vs);
+  // Calls each callable `callees` holds (a function of the project, one another module defines, a
+  // `functools.partial` of one) with these positional arguments, at `origin`: a call the analysed code
+  // makes through a framework (a callback it hands over, run when the framework is called there). Its
+  // events and objects come after the current point, as for a call written at `origin`. A callable
+  // that comes from the caller (a parameter) makes the function's summary caller-dependent; any
+  // other value (an unknown object, a library function) is not called. Returns what the calls return.
+  ValueSet callCallable(const ValueSet& callees, const std::vector<ValueSet>& args, const Origin& origin);
 
   void execBlock(TSNode block);
   void execStatement(TSNode stmt);

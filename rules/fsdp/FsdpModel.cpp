@@ -251,6 +251,18 @@ bool handleFabric(CallSite& site, const Obj& fabric, const std::map<std::string,
       for (size_t i = 1; i < site.args.size(); ++i)
         for (ObjId o : site.args[i])
           if (site.in.store().obj(o).hasTag("optimizer")) site.in.domainEvent("repoint", o, site.origin, {{"call", call}});
+    // ModelParallelStrategy: the strategy's `setup_module` runs `parallelize_fn(module, device_mesh)` here
+    // (its `fully_shard` calls are the wraps); an optimizer passed along is only wrapped
+    // (Strategy.setup_optimizer), never re-pointed. The module is sharded in place: the result stands for it.
+    if (fabric.hasTag("model_parallel") && !fabric.inputs().empty()) {
+      Store& st = site.in.store();
+      size_t before = st.events.size();
+      ObjId mesh = site.in.derive(site.receiver, ".device_mesh");
+      site.in.callCallable(fabric.inputs()[0], {site.args[0], {mesh}}, site.origin);
+      for (size_t i = before; i < st.events.size(); ++i)
+        if (st.events[i].kind == EventKind::Domain && st.events[i].name == "wrap")
+          st.events[i].attrs["strategy"] = "ModelParallelStrategy";
+    }
     site.result = makeResult(site.in, site.args, site.origin);
     return true;
   }
@@ -693,13 +705,28 @@ bool FsdpCallModel::onCall(CallSite& site) {
     site.result = {o};
     return true;
   }
+  if (endsWith(q, ".ModelParallelStrategy") && (startsWith(q, "lightning") || startsWith(q, "pytorch_lightning"))) {
+    // Fabric's takes `parallelize_fn(module, device_mesh)`, which its `setup_module` runs (the Trainer's
+    // takes none: the LightningModule's `configure_model` does the sharding, in the order frameworkOrder gives).
+    ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
+    st.obj(o).setTag("model_parallel", "1");
+    if (const ValueSet* fn = site.arg(0, "parallelize_fn")) st.obj(o).setInputs({*fn});
+    site.result = {o};
+    return true;
+  }
   if (q == "lightning.Fabric" || q == "lightning.fabric.Fabric" || q == "lightning_fabric.Fabric" ||
       q == "lightning.fabric.fabric.Fabric") {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
     st.obj(o).setTag("fabric", "1");
     if (const ValueSet* strat = site.kwarg("strategy")) {
+      ValueSet parallelize;
       for (ObjId s : *strat) {
         const Obj& so = st.obj(s);
+        if (so.hasTag("model_parallel") && !so.inputs().empty()) {
+          st.obj(o).setTag("model_parallel", "1");
+          semantic::addValues(parallelize, so.inputs()[0]);
+          continue;
+        }
         std::string name = so.name;
         std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
         if (so.kind == ObjKind::Literal && name.find("fsdp") != std::string::npos) {
@@ -709,6 +736,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
           if (so.hasTag("use_orig_params")) st.obj(o).setTag("use_orig_params", std::string(so.tag("use_orig_params")));
         }
       }
+      if (!parallelize.empty()) st.obj(o).setInputs({parallelize});
     }
     site.result = {o};
     return true;
