@@ -208,9 +208,13 @@ void FileAnalysis::run() {
       moduleStore_.obj(id).argIndex = static_cast<int>(i);
       args.push_back({id});
     }
+    size_t eventsBefore = moduleStore_.events.size();
     in.analyzeInPlace(*init, args);
     driven.insert(init);
-    if (frame.reachable) runLifecycle(in, frame, *c, self, origin);
+    bool constructorActs = std::any_of(moduleStore_.events.begin() + static_cast<std::ptrdiff_t>(eventsBefore),
+                                       moduleStore_.events.end(),
+                                       [](const Event& e) { return e.kind == EventKind::Domain; });
+    if (frame.reachable) runLifecycle(in, frame, *c, self, origin, constructorActs);
     frame.arm = -1;
   }
   for (const auto& f : module_.functions()) {
@@ -235,7 +239,8 @@ void FileAnalysis::run() {
   }
 }
 
-void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, ObjId self, const Origin& origin) {
+void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, ObjId self, const Origin& origin,
+                                bool constructorActs) {
   // The class's methods and its project bases' (another module's through the module provider), the
   // class's own first; `byName` is the one a call on the instance runs.
   std::vector<const ClassDef*> chain;
@@ -307,6 +312,12 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
     // Only a method that reads or sets something on `self` can see what the constructor did.
     auto u = std::find_if(uses.begin(), uses.end(), [&](const SelfUse& v) { return v.def == def; });
     if (u == uses.end() || u->mentioned.empty()) continue;
+    // And only when the constructor or the method itself records a domain fact (a model-wrapping
+    // call, say): otherwise the run tells nothing the method's own arm does not.
+    if (!constructorActs) {
+      const Summary* s = session_.summary(def);
+      if (!s || (!s->hasDomainFacts && !s->truncated)) continue;
+    }
     methods.push_back(def);
     if (methods.size() >= kMaxLifecycleMethods) break;
   }

@@ -72,7 +72,10 @@ class FileAnalysis {
  private:
   // After a constructor's arm ran `__init__` on `self` (a class nothing here instantiates): the class's
   // public methods, each in its own arm under that one, on the constructed instance (runLifecycle's comments).
-  void runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, ObjId self, const Origin& origin);
+  // `constructorActs`: that `__init__` recorded a domain event; else only methods whose own summary holds
+  // domain facts run.
+  void runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, ObjId self, const Origin& origin,
+                    bool constructorActs);
 
   const Module& module_;
   Session& session_;
