@@ -44,6 +44,7 @@ inline constexpr bool kAddressSanitizer = false;
 #endif
 
 struct Frame;
+class Interp;
 
 // The per-file interpretation: one linted file's module body, then the functions
 // nothing in it called, each in its own exclusive arm. Built on the file's Module
@@ -73,6 +74,13 @@ class FileAnalysis {
   const ClassDef* findClass(std::string_view qualname) const { return module_.findClass(qualname); }
 
  private:
+  // After a constructor's arm ran `__init__` on `self` (a class nothing here instantiates): the class's
+  // public methods, each in its own arm under that one, on the constructed instance (runLifecycle's comments).
+  // `constructorActs`: that `__init__` recorded a domain event; else only methods whose own summary holds
+  // domain facts run.
+  void runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, ObjId self, const Origin& origin,
+                    bool constructorActs);
+
   const Module& module_;
   Session& session_;
   Store moduleStore_;
