@@ -60,6 +60,10 @@ class CallModel {
     (void)bases;
     return {};
   }
+  // An object whose making gives a class's later methods something to say (an optimizer a method may
+  // step after a wrap): a constructor that makes one, or records a domain event, has its class's public
+  // methods run after it (FileAnalysis's lifecycle). Default: every object the model tagged.
+  virtual bool lifecycleAnchor(const Obj& o) const { return !o.tags().empty(); }
 };
 
 }  // namespace shardlint::semantic

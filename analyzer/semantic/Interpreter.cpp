@@ -209,13 +209,19 @@ void FileAnalysis::run() {
       moduleStore_.obj(id).argIndex = static_cast<int>(i);
       args.push_back({id});
     }
-    size_t eventsBefore = moduleStore_.events.size();
+    size_t eventsBefore = moduleStore_.events.size(), objectsBefore = moduleStore_.objects.size();
     in.analyzeInPlace(*init, args);
     driven.insert(init);
     bool constructorActs = std::any_of(moduleStore_.events.begin() + static_cast<std::ptrdiff_t>(eventsBefore),
                                        moduleStore_.events.end(),
                                        [](const Event& e) { return e.kind == EventKind::Domain; });
-    if (frame.reachable) runLifecycle(in, frame, *c, self, origin, constructorActs);
+    // Only a constructor that acts (a domain event) or makes what the model calls an anchor (an
+    // optimizer) gives the later methods something to say; other classes (most of a model zoo's) skip the
+    // lifecycle and the summaries of their public methods.
+    bool anchored = constructorActs;
+    for (size_t i = objectsBefore; !anchored && i < moduleStore_.objects.size(); ++i)
+      anchored = session_.model().lifecycleAnchor(moduleStore_.objects[i]);
+    if (frame.reachable && anchored) runLifecycle(in, frame, *c, self, origin, constructorActs);
     frame.arm = -1;
   }
   for (const auto& f : module_.functions()) {

@@ -25,6 +25,11 @@ class FsdpCallModel final : public semantic::CallModel {
   bool frameworkApi(std::string_view qualname) const override;
   std::vector<std::string> frameworkOrder(const std::vector<std::string>& bases) const override;
   void setFacts(const std::map<std::string, std::string>& facts) override { facts_ = facts; }
+  // What a trainer class's later methods may use stale: an optimizer or scheduler, an FSDP wrapper.
+  bool lifecycleAnchor(const semantic::Obj& o) const override {
+    return o.hasTag("optimizer") || o.hasTag("scheduler") || o.hasTag("fsdp_wrapper") || o.hasTag("accelerator") ||
+           o.hasTag("fabric");
+  }
 
  private:
   // SL202's fact: a Trainer given `optimizers=` while FSDP is on (a "trainer_optimizers" event).
