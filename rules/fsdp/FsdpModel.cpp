@@ -209,7 +209,7 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
   // optimizers among the arguments and raises a ValueError unless both are there or neither is.
   // "optimizers": arguments that are certainly an optimizer (a known optimizer class); "others":
   // arguments that are neither such an optimizer nor a known dataloader or scheduler (maybe a model).
-  if (fsdp == "2" && !acc.hasTag("accelerate_before_fsdp2")) {
+  if (fsdp == "2" && !acc.hasTag("accelerate_before_fsdp2") && !acc.hasTag("fsdp_conditional")) {
     size_t certainOpt = 0, others = 0;
     for (const ValueSet& arg : site.args) {
       bool opt = !arg.empty() && std::all_of(arg.begin(), arg.end(), [&](ObjId id) {
@@ -246,7 +246,8 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
 // early), or tensor parallelism is on (an earlier branch). Each is a reason for no event here.
 void noteFsdp2PrepareModel(CallSite& site, const Obj& acc) {
   Store& st = site.in.store();
-  if (acc.tag("fsdp") != "2" || acc.hasTag("accelerate_before_fsdp2") || acc.hasTag("parallelism_config") ||
+  if (acc.tag("fsdp") != "2" || acc.hasTag("accelerate_before_fsdp2") || acc.hasTag("fsdp_conditional") ||
+      acc.hasTag("parallelism_config") ||
       site.splat)
     return;
   const ValueSet* model = site.arg(0, "model");
@@ -718,7 +719,10 @@ bool FsdpCallModel::onCall(CallSite& site) {
     if (const ValueSet* plugin = site.kwarg("fsdp_plugin")) {
       for (ObjId p : *plugin) {
         const Obj& po = st.obj(p);
-        if (!po.hasTag("fsdp_plugin")) continue;
+        if (!po.hasTag("fsdp_plugin")) {  // `plugin if use_fsdp else None`: FSDP on one path only
+          st.obj(o).setTag("fsdp_conditional", "1");
+          continue;
+        }
         fromPlugin = true;
         std::string version(po.tag("fsdp_version")), orig(po.tag("use_orig_params"));
         st.obj(o).setTag("fsdp", version);
