@@ -107,7 +107,7 @@ def main() -> int:
         print(run.stderr[-4000:])
         return 1
     backend = next((l for l in run.stderr.splitlines() if l.startswith("shardlint probe: backend")), "")
-    selftest = next((l for l in run.stderr.splitlines() if "CPU self-test" in l), "")
+    selftest = next((l for l in run.stderr.splitlines() if "CPU self-test (" in l), "")  # not "is cached"
     failures, rows = [], []
     probed = [f for f in findings if f.get("code") in RULES]
     with_probe = [f for f in probed if "probe" in f]
