@@ -34,6 +34,11 @@ std::vector<Entry> makeEntries() {
       {{"SL103", "unsharded-params", Severity::Error,
         "optimized trainable parameters left outside every FSDP unit", ruleDoc("SL103")},
        makeSL103},
+      {{"SL201", "fsdp2-separate-prepare", Severity::Error,
+        "accelerate FSDP2 with the model and the optimizer prepared in separate calls, or `prepare_model` (a "
+        "ValueError in `Accelerator.prepare`)",
+        ruleDoc("SL201")},
+       makeSL201},
       {{"SL202", "trainer-prebuilt-optimizer", Severity::Error,
         "HF `Trainer(..., optimizers=(opt, sched))` while FSDP is enabled (a RuntimeError in `Trainer.__init__`)",
         ruleDoc("SL202")},

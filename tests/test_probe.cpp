@@ -361,11 +361,12 @@ TEST_CASE("probe spec: SL103 shapes", "[probe]") {
   }
 }
 
-TEST_CASE("probe spec: every SL101-SL103 and SL402 fixture finding gets a spec", "[probe]") {
+TEST_CASE("probe spec: every SL101-SL103, SL201, SL202 and SL402 fixture finding gets a spec", "[probe]") {
   size_t specs = 0, reasons = 0;
   for (const auto& e : fs::directory_iterator(std::string(SHARDLINT_SOURCE_DIR) + "/fixtures/python")) {
     std::string name = e.path().filename().string();
-    if ((name.rfind("SL10", 0) != 0 && name.rfind("SL402", 0) != 0) || name.find("_ok") != std::string::npos)
+    if ((name.rfind("SL10", 0) != 0 && name.rfind("SL20", 0) != 0 && name.rfind("SL402", 0) != 0) ||
+        name.find("_ok") != std::string::npos)
       continue;
     for (const auto& d : lint(e.path().string())) {
       if (!probedCode(d.code)) continue;
@@ -375,7 +376,8 @@ TEST_CASE("probe spec: every SL101-SL103 and SL402 fixture finding gets a spec",
       if (s) {
         ++specs;
         CHECK((s->wrapApi == "fully_shard" || s->wrapApi == "fsdp1" || s->wrapApi == "accelerate" ||
-               s->wrapApi == "fabric"));
+               s->wrapApi == "fabric" || s->wrapApi == "trainer"));
+        CHECK(replaySupported(*s));
         CHECK(!s->shape.empty());
         CHECK(s->code == d.code);
       } else {
@@ -388,6 +390,61 @@ TEST_CASE("probe spec: every SL101-SL103 and SL402 fixture finding gets a spec",
   CHECK(reasons == 0);
 }
 
+TEST_CASE("probe spec: SL201 accelerate FSDP2 separate prepare and prepare_model", "[probe]") {
+  {
+    auto s = replaySpecFor(findingOf("SL201_accelerate_fsdp2_separate_prepare.py", "SL201"));
+    REQUIRE(s);
+    CHECK(s->code == "SL201");
+    CHECK(s->shape == "separate-prepare");
+    CHECK(s->wrapApi == "accelerate");
+    CHECK(s->fsdpVersion == 2);
+    CHECK(replaySupported(*s));
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL201_accelerate_fsdp2_prepare_in_helper.py", "SL201"));
+    REQUIRE(s);
+    CHECK(s->shape == "separate-prepare");
+    CHECK(s->optimizer == "torch.optim.SGD");  // the fixture's own optimizer
+  }
+  {
+    auto s = replaySpecFor(findingOf("SL201_accelerate_fsdp2_prepare_model.py", "SL201"));
+    REQUIRE(s);
+    CHECK(s->shape == "prepare-model");
+    CHECK(s->fsdpVersion == 2);
+    CHECK(replayProgram(*s).find("accelerator.prepare_model(model)") != std::string::npos);
+  }
+}
+
+TEST_CASE("probe spec: SL202 Trainer with a pre-built optimizer", "[probe]") {
+  auto s = replaySpecFor(findingOf("SL202_trainer_optimizers_fsdp.py", "SL202"));
+  REQUIRE(s);
+  CHECK(s->code == "SL202");
+  CHECK(s->shape == "trainer-prebuilt-optimizer");
+  CHECK(s->wrapApi == "trainer");
+  CHECK(replaySupported(*s));
+  std::string program = replayProgram(*s);
+  CHECK(program.find("s.require_transformers(") != std::string::npos);
+  CHECK(program.find("optimizers=(optimizer, None)") != std::string::npos);
+}
+
+TEST_CASE("probe decide: SL201 and SL202 are confirmed by the framework's refusal only", "[probe]") {
+  RunOutcome run = outcome(1);
+  RankReport r = synthetic(0, 1, false);
+  r.exceptionType = "ValueError";
+  r.exceptionMessage = "When using FSDP2, a model and optimizer must be passed together to `Accelerator.prepare()` "
+                       "as the optimizer needs to have its parameters modified after the model is converted.";
+  CHECK(decide("SL201", {r}, run).verdict == Verdict::Confirmed);
+  CHECK(decide("SL202", {r}, run).verdict != Verdict::Confirmed);
+  r.exceptionType = "RuntimeError";
+  r.exceptionMessage = "Passing `optimizers` is not allowed if PyTorch FSDP is enabled. You should subclass `Trainer`";
+  CHECK(decide("SL202", {r}, run).verdict == Verdict::Confirmed);
+  CHECK(decide("SL201", {r}, run).verdict != Verdict::Confirmed);
+  // transformers missing on the rank: the replay's environment check, never a verdict on the finding.
+  r.exceptionType = "ShardlintProbeError";
+  r.exceptionMessage = "transformers is not importable in this Python (python): ModuleNotFoundError";
+  CHECK(decide("SL202", {r}, run).verdict == Verdict::ProbeError);
+}
+
 TEST_CASE("probe spec: other rules are not probed", "[probe]") {
   Diagnostic d;
   d.code = "SL305";
@@ -396,7 +453,11 @@ TEST_CASE("probe spec: other rules are not probed", "[probe]") {
   CHECK_FALSE(replaySpecFor(d, "", &why));
   CHECK(why.find("SL305") != std::string::npos);
   CHECK_FALSE(probedCode("SL305"));
+  CHECK_FALSE(probedCode("SL203"));
+  CHECK_FALSE(probedCode("SL403"));
   CHECK(probedCode("SL102"));
+  CHECK(probedCode("SL201"));
+  CHECK(probedCode("SL202"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -914,7 +975,7 @@ TEST_CASE("probe cli: nothing to probe needs no torch", "[probe]") {
   CliResult r = runShardlint("probe --python /bin/false fixtures/python/SL101_alias_ok.py", dir.path() / "err.txt");
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.err.find("no SL101, SL102, SL103 or SL402 finding") != std::string::npos);
+  CHECK(r.err.find("no SL101, SL102, SL103, SL201, SL202 or SL402 finding") != std::string::npos);
 }
 
 TEST_CASE("probe cli: usage errors", "[probe]") {

@@ -234,8 +234,8 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 6);
-  CHECK(replayWrapApis().size() == 4);
+  CHECK(replayShapes().size() == 9);
+  CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
     for (const auto& api : replayWrapApis()) {
@@ -262,7 +262,8 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "stray-param-after-wrap/fully_shard",
                                            "stray-param-after-wrap/fsdp1", "stray-param-before-prepare/accelerate",
                                            "blocks-without-root/fully_shard", "ignored-trainable/fully_shard",
-                                           "ignored-trainable/fsdp1"});
+                                           "ignored-trainable/fsdp1", "separate-prepare/accelerate",
+                                           "prepare-model/accelerate", "trainer-prebuilt-optimizer/trainer"});
   std::string why;
   CHECK_FALSE(replaySupported(spec("SL101", "optimizer-before-wrap", "deepspeed"), &why));
   CHECK(why.find("deepspeed") != std::string::npos);

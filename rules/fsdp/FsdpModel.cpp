@@ -205,6 +205,33 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
     }
     results.push_back(out);
   }
+  // SL201's fact: what one FSDP2 `prepare` call holds. accelerate (1.6+) counts the torch modules and
+  // optimizers among the arguments and raises a ValueError unless both are there or neither is.
+  // "optimizers": arguments that are certainly an optimizer (a known optimizer class); "others":
+  // arguments that are neither such an optimizer nor a known dataloader or scheduler (maybe a model).
+  if (fsdp == "2" && !acc.hasTag("accelerate_before_fsdp2") && !acc.hasTag("fsdp_conditional")) {
+    size_t certainOpt = 0, others = 0;
+    for (const ValueSet& arg : site.args) {
+      bool opt = !arg.empty() && std::all_of(arg.begin(), arg.end(), [&](ObjId id) {
+        const Obj& o = st.obj(id);
+        return o.hasTag("optimizer") && isOptimizerQualname(o.name);
+      });
+      bool known = !arg.empty() && std::all_of(arg.begin(), arg.end(), [&](ObjId id) {
+        return st.obj(id).hasTag("dataloader") || st.obj(id).hasTag("scheduler");
+      });
+      if (opt) ++certainOpt;
+      else if (!known) ++others;
+    }
+    std::map<std::string, std::string, std::less<>> attrs{{"prepare", prepareId},
+                                                          {"call", call},
+                                                          {"optimizers", std::to_string(certainOpt)},
+                                                          {"others", std::to_string(others)},
+                                                          {"wrapped_optimizers", std::to_string(optimizersSeen.size())},
+                                                          {"splat", site.splat ? "1" : "0"}};
+    for (const char* k : {"config", "config_line", "config_col"})
+      if (acc.hasTag(k)) attrs[k] = std::string(acc.tag(k));
+    site.in.domainEvent("accelerate_fsdp2_prepare", site.receiver, site.origin, std::move(attrs));
+  }
   // accelerate re-points a pre-built optimizer only on the FSDP2 path (fsdp2_switch_optimizer_parameters).
   if (fsdp == "2")
     for (ObjId o : optimizersSeen)
@@ -212,6 +239,38 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
                           {{"prepare", prepareId}, {"fsdp_version", fsdp}, {"call", call}});
   site.result = makeResult(site.in, results, site.origin);
   return true;
+}
+
+// SL201's fact: `accelerator.prepare_model(model)` under FSDP2 raises `ValueError: FSDP2 preparation should be
+// done via accelerate.prepare()` unless `evaluation_mode=True`, the model was already prepared (it returns
+// early), or tensor parallelism is on (an earlier branch). Each is a reason for no event here.
+void noteFsdp2PrepareModel(CallSite& site, const Obj& acc) {
+  Store& st = site.in.store();
+  if (acc.tag("fsdp") != "2" || acc.hasTag("accelerate_before_fsdp2") || acc.hasTag("fsdp_conditional") ||
+      acc.hasTag("parallelism_config") ||
+      site.splat)
+    return;
+  const ValueSet* model = site.arg(0, "model");
+  if (!model || model->empty()) return;
+  auto prepared = [&](ObjId m) {  // by an earlier `prepare`: prepare_model returns it unchanged
+    return std::any_of(st.events.begin(), st.events.end(), [&](const Event& e) {
+      return e.kind == EventKind::Domain && e.name == "wrap" && e.target == m && e.attr("api") == "accelerate";
+    });
+  };
+  for (ObjId m : *model) {
+    const Obj& o = st.obj(m);
+    if (prepared(m) || o.hasTag("fsdp_wrapper") || o.hasTag("optimizer") ||
+        o.hasTag("dataloader") || o.hasTag("scheduler") || o.kind == ObjKind::Literal)
+      return;
+  }
+  if (const ValueSet* eval = site.arg(2, "evaluation_mode")) {
+    auto lit = literalOf(st, eval);
+    if (!lit || *lit != "False") return;
+  }
+  std::map<std::string, std::string, std::less<>> attrs{{"call", calleeText(site)}};
+  for (const char* k : {"config", "config_line", "config_col"})
+    if (acc.hasTag(k)) attrs[k] = std::string(acc.tag(k));
+  site.in.domainEvent("accelerate_fsdp2_prepare_model", site.receiver, site.origin, std::move(attrs));
 }
 
 // Whether Fabric's FSDPStrategy replaces the parameters it wraps (FSDP1 with use_orig_params=False):
@@ -441,7 +500,8 @@ bool FsdpCallModel::frameworkApi(std::string_view q) const {
 }
 
 bool FsdpCallModel::receiverSensitive(std::string_view method) const {
-  return method == "prepare" || method == "setup" || method == "setup_module" || method == "setup_optimizers";
+  return method == "prepare" || method == "prepare_model" || method == "setup" || method == "setup_module" ||
+         method == "setup_optimizers";
 }
 
 std::vector<std::string> FsdpCallModel::frameworkOrder(const std::vector<std::string>& bases) const {
@@ -463,6 +523,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
   if (site.receiver != kNoObj) {
     const Obj recv = st.obj(site.receiver);
     if (recv.hasTag("accelerator") && site.method == "prepare") return handlePrepare(site, recv);
+    if (recv.hasTag("accelerator") && site.method == "prepare_model") noteFsdp2PrepareModel(site, recv);
     if (recv.hasTag("fabric")) return handleFabric(site, recv, facts_);
     const std::string& m = site.method;
     if (m == "requires_grad_") {
@@ -658,7 +719,10 @@ bool FsdpCallModel::onCall(CallSite& site) {
     if (const ValueSet* plugin = site.kwarg("fsdp_plugin")) {
       for (ObjId p : *plugin) {
         const Obj& po = st.obj(p);
-        if (!po.hasTag("fsdp_plugin")) continue;
+        if (!po.hasTag("fsdp_plugin")) {  // `plugin if use_fsdp else None`: FSDP on one path only
+          st.obj(o).setTag("fsdp_conditional", "1");
+          continue;
+        }
         fromPlugin = true;
         std::string version(po.tag("fsdp_version")), orig(po.tag("use_orig_params"));
         st.obj(o).setTag("fsdp", version);
@@ -690,6 +754,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
     }
     for (const char* k : {"config", "config_line", "config_col", "config_value"})
       if (!fact(k).empty()) st.obj(o).setTag(k, fact(k));
+    // accelerate before 1.6 has no FSDP2 (`fsdp_version` is not read): nothing SL201 judges applies.
+    if (auto pin = pinnedBelow(facts_, {"accelerate"}, "1.6")) st.obj(o).setTag("accelerate_before_fsdp2", *pin);
+    if (site.kwarg("parallelism_config")) st.obj(o).setTag("parallelism_config", "1");
     site.result = {o};
     return true;
   }

@@ -228,6 +228,8 @@ void emitControls(RuleContext& cx, const RuleInfo& info, const Store& st,
                                                {"fsdp_version", std::string(w->attr("fsdp_version"))}};
       std::string how;
       if (st.precedes(w->point, o.point)) {
+        // accelerate FSDP2 refuses a model prepared without its optimizer (SL201): no correct run to replay.
+        if (api == "accelerate" && w->attr("fsdp_version") == "2") break;
         facts["shape"] = "optimizer-after-wrap";
         how = "after " + std::string(wrapApiName(*w)) + " wraps it";
       } else if (st.precedes(o.point, w->point)) {

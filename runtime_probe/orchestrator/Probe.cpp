@@ -109,7 +109,8 @@ std::string_view verdictName(Verdict v) {
 }
 
 bool probedCode(std::string_view code) {
-  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL402";
+  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL201" || code == "SL202" ||
+         code == "SL402";
 }
 
 // ============================================================================================
@@ -148,7 +149,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     if (whyNot) *whyNot = std::move(why);
     return std::nullopt;
   };
-  if (!probedCode(d.code)) return fail(d.code + " is not a rule the probe tests (SL101, SL102, SL103, SL402)");
+  if (!probedCode(d.code)) return fail(d.code + " is not a rule the probe tests (SL101, SL102, SL103, SL201, SL202, SL402)");
   ReplaySpec s;
   s.code = d.code;
   s.path = d.location.path;
@@ -171,6 +172,18 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     s.joint = fact("joint") == "1";
     s.control = true;
     if (s.shape.empty() || s.wrapApi.empty()) return fail("the control names no shape or wrap API");
+  } else if (d.code == "SL201") {
+    // accelerate FSDP2 refuses a model and an optimizer prepared apart, and prepare_model: the replay
+    // makes the same calls and expects accelerate's ValueError.
+    s.wrapApi = "accelerate";
+    s.fsdpVersion = 2;
+    if (contains(text, "prepare_model")) s.shape = "prepare-model";
+    else if (contains(text, "prepared in a call of its own")) s.shape = "separate-prepare";
+    else return fail("cannot tell the shape of this SL201 finding from its message");
+  } else if (d.code == "SL202") {
+    // transformers' Trainer refuses `optimizers=` when FSDP is on (needs transformers on the rank).
+    s.wrapApi = "trainer";
+    s.shape = "trainer-prebuilt-optimizer";
   } else if (d.code == "SL402") {
     // accelerate FSDP1 with use_orig_params false (the plugin's default or the config's) and an
     // optimizer built before prepare: SL101's accelerate FSDP1 replay, judged like SL101.
@@ -1136,6 +1149,15 @@ bool isMixedDTensor(const RankReport& r) {
   return contains(r.exceptionMessage, "mixed torch.Tensor and DTensor") ||
          contains(r.exceptionMessage, "mixed Tensor and DTensor");
 }
+// accelerate FSDP2's refusals (SL201) and the Trainer's (SL202).
+bool isSeparatePrepareError(const RankReport& r) {
+  return contains(r.exceptionMessage, "a model and optimizer must be passed together") ||
+         contains(r.exceptionMessage, "FSDP2 preparation should be done via");
+}
+bool isTrainerOptimizersError(const RankReport& r) {
+  return contains(r.exceptionMessage, "Passing `optimizers` is not allowed") ||
+         contains(r.exceptionMessage, "Passing optimizers is not allowed");
+}
 bool isSl101FrameworkError(const RankReport& r) {
   return contains(r.exceptionMessage, "FlatParameter") || isMixedDTensor(r) || isShardedKeyError(r) ||
          contains(r.exceptionMessage, "can't optimize a non-leaf Tensor") ||
@@ -1250,6 +1272,7 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
   const RankReport* mixed = nullptr;
   const RankReport* sl101Error = nullptr;
   const RankReport* firstException = nullptr;
+  const RankReport* refused = nullptr;  // SL201 / SL202: the framework's own refusal
   for (const auto& r : reports) {
     if (r.reachedStep) ++reached;
     if (r.staleOptimizerEntries > stale) stale = r.staleOptimizerEntries, staleRank = r.rank;
@@ -1267,6 +1290,8 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
       if (isShardedKeyError(r) && !keyError) keyError = &r;
       if (isMixedDTensor(r) && !mixed) mixed = &r;
       if (isSl101FrameworkError(r) && !sl101Error) sl101Error = &r;
+      if (!refused && ((code == "SL201" && isSeparatePrepareError(r)) || (code == "SL202" && isTrainerOptimizersError(r))))
+        refused = &r;
     }
   }
   const int ranksReported = static_cast<int>(reports.size());
@@ -1290,6 +1315,10 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
     if (divergedRank)
       confirm.push_back("ranks disagree on the unmanaged parameters after the step (world size " +
                         std::to_string(std::max(res.worldSize, expected)) + ")");
+  } else if (code == "SL201" || code == "SL202") {
+    if (refused)
+      confirm.push_back(std::string(code == "SL201" ? "accelerate" : "the Trainer") + " raised " +
+                        exceptionText(*refused) + onRank(refused->rank));
   } else if (code == "SL103") {
     if (unmanaged > 0)
       confirm.push_back("the optimizer held " + plural(unmanaged, "tensor", "tensors") + " that no FSDP unit manages" +
@@ -1351,7 +1380,10 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
                           : "all " + std::to_string(ranksReported) + " ranks") +
       " with no sign of the bug: ";
   std::vector<std::string> facts;
-  if (code == "SL101" || code == "SL402") {
+  if (code == "SL201" || code == "SL202") {
+    facts.push_back(code == "SL201" ? "accelerate's prepare raised no ValueError"
+                                    : "the Trainer raised no RuntimeError for the optimizers");
+  } else if (code == "SL101" || code == "SL402") {
     facts.push_back(plural(stale, "stale optimizer entry", "stale optimizer entries"));
     facts.push_back(changedKnown ? "the step changed the parameters" : "parameter change not measured");
   } else {
@@ -1780,7 +1812,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   for (size_t i = 0; i < diags.size(); ++i)
     if (probedCode(diags[i].code)) probed.push_back(i);
   if (probed.empty()) {
-    log_ << "shardlint probe: no SL101, SL102, SL103 or SL402 finding" << (controls_.empty() ? "" : " or control")
+    log_ << "shardlint probe: no SL101, SL102, SL103, SL201, SL202 or SL402 finding" << (controls_.empty() ? "" : " or control")
          << " to probe\n";
     return 0;
   }
@@ -1964,7 +1996,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   // pass once run (script mode runs it once for all findings).
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
                       const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
-    if (!choice.divergenceOnGloo || code == "SL101" || code == "SL402" || first.verdict == Verdict::Confirmed ||
+    if (!choice.divergenceOnGloo || code == "SL101" || code == "SL402" || code == "SL201" || code == "SL202" || first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;
     if (!g) {

@@ -81,6 +81,13 @@ std::string shapeText(const std::string& shape) {
     return "a free nn.Parameter joins the optimizer (add_param_group) after the model is wrapped";
   if (shape == "stray-param-before-prepare")
     return "a free nn.Parameter sits in the optimizer's param groups when model and optimizer are prepared together";
+  if (shape == "separate-prepare")
+    return "with accelerate FSDP2 the model is prepared alone, then an optimizer built from it is prepared in a "
+           "second call";
+  if (shape == "prepare-model") return "with accelerate FSDP2 the model is prepared with Accelerator.prepare_model";
+  if (shape == "trainer-prebuilt-optimizer")
+    return "transformers' Trainer is given a pre-built optimizer (optimizers=(opt, None)) while its "
+           "TrainingArguments enable FSDP";
   if (shape == "blocks-without-root")
     return "fully_shard is applied to the blocks but not to the root; the optimizer takes the whole model's parameters";
   return "a trainable parameter the optimizer holds is excluded from FSDP (ignored)";
@@ -270,6 +277,38 @@ Lines body(const ReplaySpec& spec) {
     b.push_back("model, optimizer = accelerator.prepare(model, optimizer)");
     b.push_back("s.run_first_step(model, optimizer, scale=scale, device=accelerator.device, "
                 "backward=accelerator.backward)");
+  } else if (shape == "separate-prepare") {
+    acceleratePrelude(b, spec);
+    b.push_back("# The model is prepared alone ...");
+    b.push_back("s.phase(\"prepare\")");
+    b.push_back("model = accelerator.prepare(model)");
+    b.push_back("# ... then an optimizer is built from the prepared model and prepared in a call of its own.");
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("optimizer = accelerator.prepare(optimizer)");
+    b.push_back(kAccelerateStep);
+  } else if (shape == "prepare-model") {
+    acceleratePrelude(b, spec);
+    b.push_back("# The model is prepared with prepare_model (not prepare(model, optimizer)) ...");
+    b.push_back("s.phase(\"prepare\")");
+    b.push_back("model = accelerator.prepare_model(model)");
+    b.push_back("# ... then an optimizer is built from it and prepared.");
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("optimizer = accelerator.prepare_optimizer(optimizer)");
+    b.push_back(kAccelerateStep);
+  } else if (shape == "trainer-prebuilt-optimizer") {
+    b.push_back("s.require_torch(rt.compat.TORCH_MIN, \"transformers Trainer with FSDP\")");
+    b.push_back("s.require_transformers(rt.compat.TRANSFORMERS_MIN, \"Trainer(optimizers=...) with fsdp\")");
+    b.push_back("env = s.init_distributed()  # the process group the Trainer's accelerator then uses");
+    b.push_back("from transformers import Trainer, TrainingArguments");
+    b.push_back("model = rt.build_standin()");
+    b.push_back("# The optimizer is built before the Trainer, from the model FSDP has not wrapped yet ...");
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("args = TrainingArguments(output_dir=rt.output_dir(), fsdp=\"full_shard\", report_to=[], "
+                "**rt.trainer_device_kwargs(env))");
+    b.push_back("# ... and handed to a Trainer whose arguments enable FSDP.");
+    b.push_back("s.phase(\"trainer\")");
+    b.push_back("trainer = Trainer(model=model, args=args, optimizers=(optimizer, None))");
+    b.push_back("s.run_first_step(trainer.model, optimizer)");
   } else if (shape == "blocks-without-root") {
     fullyShardPrelude(b, false);
     b.push_back("# Only the blocks are sharded: the root's embedding, final norm and head stay");
@@ -303,10 +342,13 @@ std::string wrapApiText(const ReplaySpec& spec) {
   if (spec.wrapApi == "fully_shard") return "FSDP2 fully_shard";
   if (spec.wrapApi == "fsdp1")
     return std::string("FSDP1 FullyShardedDataParallel(use_orig_params=") + pyBool(spec.useOrigParams) + ")";
+  if (spec.wrapApi == "trainer") return "transformers Trainer, TrainingArguments(fsdp=\"full_shard\")";
   if (spec.wrapApi == "fabric")
     return std::string("Lightning Fabric FSDPStrategy(use_orig_params=") + pyBool(spec.useOrigParams) +
            (spec.joint ? "), setup(model, optimizer)" : "), setup_module then setup_optimizers");
-  if (spec.fsdpVersion == 2) return "accelerate FullyShardedDataParallelPlugin(fsdp_version=2), Accelerator.prepare";
+  if (spec.fsdpVersion == 2)
+    return std::string("accelerate FullyShardedDataParallelPlugin(fsdp_version=2), Accelerator.") +
+           (spec.shape == "prepare-model" ? "prepare_model" : "prepare");
   return std::string("accelerate FullyShardedDataParallelPlugin(fsdp_version=1, use_orig_params=") +
          pyBool(spec.useOrigParams) + "), Accelerator.prepare";
 }
@@ -314,12 +356,13 @@ std::string wrapApiText(const ReplaySpec& spec) {
 const std::vector<std::string>& replayShapes() {
   static const std::vector<std::string> shapes = {"optimizer-before-wrap", "optimizer-after-wrap", "stray-param-after-wrap",
                                                   "stray-param-before-prepare", "blocks-without-root",
-                                                  "ignored-trainable"};
+                                                  "ignored-trainable", "separate-prepare", "prepare-model",
+                                                  "trainer-prebuilt-optimizer"};
   return shapes;
 }
 
 const std::vector<std::string>& replayWrapApis() {
-  static const std::vector<std::string> apis = {"fully_shard", "fsdp1", "accelerate", "fabric"};
+  static const std::vector<std::string> apis = {"fully_shard", "fsdp1", "accelerate", "fabric", "trainer"};
   return apis;
 }
 
@@ -335,7 +378,7 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   };
   if (!listed(replayShapes(), shape)) return no("unknown replay shape '" + shape + "'");
   if (!listed(replayWrapApis(), api))
-    return no("unknown wrap API '" + api + "' (fully_shard, fsdp1, accelerate or fabric)");
+    return no("unknown wrap API '" + api + "' (fully_shard, fsdp1, accelerate, fabric or trainer)");
   if (api == "accelerate" && spec.fsdpVersion != 1 && spec.fsdpVersion != 2)
     return no("accelerate fsdp_version must be 1 or 2, not " + std::to_string(spec.fsdpVersion));
   bool ok = false;
@@ -345,6 +388,9 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   else if (shape == "stray-param-before-prepare") ok = api == "accelerate";
   else if (shape == "blocks-without-root") ok = api == "fully_shard";
   else if (shape == "ignored-trainable") ok = api == "fully_shard" || api == "fsdp1";
+  else if (shape == "separate-prepare" || shape == "prepare-model") ok = api == "accelerate" && spec.fsdpVersion == 2;
+  else if (shape == "trainer-prebuilt-optimizer") ok = api == "trainer";
+  if (api == "trainer" && shape != "trainer-prebuilt-optimizer") ok = false;  // the Trainer replays SL202 only
   if (!ok) return no("no replay of '" + shape + "' with wrap API '" + api + "'");
   return true;
 }

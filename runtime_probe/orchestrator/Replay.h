@@ -16,6 +16,9 @@
 // | "stray-param-before-prepare" | free nn.Parameter in the constructor's groups, joint prepare | -           | -     | FSDP1, FSDP2 |
 // | "blocks-without-root"        | fully_shard on each block only, optimizer over the model     | yes         | -     | -            |
 // | "ignored-trainable"          | the head's weight ignored (ignored_params / ignored_modules) | yes         | yes   | -            |
+// | "separate-prepare"           | prepare(model), then an optimizer from it, prepare(optimizer) | -          | -     | FSDP2        |
+// | "prepare-model"              | prepare_model(model), then prepare_optimizer(optimizer)      | -           | -     | FSDP2        |
+// | "trainer-prebuilt-optimizer" | Trainer(args with fsdp="full_shard", optimizers=(opt, None)) | wrap API "trainer" (needs transformers) |
 //
 // The free parameter multiplies the logits, so it gets a gradient (and diverges when unreduced).
 //
@@ -23,7 +26,7 @@
 // - code, path, line: every shape; recorded as the report's "finding" (never interpreted).
 // - optimizer: every shape; a qualified class name ("torch.optim.AdamW", "bitsandbytes.optim.AdamW8bit"),
 //   resolved with importlib on the rank; empty means torch.optim.AdamW.
-// - shape, wrapApi ("fully_shard" | "fsdp1" | "accelerate"): choose the program (table above).
+// - shape, wrapApi ("fully_shard" | "fsdp1" | "accelerate" | "fabric" | "trainer"): choose the program (table above).
 // - useOrigParams: wrapApi "fsdp1" (FullyShardedDataParallel(use_orig_params=...)), and "accelerate"
 //   with fsdpVersion 1 (FullyShardedDataParallelPlugin(use_orig_params=...)).
 // - fsdpVersion: wrapApi "accelerate" only (1 or 2); ignored otherwise.
@@ -40,7 +43,7 @@ namespace shardlint::probe {
 std::string wrapApiText(const ReplaySpec& spec);
 // The shapes, in the order of the table above.
 const std::vector<std::string>& replayShapes();
-// The wrap APIs: "fully_shard", "fsdp1", "accelerate".
+// The wrap APIs: "fully_shard", "fsdp1", "accelerate", "fabric", "trainer".
 const std::vector<std::string>& replayWrapApis();
 
 // Whether replayProgram supports `spec` (shape x wrap API x fsdpVersion); `whyNot` says why not.

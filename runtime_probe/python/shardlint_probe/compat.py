@@ -17,6 +17,7 @@ TORCH_MIN_FSDP2 = "2.4"          # fully_shard (torch.distributed._composable.fs
 TORCH_MIN_IGNORED_PARAMS = "2.7" # fully_shard(..., ignored_params=...)
 ACCELERATE_MIN = "0.25"          # FSDP1 prepare without re-creating the optimizer
 ACCELERATE_MIN_FSDP2 = "1.6"     # FullyShardedDataParallelPlugin(fsdp_version=2)
+TRANSFORMERS_MIN = "4.30"        # Trainer with TrainingArguments(fsdp=...) through accelerate
 
 
 class ProbeEnvironmentError(RuntimeError):
@@ -119,6 +120,24 @@ def require_accelerate(minimum: str = ACCELERATE_MIN, why: str = "") -> Any:
             + "."
         )
     return accelerate
+
+
+def require_transformers(minimum: str = TRANSFORMERS_MIN, why: str = "") -> Any:
+    try:
+        import transformers
+    except Exception as exc:
+        raise ProbeEnvironmentError(
+            f"transformers is not importable in this Python ({sys.executable}): {type(exc).__name__}: {exc}. "
+            f"Replaying a Trainer finding needs transformers >= {minimum}" + (f" ({why})" if why else "") + "."
+        ) from exc
+    version = getattr(transformers, "__version__", "") or installed_version("transformers")
+    if not version_at_least(version, minimum):
+        raise ProbeEnvironmentError(
+            f"transformers {version} is too old: replaying this finding needs transformers >= {minimum}"
+            + (f" ({why})" if why else "")
+            + "."
+        )
+    return transformers
 
 
 def _first_attr(candidates) -> Optional[Any]:

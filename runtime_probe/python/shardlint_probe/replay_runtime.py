@@ -284,6 +284,24 @@ def _fabric_modules() -> tuple:
         "Lightning Fabric is not importable in this Python (" + sys.executable + "): " + "; ".join(errors))
 
 
+def output_dir() -> str:
+    """The directory the rank reports go to (a Trainer's output_dir in a replay)."""
+    return report_mod.output_dir()
+
+
+def trainer_device_kwargs(env: DistEnv) -> Dict[str, Any]:
+    """TrainingArguments keywords that keep a Trainer on the CPU in CPU processes: `use_cpu`
+    (transformers 4.34+) or `no_cuda` (before)."""
+    if env.device.type != "cpu":
+        return {}
+    import inspect
+
+    from transformers import TrainingArguments
+
+    params = inspect.signature(TrainingArguments).parameters
+    return {"use_cpu": True} if "use_cpu" in params else {"no_cuda": True}
+
+
 def fabric_device_kwargs(env: DistEnv) -> Dict[str, Any]:
     """Fabric's accelerator, devices and num_nodes for the ranks torch.distributed.run started."""
     local = report_mod.env_int("LOCAL_WORLD_SIZE", env.world_size)
@@ -374,6 +392,9 @@ class ReplaySession:
 
     def require_accelerate(self, minimum: str = compat.ACCELERATE_MIN, why: str = "") -> Any:
         return compat.require_accelerate(minimum, why)
+
+    def require_transformers(self, minimum: str = compat.TRANSFORMERS_MIN, why: str = "") -> Any:
+        return compat.require_transformers(minimum, why)
 
     def require_fabric(self) -> Any:
         """Lightning's Fabric class (lightning.fabric or lightning_fabric); ProbeEnvironmentError if absent."""
