@@ -183,6 +183,29 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
 }
 
 // (Staleness.h)
+bool sourcesRelatedTo(const Store& st, const ValueSet& sources, const Lineage& target) {
+  return relatedTo(st, sources, target);
+}
+
+// (Staleness.h)
+const Event* useFromWrap(const Store& st, ObjId opt, const Event& wrap) {
+  const Event* use = nullptr;
+  for (const Event& e : st.events) {
+    if (!uses(st, e, opt)) continue;
+    if (e.origin.site() == wrap.origin.site() && e.kind != EventKind::Domain) return &e;  // handed to the wrapping call
+    if (!st.mayHappenBefore(wrap.point, e.point)) continue;
+    bool fresh = std::any_of(st.events.begin(), st.events.end(), [&](const Event& r) {
+      return r.kind != EventKind::Domain && refreshed(st, r, opt) && st.mayHappenBefore(wrap.point, r.point) &&
+             (st.dominates(r.point, e.point) || r.point == e.point);
+    });
+    if (fresh) continue;
+    if (!use) use = &e;
+    if (st.conditionsAt(e.point).empty()) return &e;
+  }
+  return use;
+}
+
+// (Staleness.h)
 std::string writtenSource(RuleContext& cx, const Store& st, ObjId opt, const Event& wrap) {
 const auto& o = st.obj(opt);
 if (o.inputOrigins().empty() || o.origin.primaryIn(wrap.origin) != o.origin.site()) return "";
