@@ -34,8 +34,8 @@ class ParamsReplacedAfterOptimizer final : public Rule {
       return "`get_peft_model` freezes those parameters and adds new LoRA adapter parameters, so the optimizer "
              "holds only frozen base weights and none of the adapters";
     if (how == "to_empty")
-      return "`to_empty` replaces every parameter with a new Parameter object, so the optimizer holds tensors the "
-             "model no longer uses";
+      return "`to_empty` replaces every parameter of the module it is called on with a new Parameter object, so the "
+             "optimizer holds tensors the model no longer uses";
     return "`load_state_dict(..., assign=True)` assigns the loaded tensors as new Parameter objects, so the "
            "optimizer holds tensors the model no longer uses";
   }
@@ -75,7 +75,7 @@ class ParamsReplacedAfterOptimizer final : public Rule {
           if (!st.precedes(r->point, w->point)) continue;
           Lineage target = lineageOf(st, w->target);
           if (!within(target, replaced) && !within(replaced, target)) continue;
-          const Event* use = useFromWrap(st, opt, *w);
+          const Event* use = useFromWrap(st, opt, *w, *r);
           if (!use) continue;
           report(cx, st, opt, *r, *w, *use);
           done = true;

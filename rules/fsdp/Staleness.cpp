@@ -188,17 +188,18 @@ bool sourcesRelatedTo(const Store& st, const ValueSet& sources, const Lineage& t
 }
 
 // (Staleness.h)
-const Event* useFromWrap(const Store& st, ObjId opt, const Event& wrap) {
+const Event* useFromWrap(const Store& st, ObjId opt, const Event& wrap, const Event& since) {
   const Event* use = nullptr;
   for (const Event& e : st.events) {
     if (!uses(st, e, opt)) continue;
-    if (e.origin.site() == wrap.origin.site() && e.kind != EventKind::Domain) return &e;  // handed to the wrapping call
-    if (!st.mayHappenBefore(wrap.point, e.point)) continue;
+    bool handed = e.origin.site() == wrap.origin.site() && e.kind != EventKind::Domain;  // to the wrapping call
+    if (!handed && !st.mayHappenBefore(wrap.point, e.point)) continue;
     bool fresh = std::any_of(st.events.begin(), st.events.end(), [&](const Event& r) {
-      return r.kind != EventKind::Domain && refreshed(st, r, opt) && st.mayHappenBefore(wrap.point, r.point) &&
+      return r.kind != EventKind::Domain && refreshed(st, r, opt) && st.mayHappenBefore(since.point, r.point) &&
              (st.dominates(r.point, e.point) || r.point == e.point);
     });
     if (fresh) continue;
+    if (handed) return &e;
     if (!use) use = &e;
     if (st.conditionsAt(e.point).empty()) return &e;
   }
