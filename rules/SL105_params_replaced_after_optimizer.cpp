@@ -20,7 +20,7 @@ class ParamsReplacedAfterOptimizer final : public Rule {
 
   std::vector<std::vector<std::string_view>> prescanTokens() const override {
     auto tokens = optimizerAndWrapTokens();
-    tokens.push_back({"get_peft_model", "to_empty", "assign"});
+    tokens.push_back({"get_peft_model", "PeftModel", "to_empty", "assign"});
     return tokens;
   }
 
@@ -30,6 +30,9 @@ class ParamsReplacedAfterOptimizer final : public Rule {
 
  private:
   static std::string whatHappens(std::string_view how) {
+    if (how == "PeftModel.from_pretrained")
+      return "`PeftModel.from_pretrained(..., is_trainable=True)` freezes those parameters and adds the loaded "
+             "adapter's parameters, so the optimizer holds only frozen base weights and none of the adapters";
     if (how == "get_peft_model")
       return "`get_peft_model` freezes those parameters and adds new LoRA adapter parameters, so the optimizer "
              "holds only frozen base weights and none of the adapters";
@@ -44,7 +47,8 @@ class ParamsReplacedAfterOptimizer final : public Rule {
     bool repointed = std::any_of(st.events.begin(), st.events.end(), [&](const Event& e) {
       return e.kind == semantic::EventKind::Domain && e.name == "repoint" && e.target == opt;
     });
-    if (how != "get_peft_model" && wrap.attr("api") == "accelerate" && wrap.attr("fsdp_version") == "2" && repointed)
+    bool peft = how == "get_peft_model" || how == "PeftModel.from_pretrained";
+    if (!peft && wrap.attr("api") == "accelerate" && wrap.attr("fsdp_version") == "2" && repointed)
       return "accelerate FSDP2 `prepare` then fails with KeyError \"A parameter in the optimizer couldn't be "
              "switched to its sharded version\"";
     return "after " + std::string(wrapApiName(wrap)) + " wraps the model, training silently updates nothing";
@@ -93,7 +97,7 @@ class ParamsReplacedAfterOptimizer final : public Rule {
       ValueSet sources = paramSources(st, o.inputs()[0]);
       source = render(st, moduleOfSource(writtenLineage(st, sources.empty() ? kNoObj : sources.front())));
     }
-    std::string call = how == "get_peft_model" ? "`get_peft_model`" : "`" + how + "`";
+    std::string call = "`" + how + "`";
     std::string msg = "optimizer is built from the parameters of `" + source + "` before " + call +
                       " replaces them; " + whatHappens(how) + "; " + consequence(st, how, w, opt) +
                       "; build the optimizer after " + call + ", from the model's current parameters";

@@ -523,9 +523,15 @@ bool FsdpCallModel::onCall(CallSite& site) {
   if (site.cls) return false;
   // PEFT: `get_peft_model(model, cfg)` freezes the model's parameters and adds new adapter ones (SL105).
   // The result stays an unknown function's result, which stands for the model.
-  if (startsWith(q, "peft.") && lastComponent(q) == "get_peft_model") {
+  // `PeftModel.from_pretrained(model, path, is_trainable=True)` does the same with a saved adapter (without
+  // `is_trainable=True` nothing is trainable: an inference model).
+  bool loadsAdapter = startsWith(q, "peft.") && endsWith(q, "PeftModel.from_pretrained") &&
+                      literalOf(st, site.kwarg("is_trainable")) == std::optional<std::string>("True");
+  if ((startsWith(q, "peft.") && lastComponent(q) == "get_peft_model") || loadsAdapter) {
     if (const ValueSet* model = site.arg(0, "model"))
-      for (ObjId m : *model) site.in.domainEvent("replace_params", m, site.origin, {{"how", "get_peft_model"}});
+      for (ObjId m : *model)
+        site.in.domainEvent("replace_params", m, site.origin,
+                            {{"how", loadsAdapter ? "PeftModel.from_pretrained" : "get_peft_model"}});
     return false;
   }
   if (q == "torch.nn.Parameter" || q == "torch.nn.parameter.Parameter") {
