@@ -92,20 +92,44 @@ class ParamsReplacedAfterOptimizer final : public Rule {
   void report(RuleContext& cx, const Store& st, ObjId opt, const Event& r, const Event& w, const Event& use) {
     const auto& o = st.obj(opt);
     std::string how(r.attr("how"));
-    std::string source = writtenSource(cx, st, opt, r);
+    std::string call = "`" + how + "`";
+    semantic::Site primary = o.origin.primaryIn(r.origin);
+    semantic::Site replacedAt = r.origin.primaryIn(o.origin);
+    std::vector<Note> notes;
+    // Both inside methods of one class (built in __init__, replaced in setup()): point into the class.
+    const auto* builtIn = cx.enclosingFunction(o.origin.site());
+    const auto* replacedIn = cx.enclosingFunction(r.origin.site());
+    if (builtIn && replacedIn && builtIn->cls && builtIn->cls == replacedIn->cls && primary != o.origin.site()) {
+      notes.push_back(cx.note(primary, "the optimizer is built through this call"));
+      notes.push_back(cx.note(replacedAt, "and the parameters are replaced through this later call"));
+      primary = o.origin.site();
+      replacedAt = r.origin.site();
+    }
+    // Reported at the construction itself: its argument as written names the source.
+    Event here;
+    here.origin = primary == o.origin.site() ? o.origin : r.origin;
+    std::string source = writtenSource(cx, st, opt, here);
+    if (source.empty() && primary == o.origin.site() && !o.inputOrigins().empty()) {
+      // In a class's method: `self.model.parameters()` as written there.
+      const semantic::Origin& arg = o.inputOrigins()[0];
+      const std::string& text = cx.file().text;
+      if (arg.file == cx.analysis().module().fileId() && arg.range.begin < arg.range.end && arg.range.end <= text.size()) {
+        std::string written = oneLine(std::string_view(text).substr(arg.range.begin, arg.range.end - arg.range.begin));
+        const std::string suffix = ".parameters()";
+        if (written.size() > suffix.size() && written.compare(written.size() - suffix.size(), suffix.size(), suffix) == 0)
+          source = written.substr(0, written.size() - suffix.size());
+      }
+    }
     if (source.empty()) {
       ValueSet sources = paramSources(st, o.inputs()[0]);
       source = render(st, moduleOfSource(writtenLineage(st, sources.empty() ? kNoObj : sources.front())));
     }
-    std::string call = "`" + how + "`";
     std::string msg = "optimizer is built from the parameters of `" + source + "` before " + call +
                       " replaces them; " + whatHappens(how) + "; " + consequence(st, how, w, opt) +
                       "; build the optimizer after " + call + ", from the model's current parameters";
     std::string when = onlyWhen(st, {o.point, r.point, w.point, use.point});
     if (!when.empty()) msg += " (this holds " + when + ")";
-    semantic::Site primary = o.origin.primaryIn(r.origin);
-    std::vector<Note> notes;
-    notes.push_back(cx.note(r.origin.primaryIn(o.origin), "the parameters are replaced here, after the optimizer was built"));
+    notes.push_back(cx.note(replacedAt, "the parameters are replaced here, after the optimizer was built"));
     if (primary != o.origin.site()) notes.push_back(cx.note(o.origin.site(), "the optimizer is constructed here"));
     notes.push_back(cx.note(w.origin.primaryIn(o.origin), "the model is wrapped here"));
     if (use.origin.site() != w.origin.site())
