@@ -34,6 +34,10 @@ std::vector<Entry> makeEntries() {
       {{"SL103", "unsharded-params", Severity::Error,
         "optimized trainable parameters left outside every FSDP unit", ruleDoc("SL103")},
        makeSL103},
+      {{"SL105", "params-replaced-after-optimizer", Severity::Error,
+        "optimizer built before the model's parameters are replaced (PEFT, to_empty, assign=True) and the wrap",
+        ruleDoc("SL105")},
+       makeSL105},
       {{"SL201", "fsdp2-separate-prepare", Severity::Error,
         "accelerate FSDP2 with the model and the optimizer prepared in separate calls, or `prepare_model` (a "
         "ValueError in `Accelerator.prepare`)",

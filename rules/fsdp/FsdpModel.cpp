@@ -532,6 +532,12 @@ bool FsdpCallModel::onCall(CallSite& site) {
       site.result = {site.receiver};
       return true;
     }
+    // SL105's facts: calls that put new Parameter objects in place of a module's parameters.
+    // `to_empty` materialises every parameter anew; `load_state_dict(sd, assign=True)` assigns the
+    // loaded tensors as the parameters (a plain `load_state_dict` copies in place: not a replacement).
+    if (m == "to_empty") site.in.domainEvent("replace_params", site.receiver, site.origin, {{"how", "to_empty"}});
+    if (m == "load_state_dict" && literalOf(st, site.arg(2, "assign")) == std::optional<std::string>("True"))
+      site.in.domainEvent("replace_params", site.receiver, site.origin, {{"how", "load_state_dict"}});
     if (m == "to" || m == "cuda" || m == "cpu" || m == "half" || m == "bfloat16" || m == "float" || m == "train" ||
         m == "eval" || m == "to_empty" || m == "apply") {
       site.result = {site.receiver};
@@ -576,6 +582,19 @@ bool FsdpCallModel::onCall(CallSite& site) {
     return true;
   }
   if (site.cls) return false;
+  // PEFT: `get_peft_model(model, cfg)` freezes the model's parameters and adds new adapter ones (SL105).
+  // The result stays an unknown function's result, which stands for the model.
+  // `PeftModel.from_pretrained(model, path, is_trainable=True)` does the same with a saved adapter (without
+  // `is_trainable=True` nothing is trainable: an inference model).
+  bool loadsAdapter = startsWith(q, "peft.") && endsWith(q, "PeftModel.from_pretrained") &&
+                      literalOf(st, site.kwarg("is_trainable")) == std::optional<std::string>("True");
+  if ((startsWith(q, "peft.") && lastComponent(q) == "get_peft_model") || loadsAdapter) {
+    if (const ValueSet* model = site.arg(0, "model"))
+      for (ObjId m : *model)
+        site.in.domainEvent("replace_params", m, site.origin,
+                            {{"how", loadsAdapter ? "PeftModel.from_pretrained" : "get_peft_model"}});
+    return false;
+  }
   if (q == "torch.nn.Parameter" || q == "torch.nn.parameter.Parameter") {
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
     st.obj(o).setTag("free_param", "1");

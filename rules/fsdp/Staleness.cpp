@@ -183,6 +183,30 @@ std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function
 }
 
 // (Staleness.h)
+bool sourcesRelatedTo(const Store& st, const ValueSet& sources, const Lineage& target) {
+  return relatedTo(st, sources, target);
+}
+
+// (Staleness.h)
+const Event* useFromWrap(const Store& st, ObjId opt, const Event& wrap, const Event& since) {
+  const Event* use = nullptr;
+  for (const Event& e : st.events) {
+    if (!uses(st, e, opt)) continue;
+    bool handed = e.origin.site() == wrap.origin.site() && e.kind != EventKind::Domain;  // to the wrapping call
+    if (!handed && !st.mayHappenBefore(wrap.point, e.point)) continue;
+    bool fresh = std::any_of(st.events.begin(), st.events.end(), [&](const Event& r) {
+      return r.kind != EventKind::Domain && refreshed(st, r, opt) && st.mayHappenBefore(since.point, r.point) &&
+             (st.dominates(r.point, e.point) || r.point == e.point);
+    });
+    if (fresh) continue;
+    if (handed) return &e;
+    if (!use) use = &e;
+    if (st.conditionsAt(e.point).empty()) return &e;
+  }
+  return use;
+}
+
+// (Staleness.h)
 std::string writtenSource(RuleContext& cx, const Store& st, ObjId opt, const Event& wrap) {
 const auto& o = st.obj(opt);
 if (o.inputOrigins().empty() || o.origin.primaryIn(wrap.origin) != o.origin.site()) return "";

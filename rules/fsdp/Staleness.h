@@ -21,6 +21,17 @@ struct StaleOptimizer {
 // parameters) that makes it stale before a use.
 std::vector<StaleOptimizer> staleOptimizers(const Store& st, const std::function<bool(const Event&)>& wrapFilter);
 
+// Does one of an optimizer's parameter sources lie in the module of lineage `target` (or the module
+// a source belongs to contain it)?
+bool sourcesRelatedTo(const Store& st, const ValueSet& sources, const Lineage& target);
+
+// The use of optimizer `opt` that `wrap` is followed by: the wrapping call itself when it is handed the
+// optimizer (`accelerator.prepare(model, opt)`), else a use after it (a method call on it, passing it
+// on) not preceded by the user's own rebuild of its param groups, preferring one that runs whatever
+// the flags are. A rebuild counts from `since` on (the wrap, or an earlier event that made the optimizer
+// stale); a framework's re-pointing does not count as one here. Null when none.
+const Event* useFromWrap(const Store& st, ObjId opt, const Event& wrap, const Event& since);
+
 // The parameters' source as the user wrote it in the argument of `opt`'s construction, when a finding
 // about it and `wrap` points at that construction: `X` of `Optimizer(X.parameters())` (a loop variable
 // `block`, a variable `module` bound to `self.build()`), or a comprehension as written. Empty otherwise
