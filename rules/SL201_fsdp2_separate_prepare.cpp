@@ -37,7 +37,11 @@ class Fsdp2SeparatePrepare final : public Rule {
  public:
   explicit Fsdp2SeparatePrepare(const RuleInfo* info) : info_(info) {}
   const RuleInfo& info() const override { return *info_; }
-  std::vector<std::vector<std::string_view>> prescanTokens() const override { return {{"prepare", "prepare_model"}}; }
+  // `prepare` alone is a common word (`prepare_latents`): a `.prepare(` call, in a file that names accelerate (an
+  // `accelerator` parameter of a helper does).
+  std::vector<std::vector<std::string_view>> prescanTokens() const override {
+    return {{".prepare(", ".prepare_model("}, {"accelerate", "Accelerator"}};
+  }
 
   void finish(RuleContext& cx) override {
     std::set<std::pair<uint32_t, uint32_t>> seen;
