@@ -104,40 +104,32 @@ def require_torch(minimum: str = TORCH_MIN, why: str = "") -> Any:
     return torch
 
 
-def require_accelerate(minimum: str = ACCELERATE_MIN, why: str = "") -> Any:
+def _require_package(name: str, minimum: str, what: str, why: str) -> Any:
+    """Import `name` (accelerate, transformers) at `minimum` or newer, else ProbeEnvironmentError."""
+    import importlib
+
+    reason = f" ({why})" if why else ""
     try:
-        import accelerate
+        module = importlib.import_module(name)
     except Exception as exc:
         raise ProbeEnvironmentError(
-            f"accelerate is not importable in this Python ({sys.executable}): {type(exc).__name__}: {exc}. "
-            f"Replaying an accelerate finding needs accelerate >= {minimum}" + (f" ({why})" if why else "") + "."
+            f"{name} is not importable in this Python ({sys.executable}): {type(exc).__name__}: {exc}. "
+            f"Replaying {what} needs {name} >= {minimum}" + reason + "."
         ) from exc
-    version = getattr(accelerate, "__version__", "") or installed_version("accelerate")
+    version = getattr(module, "__version__", "") or installed_version(name)
     if not version_at_least(version, minimum):
         raise ProbeEnvironmentError(
-            f"accelerate {version} is too old: replaying this finding needs accelerate >= {minimum}"
-            + (f" ({why})" if why else "")
-            + "."
+            f"{name} {version} is too old: replaying this finding needs {name} >= {minimum}" + reason + "."
         )
-    return accelerate
+    return module
+
+
+def require_accelerate(minimum: str = ACCELERATE_MIN, why: str = "") -> Any:
+    return _require_package("accelerate", minimum, "an accelerate finding", why)
 
 
 def require_transformers(minimum: str = TRANSFORMERS_MIN, why: str = "") -> Any:
-    try:
-        import transformers
-    except Exception as exc:
-        raise ProbeEnvironmentError(
-            f"transformers is not importable in this Python ({sys.executable}): {type(exc).__name__}: {exc}. "
-            f"Replaying a Trainer finding needs transformers >= {minimum}" + (f" ({why})" if why else "") + "."
-        ) from exc
-    version = getattr(transformers, "__version__", "") or installed_version("transformers")
-    if not version_at_least(version, minimum):
-        raise ProbeEnvironmentError(
-            f"transformers {version} is too old: replaying this finding needs transformers >= {minimum}"
-            + (f" ({why})" if why else "")
-            + "."
-        )
-    return transformers
+    return _require_package("transformers", minimum, "a Trainer finding", why)
 
 
 def _first_attr(candidates) -> Optional[Any]:
