@@ -32,6 +32,8 @@ constexpr EnumSetting kSettings[] = {
 };
 // accelerate 0.34.0 upper-cases these names; before it they must be written in capitals.
 constexpr std::string_view kCaseInsensitiveSince = "0.34.0";
+// accelerate 0.26.0 is the first release that takes the sharding strategy by name (0.25.0: a number only).
+constexpr std::string_view kShardingNamesSince = "0.26.0";
 const std::vector<std::string> kAccelerate = {"accelerate"};
 
 std::string upper(std::string s) {
@@ -210,9 +212,14 @@ class InvalidFsdpValue final : public ConfigRule {
       std::string text = v.value;
       if (text.empty()) continue;
       bool number = !v.quoted && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+      bool pinnable = s.role == Role::Accelerate || s.role == Role::LaunchFlags;
       if (number) {
-        if (setting.digits > 0 && text.size() == 1 && text[0] >= '1' && text[0] <= '0' + setting.digits) continue;
+        if (setting.digits > 0 && text.size() == 1 && text[0] >= '1' && text[0] <= '0' + setting.digits) {
+          if (pinnable && setting.bare != "sharding_strategy") reportNumberUnderPin(cx, e->first, v, setting);
+          continue;
+        }
       } else if (std::find(names.begin(), names.end(), upper(text)) != names.end()) {
+        if (pinnable && setting.bare == "sharding_strategy" && reportNameUnderPin(cx, e->first, v, names)) continue;
         if (text == upper(text)) continue;
         // A name in the wrong case: read since 0.34.0, rejected (or, for the wrap policy, not
         // recognised) by the releases before, which the project may pin.
@@ -259,6 +266,49 @@ class InvalidFsdpValue final : public ConfigRule {
         fix = Fix{"Replace `" + v.value + "` with `" + to + "`", Applicability::Unsafe, {cx.edit(v.range, *t)}};
     (void)s;
     cx.report(info(), v.range, msg, {}, fix);
+  }
+
+  // Before 0.34.0 accelerate looks the backward prefetch and the state-dict type up by name only
+  // (`FSDP_BACKWARD_PREFETCH.index(value) + 1`): a number is a `ValueError`. The names, in the order whose
+  // position + 1 is the torch enum's value, are the first `digits` of `names`.
+  void reportNumberUnderPin(ConfigContext& cx, const YNode& k, const YNode& v, const EnumSetting& setting) {
+    if (!cx.project()) return;
+    auto pin = fsdp::pinnedBelow(*cx.project(), kAccelerate, kCaseInsensitiveSince);
+    if (!pin) return;
+    static const std::vector<std::string_view> kPrefetch = {"BACKWARD_PRE", "BACKWARD_POST"};
+    static const std::vector<std::string_view> kStateDict = {"FULL_STATE_DICT", "LOCAL_STATE_DICT",
+                                                             "SHARDED_STATE_DICT"};
+    const auto& order = setting.bare == "backward_prefetch" ? kPrefetch : kStateDict;
+    size_t n = static_cast<size_t>(v.value[0] - '1');
+    if (n >= order.size()) return;
+    std::string to(order[n]);
+    std::string msg = "`" + v.value + "` for `" + k.value + "`: the project pins " + *pin +
+                      ", which reads this setting by name only and raises `ValueError` for a number; write `" + to +
+                      "` (accelerate " + std::string(kCaseInsensitiveSince) + " and later also take the number)";
+    std::optional<Fix> fix;
+    if (auto t = stringText(cx.file(), v, to))
+      fix = Fix{"Write `" + to + "`", Applicability::Unsafe, {cx.edit(v.range, *t)}};
+    cx.report(info(), v.range, msg, {}, fix);
+  }
+
+  // Before 0.26.0 accelerate reads the sharding strategy as a number only (`int(...)`, and
+  // `accelerate launch --fsdp_sharding_strategy` has `type=int`): a name is a `ValueError`.
+  bool reportNameUnderPin(ConfigContext& cx, const YNode& k, const YNode& v, const std::vector<std::string_view>& names) {
+    if (!cx.project()) return false;
+    auto pin = fsdp::pinnedBelow(*cx.project(), kAccelerate, kShardingNamesSince);
+    if (!pin) return false;
+    auto it = std::find(names.begin(), names.end(), upper(v.value));
+    if (it == names.end()) return false;
+    std::string to = std::to_string(it - names.begin() + 1);
+    std::string msg = "`" + v.value + "` for `" + k.value + "`: the project pins " + *pin +
+                      ", which reads the sharding strategy as a number only and raises `ValueError` for a name; write `" +
+                      to + "` (" + std::string(*it) + "; accelerate " + std::string(kShardingNamesSince) +
+                      " and later also take the name)";
+    std::optional<Fix> fix;
+    if (auto t = stringText(cx.file(), v, to))
+      fix = Fix{"Write `" + to + "`", Applicability::Unsafe, {cx.edit(v.range, *t)}};
+    cx.report(info(), v.range, msg, {}, fix);
+    return true;
   }
 
   void reportCase(ConfigContext& cx, const FsdpSettings& s, const YNode& k, const YNode& v, const EnumSetting& setting) {
