@@ -38,6 +38,11 @@ std::vector<Entry> makeEntries() {
         "optimizer built before the model's parameters are replaced (PEFT, to_empty, assign=True) and the wrap",
         ruleDoc("SL105")},
        makeSL105},
+      {{"SL106", "optimizer-state-before-prepare", Severity::Error,
+        "optimizer state loaded (`load_state_dict`) or made by the constructor (`Adagrad`) before accelerate "
+        "FSDP2 `prepare`: a KeyError in `optimizer.state_dict()`",
+        ruleDoc("SL106")},
+       makeSL106},
       {{"SL201", "fsdp2-separate-prepare", Severity::Error,
         "accelerate FSDP2 with the model and the optimizer prepared in separate calls, or `prepare_model` (a "
         "ValueError in `Accelerator.prepare`)",

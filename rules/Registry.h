@@ -17,6 +17,7 @@ std::unique_ptr<Rule> makeSL101(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL102(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL103(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL105(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL106(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL201(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL202(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL301(const RuleInfo* info);
