@@ -200,37 +200,59 @@ class ForwardBeforeOptimizer final : public Rule {
       if (o.inputs().empty()) continue;
       ValueSet sources = paramSources(st, o.inputs()[0]);
       if (sources.empty()) continue;
+      bool reported = false;
+      std::string control;
+      const Event* controlForward = nullptr;
       for (const Forward& f : forwards) {
         if (!st.precedes(f.call->point, o.point)) continue;
-        if (auto found = judge(st, opt, sources, f, wraps)) {
+        std::string why;
+        if (auto found = judge(st, opt, sources, f, wraps, cx.wantsControls() ? &why : nullptr)) {
           report(cx, st, *found);
+          reported = true;
           break;
         }
+        if (!why.empty() && control.empty()) control = why, controlForward = f.call;
+      }
+      if (reported || !cx.wantsControls()) continue;
+      if (!control.empty()) {
+        emitControl(cx, st, opt, *controlForward, *controlForward, control);
+        continue;
+      }
+      // Built after a root's wrap and before any forward of it, with a forward of it later.
+      for (const Forward& f : forwards) {
+        if (!st.precedes(o.point, f.call->point)) continue;
+        Lineage called = lineageOf(st, f.module);
+        const Event* root = called.root == kNoObj ? nullptr : rootWrap(st, called, o.point, wraps);
+        if (!root || !sourcesIn(st, sources, called)) continue;
+        bool forwardBefore = std::any_of(forwards.begin(), forwards.end(), [&](const Forward& g) {
+          return st.precedes(root->point, g.call->point) && st.precedes(g.call->point, o.point);
+        });
+        Event at;
+        at.point = o.point;
+        if (forwardBefore || !useFromWrap(st, opt, at, at)) break;
+        emitControl(cx, st, opt, *f.call, *root, "optimizer-then-forward");
+        break;
       }
     }
   }
 
+  // The forward `fw` before optimizer `opt`: a finding, or none. `control` is set to the replay shape
+  // of a pattern the rule found correct for a reason the runtime probe can show (a resharding root, a
+  // backward or `reshard()` after the forward), when the rest of the pattern is there.
   std::optional<Finding> judge(const Store& st, ObjId opt, const ValueSet& sources, const Forward& fw,
-                               const std::vector<const Event*>& wraps) {
+                               const std::vector<const Event*>& wraps, std::string* control) {
     const Event& f = *fw.call;
     Lineage called = lineageOf(st, fw.module);
     if (called.root == kNoObj) return std::nullopt;
-    // The module the forward runs on was itself sharded before it, and no module around it was: it is
-    // the FSDP root of that forward.
-    const Event* root = nullptr;
-    for (const Event* w : wraps) {
-      if (!st.precedes(w->point, f.point)) continue;
-      Lineage l = lineageOf(st, w->target);
-      if (sameLineage(l, called)) root = root ? root : w;
-      else if (within(called, l)) return std::nullopt;  // a part of a larger FSDP tree
-    }
+    const Event* root = rootWrap(st, called, f.point, wraps);
     if (!root) return std::nullopt;
     Finding out;
     out.optimizer = opt;
     out.forward = &f;
     out.module = fw.module;
     out.root = root;
-    if (keepsUnshardedAsRoot(rafOf(*root))) out.kept.push_back(root);
+    bool rootKept = keepsUnshardedAsRoot(rafOf(*root));
+    if (rootKept) out.kept.push_back(root);
     for (const Event* w : wraps) {
       if (!st.precedes(w->point, f.point)) continue;
       Lineage part = lineageOf(st, w->target);
@@ -238,41 +260,31 @@ class ForwardBeforeOptimizer final : public Rule {
       out.parts.push_back(w);
       if (keepsUnshardedAsPart(rafOf(*w))) out.kept.push_back(w);  // else resharded, or unknown: not claimed
     }
-    if (!out.kept.empty() && out.kept.front() == root && !out.parts.empty()) {
+    if (rootKept && !out.parts.empty()) {
       // The root's own group holds what no part holds: nothing, when the parts cover all of it.
       std::vector<Lineage> parts;
       for (const Event* p : out.parts) parts.push_back(lineageOf(st, p->target));
       out.own = ownParts(st, called, parts);
-      if (out.own && out.own->empty()) out.kept.erase(out.kept.begin());
+      if (out.own && out.own->empty()) {
+        out.kept.erase(out.kept.begin());
+        rootKept = false;
+      }
     }
-    if (out.kept.empty()) return std::nullopt;
+    // The parameters are read after the forward (a list taken before it holds the sharded ones).
     const semantic::PointId built = st.obj(opt).point;
-    auto between = [&](semantic::PointId p, semantic::PointId a, semantic::PointId b) {
-      return st.precedes(a, p) && st.precedes(p, b);
-    };
     auto related = [&](ObjId t) {
       Lineage l = lineageOf(st, t);
       return l.root != kNoObj && (within(l, called) || within(called, l));
     };
-    for (const Event& e : st.events) {
-      if (e.kind != EventKind::MethodCall && e.kind != EventKind::Call) continue;
-      std::string_view n = e.name;
-      bool backward = n == "backward" || (n.size() > 9 && n.substr(n.size() - 9) == ".backward");
-      // A backward after the forward reshards the root (post-backward); an explicit `reshard()` too.
-      if (backward && between(e.point, f.point, built)) return std::nullopt;
-      if (e.kind == EventKind::MethodCall && n == "reshard" && related(e.target) && between(e.point, f.point, built))
-        return std::nullopt;
-      // `set_reshard_after_forward(...)` changes what the wraps said.
-      if (e.kind == EventKind::MethodCall && n == "set_reshard_after_forward" && related(e.target) &&
-          between(e.point, root->point, built))
-        return std::nullopt;
-    }
-    // The parameters are read after the forward (a list taken before it holds the sharded ones).
     bool readAfter = std::any_of(st.events.begin(), st.events.end(), [&](const Event& e) {
       return e.kind == EventKind::MethodCall && (e.name == "parameters" || e.name == "named_parameters") &&
              related(e.target) && st.precedes(f.point, e.point) && (e.point == built || st.precedes(e.point, built));
     });
-    if (!readAfter) return std::nullopt;
+    if (!readAfter || !sourcesIn(st, sources, called)) return std::nullopt;
+    Event at;  // uses after the construction
+    at.point = built;
+    out.use = useFromWrap(st, opt, at, at);
+    if (!out.use) return std::nullopt;
     // Some source holds parameters of a module whose parameters stay unsharded.
     bool hit = std::any_of(sources.begin(), sources.end(), [&](ObjId s) {
       Lineage mod = moduleOfSource(lineageOf(st, s));
@@ -288,12 +300,77 @@ class ForwardBeforeOptimizer final : public Rule {
         });
       });
     });
+    auto between = [&](semantic::PointId p, semantic::PointId a, semantic::PointId b) {
+      return st.precedes(a, p) && st.precedes(p, b);
+    };
+    for (const Event& e : st.events) {
+      if (e.kind != EventKind::MethodCall && e.kind != EventKind::Call) continue;
+      std::string_view n = e.name;
+      bool backward = n == "backward" || (n.size() > 9 && n.substr(n.size() - 9) == ".backward");
+      // A backward after the forward reshards the root (post-backward); an explicit `reshard()` too.
+      if (backward && between(e.point, f.point, built)) {
+        if (hit && control) *control = "forward-backward-before-optimizer";
+        return std::nullopt;
+      }
+      if (e.kind == EventKind::MethodCall && n == "reshard" && related(e.target) && between(e.point, f.point, built)) {
+        if (hit && control && rootKept && out.kept.size() == 1) *control = "forward-reshard-before-optimizer";
+        return std::nullopt;
+      }
+      // `set_reshard_after_forward(...)` changes what the wraps said.
+      if (e.kind == EventKind::MethodCall && n == "set_reshard_after_forward" && related(e.target) &&
+          between(e.point, root->point, built))
+        return std::nullopt;
+    }
+    if (out.kept.empty()) {
+      // Every module reshards after forward: the root with `reshard_after_forward=True`, the parts with
+      // theirs not given or True.
+      bool partsReshard = std::all_of(out.parts.begin(), out.parts.end(), [](const Event* p) {
+        std::string_view r = rafOf(*p);
+        return r == "default" || r == "None" || r == "True";
+      });
+      if (control && rafOf(*root) == "True" && partsReshard) *control = "forward-before-optimizer-resharded";
+      return std::nullopt;
+    }
     if (!hit) return std::nullopt;
-    Event at;  // uses after the construction
-    at.point = built;
-    out.use = useFromWrap(st, opt, at, at);
-    if (!out.use) return std::nullopt;
     return out;
+  }
+
+  // The `fully_shard` call that made the module `called` an FSDP root before point `p`: a wrap of that
+  // module, with no wrap of a module around it (a part of a larger tree is not its own root).
+  static const Event* rootWrap(const Store& st, const Lineage& called, semantic::PointId p,
+                               const std::vector<const Event*>& wraps) {
+    const Event* root = nullptr;
+    for (const Event* w : wraps) {
+      if (!st.precedes(w->point, p)) continue;
+      Lineage l = lineageOf(st, w->target);
+      if (sameLineage(l, called)) root = root ? root : w;
+      else if (within(called, l)) return nullptr;
+    }
+    return root;
+  }
+
+  // Some source lies in the module `called`, or is all the parameters of a module containing it.
+  static bool sourcesIn(const Store& st, const ValueSet& sources, const Lineage& called) {
+    return std::any_of(sources.begin(), sources.end(), [&](ObjId s) {
+      Lineage mod = moduleOfSource(lineageOf(st, s));
+      return mod.root != kNoObj && (within(mod, called) || within(called, mod));
+    });
+  }
+
+  // Controls (RuleContext::control): an optimizer built right after the wrap, before a forward of the
+  // root ("optimizer-then-forward"), and the patterns `judge` found correct.
+  void emitControl(RuleContext& cx, const Store& st, ObjId opt, const Event& forward, const Event& root,
+                   const std::string& shape) {
+    const auto& o = st.obj(opt);
+    std::string how = shape == "optimizer-then-forward"            ? "before the forward pass"
+                      : shape == "forward-backward-before-optimizer" ? "after a forward and a backward pass"
+                      : shape == "forward-reshard-before-optimizer"  ? "after a forward pass and `reshard()`"
+                                                                     : "after a forward pass of a root sharded with "
+                                                                       "`reshard_after_forward=True`";
+    cx.control(info(), o.origin.primaryIn(forward.origin),
+               "optimizer built from the parameters of an FSDP2 model " + how,
+               {{"shape", shape}, {"wrap_api", "fully_shard"}, {"fsdp_version", "2"}});
+    (void)root;
   }
 
   // The source text at `site`, on one line; a long call shortened to `callee(...)`.
