@@ -218,9 +218,10 @@ class ForwardBeforeOptimizer final : public Rule {
         emitControl(cx, st, opt, *controlForward, *controlForward, control);
         continue;
       }
-      // Built after a root's wrap and before any forward of it, with a forward of it later.
+      // Built after a root's wrap and before any forward of it, with a forward of it later outside any
+      // loop (a shape check, a warm-up; not the training loop every correct script has).
       for (const Forward& f : forwards) {
-        if (!st.precedes(o.point, f.call->point)) continue;
+        if (!st.precedes(o.point, f.call->point) || inLoop(st, f.call->point)) continue;
         Lineage called = lineageOf(st, f.module);
         const Event* root = called.root == kNoObj ? nullptr : rootWrap(st, called, o.point, wraps);
         if (!root || !sourcesIn(st, sources, called)) continue;
@@ -347,6 +348,12 @@ class ForwardBeforeOptimizer final : public Rule {
       else if (within(called, l)) return nullptr;
     }
     return root;
+  }
+
+  static bool inLoop(const Store& st, semantic::PointId p) {
+    for (int a = st.points[static_cast<size_t>(p)].arm; a >= 0; a = st.arms[static_cast<size_t>(a)].parent)
+      if (st.arms[static_cast<size_t>(a)].loop) return true;
+    return false;
   }
 
   // Some source lies in the module `called`, or is all the parameters of a module containing it.
