@@ -192,9 +192,16 @@ class ForwardBeforeOptimizer final : public Rule {
           if (sameLineage(lineageOf(st, t.owner), lineageOf(st, e.target))) module = w->target;
         }
       }
-      if (module != kNoObj && !forwardUnderInferenceMode(cx, e)) forwards.push_back({&e, module});
+      if (module != kNoObj) forwards.push_back({&e, module});
     }
     if (forwards.empty()) return;
+    // Forwards under inference mode are not this rule's (asked only of the forwards that matter).
+    std::map<const Event*, bool> inference;
+    auto excluded = [&](const Forward& f) {
+      auto it = inference.find(f.call);
+      if (it == inference.end()) it = inference.emplace(f.call, forwardUnderInferenceMode(cx, *f.call)).first;
+      return it->second;
+    };
     for (ObjId opt : optimizers(st)) {
       const auto& o = st.obj(opt);
       if (o.inputs().empty()) continue;
@@ -204,7 +211,7 @@ class ForwardBeforeOptimizer final : public Rule {
       std::string control;
       const Event* controlForward = nullptr;
       for (const Forward& f : forwards) {
-        if (!st.precedes(f.call->point, o.point)) continue;
+        if (!st.precedes(f.call->point, o.point) || excluded(f)) continue;
         std::string why;
         if (auto found = judge(st, opt, sources, f, wraps, cx.wantsControls() ? &why : nullptr)) {
           report(cx, st, *found);
@@ -221,12 +228,12 @@ class ForwardBeforeOptimizer final : public Rule {
       // Built after a root's wrap and before any forward of it, with a forward of it later outside any
       // loop (a shape check, a warm-up; not the training loop every correct script has).
       for (const Forward& f : forwards) {
-        if (!st.precedes(o.point, f.call->point) || inLoop(st, f.call->point)) continue;
+        if (!st.precedes(o.point, f.call->point) || inLoop(st, f.call->point) || excluded(f)) continue;
         Lineage called = lineageOf(st, f.module);
         const Event* root = called.root == kNoObj ? nullptr : rootWrap(st, called, o.point, wraps);
         if (!root || !sourcesIn(st, sources, called)) continue;
         bool forwardBefore = std::any_of(forwards.begin(), forwards.end(), [&](const Forward& g) {
-          return st.precedes(root->point, g.call->point) && st.precedes(g.call->point, o.point);
+          return st.precedes(root->point, g.call->point) && st.precedes(g.call->point, o.point) && !excluded(g);
         });
         Event at;
         at.point = o.point;
