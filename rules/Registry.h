@@ -16,6 +16,7 @@ std::string_view ruleDoc(std::string_view code);
 std::unique_ptr<Rule> makeSL101(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL102(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL103(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL104(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL105(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL106(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL201(const RuleInfo* info);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The runtime probe against a real PyTorch (issue 28): every positive fixture of the probed rules
-(SL101, SL102, SL103, SL201, SL202, SL402) is replayed on gloo/CPU ranks and must give the verdict its replay
+(SL101, SL102, SL103, SL104, SL201, SL202, SL402) is replayed on gloo/CPU ranks and must give the verdict its replay
 predicts, with evidence read off the run.
 
     tests/probe_real.py --shardlint build/shardlint --python build/probe-venv/bin/python \
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = ("SL101", "SL102", "SL103", "SL201", "SL202", "SL402")
+RULES = ("SL101", "SL102", "SL103", "SL104", "SL201", "SL202", "SL402")
 # Every positive fixture's shape is replayed today; SL202's Trainer replay needs transformers, and an
 # interpreter without it gives `probe-error` with this reason (never a verdict on the finding).
 NOT_REPLAYABLE_OK = ("transformers is not importable",)

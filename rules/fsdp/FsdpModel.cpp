@@ -702,6 +702,15 @@ bool FsdpCallModel::onCall(CallSite& site) {
     } else {
       attrs["replaces"] = "1";
       if (const ValueSet* v = site.kwarg("ignored_params")) semantic::addValues(ignored, flattenModules(st, *v));
+      // SL104's fact: `reshard_after_forward` as given to `fully_shard` itself ("default" when not
+      // given, the constant when it is one, "?" otherwise). A project's own wrap helper listed in the
+      // settings gets none: what it passes on is unknown.
+      if (isFullyShard(q)) {
+        const ValueSet* raf = site.kwarg("reshard_after_forward");
+        auto lit = literalOf(st, raf);
+        if (raf && !lit) site.in.needsCallerValue(*raf);  // a caller may bind it (a helper's parameter)
+        attrs["reshard_after_forward"] = raf ? lit.value_or("?") : site.splat ? "?" : "default";
+      }
     }
     if (!ignored.empty()) attrs["ignored"] = "1";
     for (ObjId m : flattenModules(st, *modArg)) site.in.domainEvent("wrap", m, site.origin, attrs, {ignored});

@@ -109,8 +109,8 @@ std::string_view verdictName(Verdict v) {
 }
 
 bool probedCode(std::string_view code) {
-  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL201" || code == "SL202" ||
-         code == "SL402";
+  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL104" || code == "SL201" ||
+         code == "SL202" || code == "SL402";
 }
 
 // ============================================================================================
@@ -149,7 +149,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     if (whyNot) *whyNot = std::move(why);
     return std::nullopt;
   };
-  if (!probedCode(d.code)) return fail(d.code + " is not a rule the probe tests (SL101, SL102, SL103, SL201, SL202, SL402)");
+  if (!probedCode(d.code)) return fail(d.code + " is not a rule the probe tests (SL101-SL104, SL201, SL202, SL402)");
   ReplaySpec s;
   s.code = d.code;
   s.path = d.location.path;
@@ -172,6 +172,16 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     s.joint = fact("joint") == "1";
     s.control = true;
     if (s.shape.empty() || s.wrapApi.empty()) return fail("the control names no shape or wrap API");
+  } else if (d.code == "SL104") {
+    // FSDP2: a forward between fully_shard and the optimizer. Which modules stay unsharded, from the message:
+    // the root (its reshard_after_forward not True), blocks with reshard_after_forward=False, or both.
+    s.wrapApi = "fully_shard";
+    bool root = contains(text, "FSDP2 leaves the root `") || contains(text, "FSDP2 leaves the parameters that the root `");
+    bool parts = contains(text, "FSDP2 leaves the parameters of `") || contains(text, " and the parameters of `");
+    if (root && parts) s.shape = "forward-before-optimizer-all-kept";
+    else if (parts) s.shape = "forward-before-optimizer-blocks-kept";
+    else if (root) s.shape = "forward-before-optimizer";
+    else return fail("cannot tell which modules stay unsharded from this SL104 finding's message");
   } else if (d.code == "SL201") {
     // accelerate FSDP2 refuses a model and an optimizer prepared apart, and prepare_model: the replay
     // makes the same calls and expects accelerate's ValueError.
@@ -1315,6 +1325,14 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
     if (divergedRank)
       confirm.push_back("ranks disagree on the unmanaged parameters after the step (world size " +
                         std::to_string(std::max(res.worldSize, expected)) + ")");
+  } else if (code == "SL104") {
+    if (stale + unmanaged > 0)
+      confirm.push_back("after the first step the optimizer held " +
+                        plural(stale + unmanaged, "tensor that is not", "tensors that are not") +
+                        " among the model's sharded parameters (the unsharded ones the forward left registered)" +
+                        onRank(unmanaged >= stale ? unmanagedRank : staleRank));
+    if (unchangedRank && reached > 0)
+      confirm.push_back("optimizer.step() left the model's parameters unchanged" + onRank(*unchangedRank));
   } else if (code == "SL201" || code == "SL202") {
     if (refused)
       confirm.push_back(std::string(code == "SL201" ? "accelerate" : "the Trainer") + " raised " +
@@ -1383,6 +1401,10 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
   if (code == "SL201" || code == "SL202") {
     facts.push_back(code == "SL201" ? "accelerate's prepare raised no ValueError"
                                     : "the Trainer raised no RuntimeError for the optimizers");
+  } else if (code == "SL104") {
+    facts.push_back(plural(stale + unmanaged, "optimizer entry", "optimizer entries") +
+                    " outside the model's sharded parameters");
+    facts.push_back(changedKnown ? "the step changed the parameters" : "parameter change not measured");
   } else if (code == "SL101" || code == "SL402") {
     facts.push_back(plural(stale, "stale optimizer entry", "stale optimizer entries"));
     facts.push_back(changedKnown ? "the step changed the parameters" : "parameter change not measured");
@@ -1812,7 +1834,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   for (size_t i = 0; i < diags.size(); ++i)
     if (probedCode(diags[i].code)) probed.push_back(i);
   if (probed.empty()) {
-    log_ << "shardlint probe: no SL101, SL102, SL103, SL201, SL202 or SL402 finding" << (controls_.empty() ? "" : " or control")
+    log_ << "shardlint probe: no SL101, SL102, SL103, SL104, SL201, SL202 or SL402 finding" << (controls_.empty() ? "" : " or control")
          << " to probe\n";
     return 0;
   }
@@ -1996,7 +2018,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   // pass once run (script mode runs it once for all findings).
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
                       const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
-    if (!choice.divergenceOnGloo || code == "SL101" || code == "SL402" || code == "SL201" || code == "SL202" || first.verdict == Verdict::Confirmed ||
+    if (!choice.divergenceOnGloo || code == "SL101" || code == "SL104" || code == "SL402" || code == "SL201" || code == "SL202" || first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;
     if (!g) {

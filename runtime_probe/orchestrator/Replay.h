@@ -19,6 +19,13 @@
 // | "separate-prepare"           | prepare(model), then an optimizer from it, prepare(optimizer) | -          | -     | FSDP2        |
 // | "prepare-model"              | prepare_model(model), then prepare_optimizer(optimizer)      | -           | -     | FSDP2        |
 // | "trainer-prebuilt-optimizer" | Trainer(args with fsdp="full_shard", optimizers=(opt, None)) | wrap API "trainer" (needs transformers) |
+// | "forward-before-optimizer"   | blocks and root (defaults), a no_grad forward, then the optimizer (SL104) | yes | -  | -            |
+// | "forward-before-optimizer-blocks-kept" | the same, blocks reshard_after_forward=False, root True (SL104) | yes | - | -           |
+// | "forward-before-optimizer-all-kept"    | the same, blocks reshard_after_forward=False, root default (SL104) | yes | - | -         |
+// | "optimizer-then-forward"     | blocks and root, the optimizer, then a forward (SL104 control) | yes     | -     | -            |
+// | "forward-backward-before-optimizer" | a forward and a backward before the optimizer (SL104 control) | yes | - | -          |
+// | "forward-reshard-before-optimizer"  | a forward, model.reshard(), then the optimizer (SL104 control) | yes | -  | -          |
+// | "forward-before-optimizer-resharded" | root reshard_after_forward=True, a forward, then the optimizer (SL104 control) | yes | - | - |
 //
 // The free parameter multiplies the logits, so it gets a gradient (and diverges when unreduced).
 //
