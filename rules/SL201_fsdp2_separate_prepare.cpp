@@ -20,17 +20,7 @@ size_t count(const Event& e, std::string_view k) {
 
 // The linked accelerate config that turns FSDP2 on, as a note; none when FSDP2 comes from the code.
 std::optional<Note> configNote(const Event& e) {
-  if (e.attr("config").empty() || e.attr("config_line").empty()) return std::nullopt;
-  try {
-    Location loc;
-    loc.path = std::string(e.attr("config"));
-    loc.start.line = static_cast<uint32_t>(std::stoul(std::string(e.attr("config_line")))) - 1;
-    loc.start.codepointColumn = static_cast<uint32_t>(std::stoul(std::string(e.attr("config_col")))) - 1;
-    loc.end = loc.start;
-    return Note{loc, "FSDP2 is enabled by this accelerate config"};
-  } catch (...) {
-    return std::nullopt;
-  }
+  return linkedConfigNote(e, "FSDP2 is enabled by this accelerate config");
 }
 
 class Fsdp2SeparatePrepare final : public Rule {

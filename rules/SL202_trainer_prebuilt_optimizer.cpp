@@ -54,16 +54,8 @@ class TrainerPrebuiltOptimizer final : public Rule {
         if (fromArgs) {
           if (auto at = parseSite(e->attr("fsdp_at")))
             notes.push_back(cx.note(*at, "FSDP is enabled here"));
-        } else if (!e->attr("config").empty() && !e->attr("config_line").empty()) {
-          Location loc;
-          loc.path = std::string(e->attr("config"));
-          try {
-            loc.start.line = static_cast<uint32_t>(std::stoul(std::string(e->attr("config_line")))) - 1;
-            loc.start.codepointColumn = static_cast<uint32_t>(std::stoul(std::string(e->attr("config_col")))) - 1;
-            loc.end = loc.start;
-            notes.push_back(Note{loc, "FSDP is enabled by this config"});
-          } catch (...) {
-          }
+        } else if (auto n = linkedConfigNote(*e, "FSDP is enabled by this config")) {
+          notes.push_back(*n);
         }
         cx.report(info(), primary, std::move(msg), std::move(notes), std::nullopt);
       }
