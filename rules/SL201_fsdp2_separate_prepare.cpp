@@ -20,17 +20,7 @@ size_t count(const Event& e, std::string_view k) {
 
 // The linked accelerate config that turns FSDP2 on, as a note; none when FSDP2 comes from the code.
 std::optional<Note> configNote(const Event& e) {
-  if (e.attr("config").empty() || e.attr("config_line").empty()) return std::nullopt;
-  try {
-    Location loc;
-    loc.path = std::string(e.attr("config"));
-    loc.start.line = static_cast<uint32_t>(std::stoul(std::string(e.attr("config_line")))) - 1;
-    loc.start.codepointColumn = static_cast<uint32_t>(std::stoul(std::string(e.attr("config_col")))) - 1;
-    loc.end = loc.start;
-    return Note{loc, "FSDP2 is enabled by this accelerate config"};
-  } catch (...) {
-    return std::nullopt;
-  }
+  return linkedConfigNote(e, "FSDP2 is enabled by this accelerate config");
 }
 
 class Fsdp2SeparatePrepare final : public Rule {
@@ -63,8 +53,7 @@ class Fsdp2SeparatePrepare final : public Rule {
           break;
         }
         if (!model) continue;
-        semantic::Site primary = opt->origin.site();
-        if (primary.file != self) primary = opt->origin.primary();
+        semantic::Site primary = opt->origin.siteIn(self);
         if (primary.file != self || !seen.insert({primary.file, primary.range.begin}).second) continue;
         std::string call(opt->attr("call"));
         std::string msg =
@@ -75,13 +64,14 @@ class Fsdp2SeparatePrepare final : public Rule {
             "optimizer at the sharded parameters while it shards the model; build the optimizer from the "
             "unprepared model and prepare both in one call: `model, optimizer = " + call + "(model, optimizer)`";
         std::vector<Note> notes;
+        if (primary != opt->origin.site())
+          notes.push_back(cx.note(opt->origin.site(), "the optimizer is prepared alone here"));
         notes.push_back(cx.note(model->origin.primaryIn(opt->origin), "the model is prepared alone here"));
         if (auto n = configNote(*opt)) notes.push_back(*n);
         cx.report(info(), primary, std::move(msg), std::move(notes), std::nullopt);
       }
       for (const Event* e : domainEvents(st, "accelerate_fsdp2_prepare_model")) {
-        semantic::Site primary = e->origin.site();
-        if (primary.file != self) primary = e->origin.primary();
+        semantic::Site primary = e->origin.siteIn(self);
         if (primary.file != self || !seen.insert({primary.file, primary.range.begin}).second) continue;
         std::string call(e->attr("call"));
         std::string prepare = call.substr(0, call.size() >= 14 ? call.size() - 14 : 0);  // "accelerator"
@@ -91,6 +81,7 @@ class Fsdp2SeparatePrepare final : public Rule {
                           ".prepare(model, optimizer)` (or pass `evaluation_mode=True` for a model that is "
                           "not trained)";
         std::vector<Note> notes;
+        if (primary != e->origin.site()) notes.push_back(cx.note(e->origin.site(), "`prepare_model` is called here"));
         if (auto n = configNote(*e)) notes.push_back(*n);
         cx.report(info(), primary, std::move(msg), std::move(notes), std::nullopt);
       }

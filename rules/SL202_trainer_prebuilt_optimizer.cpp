@@ -38,8 +38,7 @@ class TrainerPrebuiltOptimizer final : public Rule {
       const Store& st = *root.store;
       for (const Event* e : domainEvents(st, "trainer_optimizers")) {
         // At the `optimizers=` argument when it is in this file, else at the call that leads to it.
-        semantic::Site primary = e->origin.site();
-        if (primary.file != self) primary = e->origin.primary();
+        semantic::Site primary = e->origin.siteIn(self);
         if (primary.file != self || !seen.insert({primary.file, primary.range.begin}).second) continue;
         bool fromArgs = e->attr("fsdp_from") == "args";
         std::string why = fromArgs ? "its `TrainingArguments` enable FSDP (`" + std::string(e->attr("fsdp_text")) + "`)"
@@ -51,19 +50,12 @@ class TrainerPrebuiltOptimizer final : public Rule {
                           "Trainer build them (`optim=`, `lr_scheduler_type=` in the arguments) or override "
                           "`create_optimizer` / `create_scheduler` in a `Trainer` subclass";
         std::vector<Note> notes;
+        if (primary != e->origin.site()) notes.push_back(cx.note(e->origin.site(), "`optimizers=` is passed here"));
         if (fromArgs) {
           if (auto at = parseSite(e->attr("fsdp_at")))
             notes.push_back(cx.note(*at, "FSDP is enabled here"));
-        } else if (!e->attr("config").empty() && !e->attr("config_line").empty()) {
-          Location loc;
-          loc.path = std::string(e->attr("config"));
-          try {
-            loc.start.line = static_cast<uint32_t>(std::stoul(std::string(e->attr("config_line")))) - 1;
-            loc.start.codepointColumn = static_cast<uint32_t>(std::stoul(std::string(e->attr("config_col")))) - 1;
-            loc.end = loc.start;
-            notes.push_back(Note{loc, "FSDP is enabled by this config"});
-          } catch (...) {
-          }
+        } else if (auto n = linkedConfigNote(*e, "FSDP is enabled by this config")) {
+          notes.push_back(*n);
         }
         cx.report(info(), primary, std::move(msg), std::move(notes), std::nullopt);
       }

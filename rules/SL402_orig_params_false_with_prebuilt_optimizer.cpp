@@ -40,14 +40,8 @@ class OrigParamsFalseWithPrebuiltOptimizer final : public Rule {
                           "(in the config, or `FullyShardedDataParallelPlugin(use_orig_params=True)`), or build the "
                           "optimizer from the prepared model";
         std::vector<Note> extra;
-        if (fromConfig && !s.wrap->attr("config").empty()) {
-          Location loc;
-          loc.path = std::string(s.wrap->attr("config"));
-          loc.start.line = static_cast<uint32_t>(std::stoul(std::string(s.wrap->attr("config_line")))) - 1;
-          loc.start.codepointColumn = static_cast<uint32_t>(std::stoul(std::string(s.wrap->attr("config_col")))) - 1;
-          loc.end = loc.start;
-          extra.push_back(Note{loc, "the setting that decides it"});
-        }
+        if (fromConfig)
+          if (auto n = linkedConfigNote(*s.wrap, "the setting that decides it")) extra.push_back(*n);
         reportStale(cx, info(), st, s, std::move(msg), std::move(extra),
                     fromConfig ? configFix(*s.wrap) : pluginFix(cx, st, s));
       }

@@ -1335,6 +1335,23 @@ std::string Interp::subscriptEdge(TSNode sub) {
   return "[*]";
 }
 
+void Interp::setAttribute(ObjId obj, const std::string& attr, const ValueSet& value, const Origin& origin) {
+  setVar(envKeyFor(obj, attr), value);
+  st_.noteOwnership(obj, attr, value);
+  recordSetAttr(obj, attr, value, origin);
+}
+
+void Interp::recordSetAttr(ObjId obj, const std::string& attr, const ValueSet& value, const Origin& origin) {
+  Event e;
+  e.kind = EventKind::SetAttr;
+  e.name = attr;
+  e.target = obj;
+  e.args = {value};
+  e.origin = origin;
+  e.point = newPoint();
+  st_.events.push_back(std::move(e));
+}
+
 void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) {
   if (ts_node_is_null(target)) return;
   switch (kindOf(target)) {
@@ -1347,18 +1364,9 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
       std::string attr = text(syntax::field(target, "attribute"));
       for (ObjId o : eval(syntax::field(target, "object"))) {
         if (st_.obj(o).kind == ObjKind::Ref) continue;
-        setVar(envKeyFor(o, attr), value);
         for (ObjId v : value)
           if (st_.obj(v).kind == ObjKind::Instance && st_.obj(v).label.empty()) st_.obj(v).label = text(target);
-        st_.noteOwnership(o, attr, value);
-        Event e;
-        e.kind = EventKind::SetAttr;
-        e.name = attr;
-        e.target = o;
-        e.args = {value};
-        e.origin = originOf(target);
-        e.point = newPoint();
-        st_.events.push_back(std::move(e));
+        setAttribute(o, attr, value, originOf(target));
       }
       break;
     }
@@ -1379,14 +1387,7 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
             m.elements.push_back(value);
           }
         }
-        Event e;
-        e.kind = EventKind::SetAttr;
-        e.name = key;
-        e.target = o;
-        e.args = {value};
-        e.origin = originOf(target);
-        e.point = newPoint();
-        st_.events.push_back(std::move(e));
+        recordSetAttr(o, key, value, originOf(target));
       }
       break;
     }
@@ -2213,19 +2214,8 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
         // `setattr(obj, "name", value)` with a constant name: the assignment `obj.name = value`, located
         // at the name's string.
         if (auto lit = literal(site.args[1]); lit && !lit->empty() && site.argOrigins.size() >= 2) {
-          for (ObjId o : site.args[0]) {
-            if (st_.obj(o).kind == ObjKind::Ref) continue;
-            setVar(envKeyFor(o, *lit), site.args[2]);
-            st_.noteOwnership(o, *lit, site.args[2]);
-            Event e;
-            e.kind = EventKind::SetAttr;
-            e.name = *lit;
-            e.target = o;
-            e.args = {site.args[2]};
-            e.origin = site.argOrigins[1];
-            e.point = newPoint();
-            st_.events.push_back(std::move(e));
-          }
+          for (ObjId o : site.args[0])
+            if (st_.obj(o).kind != ObjKind::Ref) setAttribute(o, *lit, site.args[2], site.argOrigins[1]);
         }
         return {};
       }

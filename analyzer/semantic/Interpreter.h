@@ -129,6 +129,11 @@ class Interp {
   ValueSet lookupName(std::string_view name);
   ValueSet getAttr(ObjId obj, std::string_view attr);
   void assign(TSNode target, const ValueSet& value, const Origin& origin);
+  // `obj.attr = value` (an assignment, or `setattr(obj, "attr", value)`): binds it, notes what `obj` owns,
+  // and records the SetAttr event at `origin`.
+  void setAttribute(ObjId obj, const std::string& attr, const ValueSet& value, const Origin& origin);
+  // The SetAttr event alone (also for an item, `obj["key"] = value`, whose `attr` is the edge `['key']`).
+  void recordSetAttr(ObjId obj, const std::string& attr, const ValueSet& value, const Origin& origin);
   // Puts a summary's objects and events into this store as if the function ran
   // here. `recordVia` false: no call site is added to origins (used for functions
   // never called from the analysed code, which are analysed in place).

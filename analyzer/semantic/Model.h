@@ -60,6 +60,15 @@ struct Origin {
   std::vector<Site> via;
   Site site() const { return Site{file, range}; }
   Site primary() const { return via.empty() ? site() : via.front(); }
+  // Where this origin shows in `file`: the site itself when it is there, else the innermost call site
+  // there that leads to it (the call of a helper in another module, not the `main()` that calls the
+  // function making that call); primary() when the chain never passes through `file`.
+  Site siteIn(uint32_t inFile) const {
+    if (file == inFile) return site();
+    for (auto it = via.rbegin(); it != via.rend(); ++it)
+      if (it->file == inFile) return *it;
+    return primary();
+  }
   // Where this origin shows in the frame that `context` was reached through:
   // the first call site below the call chain both share, or the site itself.
   Site primaryIn(const Origin& context) const {

@@ -434,15 +434,24 @@ std::string trainerFsdpSetting(const Store& st, const ValueSet* v) {
   return out;
 }
 
+// The text written for the call's i-th keyword (its value, or the `**dict` it comes from), when it is
+// in the call's file; empty otherwise.
+std::string_view writtenKeyword(const CallSite& site, size_t i) {
+  if (i >= site.kwargs.size() || i >= site.kwargOrigins.size()) return {};
+  std::string_view src = site.in.file().text;
+  const semantic::Origin& at = site.kwargOrigins[i];
+  if (at.file != site.origin.file || at.range.end > src.size() || at.range.begin >= at.range.end) return {};
+  return src.substr(at.range.begin, at.range.end - at.range.begin);
+}
+
 // The written text of keyword `name` of the call and where it is ("file:begin-end"), when in the call's file.
 std::pair<std::string, std::string> keywordText(const CallSite& site, std::string_view name) {
-  std::string_view src = site.in.file().text;
-  for (size_t i = 0; i < site.kwargs.size() && i < site.kwargOrigins.size(); ++i) {
+  for (size_t i = 0; i < site.kwargs.size(); ++i) {
+    if (site.kwargs[i].first != name) continue;
+    std::string_view written = writtenKeyword(site, i);
+    if (written.empty()) continue;
     const semantic::Origin& at = site.kwargOrigins[i];
-    if (site.kwargs[i].first != name || at.file != site.origin.file || at.range.end > src.size() ||
-        at.range.begin >= at.range.end)
-      continue;
-    return {std::string(src.substr(at.range.begin, at.range.end - at.range.begin)),
+    return {std::string(written),
             std::to_string(at.file) + ":" + std::to_string(at.range.begin) + "-" + std::to_string(at.range.end)};
   }
   return {};
@@ -675,15 +684,8 @@ bool FsdpCallModel::onCall(CallSite& site) {
       // Not written as a constant but bound to one (an argparse or dataclass default, a parameter's
       // default): the message names the expression as written and its value.
       if (orig && lit)
-        for (size_t i = 0; i < site.kwargs.size() && i < site.kwargOrigins.size(); ++i) {
-          const semantic::Origin& at = site.kwargOrigins[i];
-          std::string_view src = site.in.file().text;
-          if (site.kwargs[i].first != "use_orig_params" || at.file != site.origin.file || at.range.end > src.size() ||
-              at.range.begin >= at.range.end)
-            continue;
-          std::string written(src.substr(at.range.begin, at.range.end - at.range.begin));
-          if (written != *lit) attrs["orig_params_as"] = written;
-        }
+        if (auto [written, at] = keywordText(site, "use_orig_params"); !at.empty() && written != *lit)
+          attrs["orig_params_as"] = written;
       // Joined with an option a config file named on the command line may give (`argparse.Namespace(**config)`).
       if (orig && lit && attrs.count("orig_params_as") && anyTagged(st, *orig, "option_value"))
         attrs["orig_params_or_config"] = "1";
@@ -735,10 +737,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
     obj.setTag("plugin_args", site.args.empty() && site.kwargs.empty() ? "0" : "1");
     // Keywords that come from a `**dict` with constant keys (SL403 checks them at the splat): "name@begin-end;...".
     std::string splatted;
-    std::string_view src = site.in.file().text;
-    for (size_t i = 0; i < site.kwargs.size() && i < site.kwargOrigins.size(); ++i) {
+    for (size_t i = 0; i < site.kwargs.size(); ++i) {
+      if (!startsWith(writtenKeyword(site, i), "**")) continue;
       const semantic::Origin& at = site.kwargOrigins[i];
-      if (at.file != site.origin.file || at.range.begin + 2 > src.size() || src.substr(at.range.begin, 2) != "**") continue;
       splatted += site.kwargs[i].first + "@" + std::to_string(at.range.begin) + "-" + std::to_string(at.range.end) + ";";
     }
     if (!splatted.empty()) obj.setTag("plugin_splat_kwargs", splatted);
@@ -1334,6 +1335,20 @@ bool isCreatedHere(const Store& st, ObjId root) {
       if (isBareObject(st, v) && !inside && !vo.hasTag("free_param") && !vo.hasTag("tensor")) return false;
     }
   return true;
+}
+
+std::optional<Note> linkedConfigNote(const Event& e, std::string message) {
+  if (e.attr("config").empty() || e.attr("config_line").empty()) return std::nullopt;
+  try {
+    Location loc;
+    loc.path = std::string(e.attr("config"));
+    loc.start.line = static_cast<uint32_t>(std::stoul(std::string(e.attr("config_line")))) - 1;
+    loc.start.codepointColumn = static_cast<uint32_t>(std::stoul(std::string(e.attr("config_col")))) - 1;
+    loc.end = loc.start;
+    return Note{loc, std::move(message)};
+  } catch (...) {
+    return std::nullopt;
+  }
 }
 
 std::string_view wrapApiName(const Event& wrap) {

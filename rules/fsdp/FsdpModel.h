@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/Diagnostic.h"
 #include "semantic/CallModel.h"
 #include "semantic/Model.h"
 
@@ -117,5 +118,9 @@ bool frozen(const Store& st, const Lineage& l);
 // separate module (as opposed to an unknown argument or a transformed model)?
 bool isCreatedHere(const Store& st, ObjId root);
 std::string_view wrapApiName(const Event& wrap);
+// The setting in the linked accelerate config (or `accelerate launch` flag) that decided an event's FSDP
+// setting (its "config", "config_line", "config_col" attributes), as a note saying `message`; none when
+// the setting comes from the code.
+std::optional<Note> linkedConfigNote(const Event& e, std::string message);
 
 }  // namespace shardlint::rules::fsdp
