@@ -1262,6 +1262,9 @@ TEST_CASE("probe cli: reports are collected and merged into every format", "[pro
   CHECK(replay["wrap_api"] == "fully_shard");
   CHECK(replay["use_orig_params"].is_null());
   CHECK(replay["shared_with"].is_null());
+  CHECK(replay["replacement"].is_null());  // SL105's only
+  CHECK(replay["fsdp_from"].is_null());    // the Trainer's only
+  CHECK(replay["joint"].is_null());        // Fabric's only
 }
 
 TEST_CASE("probe reports: the ranks' notes travel with the evidence, each once", "[probe]") {

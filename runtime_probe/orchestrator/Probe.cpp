@@ -1547,8 +1547,13 @@ json verdictObject(const ProbeResult& r) {
     const ReplaySpec& s = *r.replay;
     j["replay"] = {{"shape", s.shape},
                    {"wrap_api", s.wrapApi},
-                   {"use_orig_params", s.wrapApi == "fully_shard" ? json(nullptr) : json(s.useOrigParams)},
-                   {"fsdp_version", s.wrapApi == "accelerate" ? json(s.fsdpVersion) : json(nullptr)},
+                   {"use_orig_params", s.wrapApi == "fully_shard" || s.wrapApi == "trainer" ? json(nullptr) : json(s.useOrigParams)},
+                   {"fsdp_version", s.wrapApi == "accelerate" || (s.wrapApi == "trainer" && s.fsdpFrom == "launcher")
+                                        ? json(s.fsdpVersion)
+                                        : json(nullptr)},
+                   {"joint", s.wrapApi == "fabric" ? json(s.joint) : json(nullptr)},
+                   {"replacement", s.replacement.empty() ? json(nullptr) : json(s.replacement)},
+                   {"fsdp_from", s.wrapApi == "trainer" ? json(s.fsdpFrom) : json(nullptr)},
                    {"optimizer", s.optimizer},
                    {"shared_with", r.sharedWith.empty() ? json(nullptr) : json(r.sharedWith)}};
   }
