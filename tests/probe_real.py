@@ -224,7 +224,8 @@ def main() -> int:
         f"**Controls** (`shardlint probe --controls` on the {len(oks)} `_ok` fixtures, {seconds_ok:.0f} s): "
         f"{len(controls)} controls in {len(with_control)} fixtures, "
         + ", ".join(f"{v} {k}" for k, v in sorted(_count(r[2] for r in control_rows).items()))
-        + f"; {len(without)} fixtures have no control (their pattern is one the replay does not model).",
+        + (f"; {len(without)} fixtures have no control (their pattern is one the replay does not model)."
+           if without else "; every fixture has one."),
         "",
         "| fixture | rule | verdict | the pattern the rule found correct | s |",
         "|---|---|---|---|---:|",
