@@ -587,18 +587,24 @@ class ReplaySession:
             model = getattr(trainer, "model_wrapped", None) or trainer.model
             probe = checks.FirstStepProbe(model, optimizer, self.report, self.tracker.was_parameter)
             state["probe"] = probe
-            probe.before()
+            try:
+                probe.before()
+            except Exception as exc:  # the probe's own failure, never the Trainer's
+                traceback.print_exc()
+                self.report.set_probe_error(f"checks before the step failed: {type(exc).__name__}: {exc}")
+                state["probe"] = False  # no checks after the step either
             self.phase("step")
             return None
 
         def post(optimizer: Any, args: Any, kwargs: Any) -> None:
             probe = state["probe"]
-            if probe is None or state["done"] or optimizer is not probe.optimizer:
+            if probe is None or state["done"] or (probe and optimizer is not probe.optimizer):
                 return
             state["done"] = True
             self.report.reached_step = True
             self.phase("checks")
-            probe.after()
+            if probe:
+                probe.after()
             raise _FirstStepDone()
 
         handles = [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
