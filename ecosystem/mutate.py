@@ -40,7 +40,7 @@ DEFAULT_MUTATIONS = HERE / "mutations.json"
 # Codes that must not be reported on a correct original (the ordering rules and accelerate's FSDP1 one).
 ORDER_CODES = ("SL101", "SL102", "SL103", "SL402")
 FIELDS_REQUIRED = ("repo", "path", "commit", "wrap_api", "optimizer", "wrap", "expected", "note")
-FIELDS_OPTIONAL = ("optimizer_line", "wrap_line", "statements", "rewrite", "setting", "setting_path")
+FIELDS_OPTIONAL = ("optimizer_line", "wrap_line", "statements", "rewrite", "setting", "setting_path", "drop")
 
 
 class MutationError(Exception):
@@ -63,6 +63,7 @@ class Entry:
     rewrite: list[str] | None = None
     setting: list[str] | None = None
     setting_path: str | None = None  # the file `setting` edits, when not the script (a config module)
+    drop: str | None = None  # a whole line removed from the mutant (the original's `optimizer = None` reset)
 
 
 def load_mutations(path: Path) -> list[Entry]:
@@ -92,6 +93,9 @@ def load_mutations(path: Path) -> list[Entry]:
             rw = item.get(key)
             if rw is not None and not (isinstance(rw, list) and len(rw) == 2 and all(isinstance(s, str) for s in rw)):
                 raise check.EcosystemError(f"{where}: {key} must be [old, new]")
+        drop = item.get("drop")
+        if drop is not None and not (isinstance(drop, str) and drop.strip() == drop and drop):
+            raise check.EcosystemError(f"{where}: drop must be a statement's text without surrounding spaces")
         out.append(Entry(**item))
     return out
 
@@ -167,6 +171,13 @@ def mutate(source: str, e: Entry) -> tuple[str, str]:
         moved[-1] += "\n"
     rest = lines[: start - 1] + lines[end:]
     out = rest[: wrap_line - 1] + moved + rest[wrap_line - 1 :]
+    if e.drop:
+        # A statement of the original that resets what moved (`optimizer = None` before the optimizer's
+        # place): a user who builds the optimizer before the wrap does not write it after the wrap.
+        hits = [i for i, text in enumerate(out) if text.strip() == e.drop]
+        if len(hits) != 1:
+            raise MutationError(f"drop: {e.drop!r} is {len(hits)} whole lines of the mutant, not one")
+        del out[hits[0]]
     mutant = "".join(out)
     try:
         ast.parse(mutant)

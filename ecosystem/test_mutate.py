@@ -48,6 +48,13 @@ class MutateTest(unittest.TestCase):
         out, _ = mutate.mutate(src, entry(wrap="sm = fully_shard", rewrite=["sm.parameters()", "m.parameters()"]))
         self.assertEqual(out, "opt = A(m.parameters())\nsm = fully_shard(m)\n")
 
+    def test_drop_removes_one_whole_line(self):
+        src = "m = FSDP(m)\nopt = None\nif train:\n    opt = A(m.parameters())\n    opt.step()\n"
+        out, _ = mutate.mutate(src, entry(wrap="m = FSDP", optimizer="    opt = A", drop="opt = None"))
+        self.assertEqual(out, "opt = A(m.parameters())\nm = FSDP(m)\nif train:\n    opt.step()\n")
+        with self.assertRaises(mutate.MutationError):  # not a whole line of the mutant
+            mutate.mutate(src, entry(wrap="m = FSDP", optimizer="    opt = A", drop="opt ="))
+
     def test_ambiguous_snippet_needs_a_line(self):
         src = "w = FSDP(m)\nopt = A(w.parameters())\nopt = A(w.parameters())\n"
         with self.assertRaises(mutate.MutationError):

@@ -45,7 +45,9 @@ class OptimizerBeforeWrap final : public Rule {
       if (!wrap.attr("orig_params_as").empty())
         from = " (`use_orig_params=" + oneLine(wrap.attr("orig_params_as")) + "` is False " +
                (wrap.attr("orig_params_in").empty()
-                    ? std::string("unless a caller or the command line sets it)")
+                    ? std::string(wrap.attr("orig_params_or_config").empty()
+                                      ? "unless a caller or the command line sets it)"
+                                      : "unless a caller, the command line or a config file it names sets it)")
                     : "in " + oneLine(wrap.attr("orig_params_in")) + " unless the command line sets it)");
       return "FSDP1 without `use_orig_params=True`" + from +
              " flattens the parameters into a FlatParameter, so the optimizer keeps stale tensors that never receive "

@@ -81,6 +81,52 @@ class KeyNotForFsdpVersion final : public ConfigRule {
     return Fix{std::string("Write `") + to + "`", Applicability::Safe, {cx.edit(v.range, to)}};
   }
 
+  // FSDP1 under `accelerate launch`: the launcher always exports `fsdp_sharding_strategy` (FULL_SHARD when
+  // the config has none), and the plugin uses `sharding_strategy or reshard_after_forward`, so
+  // `fsdp_reshard_after_forward` is never applied. Reported when it asks for another strategy than the one
+  // that applies (true stands for FULL_SHARD, false for SHARD_GRAD_OP, as in `accelerate to-fsdp2`).
+  void reportFsdp1Reshard(ConfigContext& cx, const FsdpSettings& s, const YNode& k, const YNode& v,
+                          std::vector<Note> notes) {
+    if (!v.isScalar() || v.value.empty()) return;
+    static const char* kNames[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"};
+    auto strategyOf = [](const std::string& value) -> std::string {
+      std::string u = value;
+      for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      if (u.size() == 1 && u[0] >= '1' && u[0] <= '5') return kNames[u[0] - '1'];
+      for (const char* n : kNames)
+        if (u == n) return n;
+      return "";
+    };
+    std::string asked;
+    if (auto b = asBool(&v)) asked = *b ? "FULL_SHARD" : "SHARD_GRAD_OP";
+    else asked = strategyOf(v.value);
+    if (asked.empty()) return;  // SL311 / accelerate judge a value that is neither
+    const auto* explicitStrategy = s.entry("sharding_strategy");
+    std::string applied = "FULL_SHARD";
+    if (explicitStrategy) {
+      if (!explicitStrategy->second.isScalar()) return;
+      applied = strategyOf(explicitStrategy->second.value);
+      if (applied.empty()) return;
+    }
+    if (applied == asked) return;
+    std::string msg = "`" + k.value + ": " + v.value + "` asks for " + asked +
+                      " but is not applied with FSDP1 (`fsdp_version` absent or 1): `accelerate launch` always exports "
+                      "the sharding strategy (" + applied +
+                      (explicitStrategy ? ", set in this config" : ", its default") +
+                      ") and FSDP1 takes it instead, so the run shards as " + applied + "; write `fsdp_sharding_strategy: " +
+                      asked + "` for FSDP1, or set `fsdp_version: 2`";
+    if (explicitStrategy)
+      notes.push_back(cx.note(explicitStrategy->first.range, "the sharding strategy that applies"));
+    std::optional<Fix> fix;
+    // Unsafe: the run then shards as the config asked, which it did not before.
+    if (!explicitStrategy && syntaxOf(cx.file()) == Syntax::Yaml && v.isScalar()) {
+      std::string key = k.value.rfind("fsdp_", 0) == 0 ? "fsdp_sharding_strategy" : "sharding_strategy";
+      fix = Fix{"Replace with `" + key + ": " + asked + "`", Applicability::Unsafe,
+                {cx.edit(k.range, key), cx.edit(v.range, asked)}};
+    }
+    cx.report(info(), k.range, msg, std::move(notes), fix);
+  }
+
   void check(ConfigContext& cx, const FsdpSettings& s) override {
     if (!s.section || s.role == Role::TrainerJson) return;
     if (s.role == Role::Plugin) {
@@ -99,6 +145,16 @@ class KeyNotForFsdpVersion final : public ConfigRule {
                   "`" + k.value + "` is an FSDP1 setting but this config uses `fsdp_version: 2`, where accelerate "
                   "does not apply it (silently, or with a warning at most); remove it or use the FSDP2 equivalent",
                   std::move(notes), fsdp1KeyFix(cx, s, k, v, name));
+      } else if (s.version == 1 && name == "fsdp_activation_checkpointing_offload") {
+        if (asBool(&v) == true)
+          cx.report(info(), k.range,
+                    "`" + k.value + ": " + v.value + "` needs FSDP2 but this config uses FSDP1 (`fsdp_version` absent or "
+                    "1): accelerate's plugin raises `ValueError: activation_checkpointing_offload=True requires "
+                    "fsdp_version=2`; set `fsdp_version: 2` or remove it",
+                    std::move(notes));
+      } else if (s.version == 1 && name == "fsdp_reshard_after_forward" &&
+                 (s.role == Role::Accelerate || s.role == Role::LaunchFlags)) {
+        reportFsdp1Reshard(cx, s, k, v, std::move(notes));
       } else if (s.version == 1 && key->fsdp2 && !key->fsdp1) {
         cx.report(info(), k.range,
                   "`" + k.value + "` is an FSDP2 setting but this config uses FSDP1 (`fsdp_version` absent or 1), "

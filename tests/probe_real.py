@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The runtime probe against a real PyTorch (issues 28 and 31): every positive fixture of the probed rules
-given (default SL101, SL102, SL103, SL402; ctest `probe_real_hf` runs SL105, SL201 and SL202 with their
+given (default SL101, SL102, SL103, SL104, SL402; ctest `probe_real_hf` runs SL105, SL201 and SL202 with their
 project fixtures) is replayed on gloo/CPU ranks and must give the verdict its replay predicts, with evidence
 read off the run.
 
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = ("SL101", "SL102", "SL103", "SL402")
+RULES = ("SL101", "SL102", "SL103", "SL104", "SL402")
 # What the replays of a rule import beyond torch and accelerate (the probe environment has them).
 NEEDS = {"SL105": ("peft",), "SL202": ("transformers",)}
 

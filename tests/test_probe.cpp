@@ -369,7 +369,7 @@ TEST_CASE("probe spec: SL103 shapes", "[probe]") {
   }
 }
 
-TEST_CASE("probe spec: every SL101-SL103, SL201, SL202 and SL402 fixture finding gets a spec", "[probe]") {
+TEST_CASE("probe spec: every SL101-SL104, SL201, SL202 and SL402 fixture finding gets a spec", "[probe]") {
   size_t specs = 0, reasons = 0;
   for (const auto& e : fs::directory_iterator(std::string(SHARDLINT_SOURCE_DIR) + "/fixtures/python")) {
     std::string name = e.path().filename().string();
@@ -396,6 +396,36 @@ TEST_CASE("probe spec: every SL101-SL103, SL201, SL202 and SL402 fixture finding
   }
   CHECK(specs > 50);
   CHECK(reasons == 0);
+}
+
+TEST_CASE("probe spec: SL104 shapes from which modules stay unsharded", "[probe]") {
+  struct Expect {
+    const char* file;
+    const char* shape;
+  };
+  for (const Expect& e : {Expect{"SL104_dummy_forward_root.py", "forward-before-optimizer"},
+                          Expect{"SL104_root_reshard_false.py", "forward-before-optimizer"},
+                          Expect{"SL104_blocks_and_root_no_grad.py", "forward-before-optimizer"},
+                          Expect{"SL104_reshard_after_forward_false.py", "forward-before-optimizer-blocks-kept"},
+                          Expect{"SL104_blocks_no_reshard_root_default.py", "forward-before-optimizer-all-kept"}}) {
+    INFO(e.file);
+    auto s = replaySpecFor(findingOf(e.file, "SL104"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fully_shard");
+    CHECK(s->shape == e.shape);
+    CHECK_FALSE(s->control);
+    CHECK(replaySupported(*s));
+  }
+  // The fixture's own optimizer class.
+  auto sgd = replaySpecFor(findingOf("SL104_initial_loss_logged.py", "SL104"));
+  REQUIRE(sgd);
+  CHECK(sgd->optimizer == "torch.optim.SGD");
+  // A message that names no module staying unsharded gives no spec.
+  Diagnostic odd = findingOf("SL104_dummy_forward_root.py", "SL104");
+  odd.message = "optimizer is built after a forward pass";
+  std::string why;
+  CHECK_FALSE(replaySpecFor(odd, "", &why));
+  CHECK(why.find("SL104") != std::string::npos);
 }
 
 TEST_CASE("probe spec: SL201 accelerate FSDP2 separate prepare and prepare_model", "[probe]") {
@@ -587,7 +617,7 @@ TEST_CASE("probe spec: other rules are not probed", "[probe]") {
   CHECK(probedCode("SL201"));
   CHECK(probedCode("SL202"));
   CHECK(probedCode("SL105"));
-  CHECK_FALSE(probedCode("SL104"));
+  CHECK(probedCode("SL104"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -892,6 +922,34 @@ TEST_CASE("probe verdict: SL101", "[probe]") {
   CHECK(r.evidence.find("FlatParameter") != std::string::npos);
 }
 
+TEST_CASE("probe verdict: SL104", "[probe]") {
+  // The optimizer held the unsharded tensors the forward left registered: after the first step they
+  // are not among the model's (sharded) parameters.
+  auto a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  a.unmanagedEntries = b.unmanagedEntries = 4;
+  ProbeResult r = decide("SL104", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("held 4 tensors that are not among the model's sharded parameters") != std::string::npos);
+
+  a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  b.paramsChanged = false;
+  r = decide("SL104", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("left the model's parameters unchanged (rank 1)") != std::string::npos);
+
+  a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  r = decide("SL104", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::NotReproduced);
+  CHECK(r.evidence.find("0 optimizer entries outside the model's sharded parameters") != std::string::npos);
+  CHECK(r.evidence.find("the step changed the parameters") != std::string::npos);
+
+  a = synthetic(0, 2, false), b = synthetic(1, 2, false);
+  a.exceptionType = b.exceptionType = "RuntimeError";
+  a.exceptionMessage = b.exceptionMessage = "Inference tensors cannot be saved for backward";
+  r = decide("SL104", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::NotReached);
+}
+
 TEST_CASE("probe verdict: SL102", "[probe]") {
   auto a = synthetic(0, 2, false), b = synthetic(1, 2, false);
   a.exceptionType = b.exceptionType = "KeyError";
@@ -1118,7 +1176,7 @@ TEST_CASE("probe cli: nothing to probe needs no torch", "[probe]") {
   CliResult r = runShardlint("probe --python /bin/false fixtures/python/SL101_alias_ok.py", dir.path() / "err.txt");
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.err.find("no SL101, SL102, SL103, SL105, SL201, SL202 or SL402 finding") != std::string::npos);
+  CHECK(r.err.find("no SL101, SL102, SL103, SL104, SL105, SL201, SL202 or SL402 finding") != std::string::npos);
 }
 
 TEST_CASE("probe cli: usage errors", "[probe]") {
@@ -1697,6 +1755,50 @@ TEST_CASE("probe controls: SL105, SL201 and SL202 record the patterns they found
   CHECK(launched[0].facts.at("fsdp_version") == "2");  // the config's fsdp_version
   CHECK(launched[0].message.find("the accelerate config the script is launched with enables FSDP") !=
         std::string::npos);
+}
+
+TEST_CASE("probe controls: SL104's controls name why the forward before the optimizer is fine", "[probe]") {
+  auto controlsOf = [](const std::string& file) {
+    LintOptions o;
+    o.controls = std::make_shared<ControlSink>();
+    Linter l(rules::catalog(), o);
+    INFO(file);
+    CHECK(l.lintPath(fixture(file)).empty());
+    std::vector<Diagnostic> mine;
+    for (auto& c : o.controls->take())
+      if (c.code == "SL104") mine.push_back(std::move(c));
+    return mine;
+  };
+  struct Expect {
+    const char* file;
+    const char* shape;
+  };
+  for (const Expect& e : {Expect{"SL104_dummy_forward_root_ok.py", "optimizer-then-forward"},
+                          Expect{"SL104_warmup_step_with_backward_ok.py", "forward-backward-before-optimizer"},
+                          Expect{"SL104_explicit_reshard_ok.py", "forward-reshard-before-optimizer"},
+                          Expect{"SL104_reshard_after_forward_true_ok.py", "forward-before-optimizer-resharded"}}) {
+    INFO(e.file);
+    auto found = controlsOf(e.file);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].facts.at("shape") == e.shape);
+    CHECK(found[0].facts.at("wrap_api") == "fully_shard");
+    auto s = replaySpecFor(found[0]);
+    REQUIRE(s);
+    CHECK(s->control);
+    CHECK(replaySupported(*s));
+  }
+  // Silent for reasons the replay does not model: no control.
+  for (const char* file : {"SL104_root_without_own_params_ok.py", "SL104_unresolved_reshard_flag_ok.py",
+                           "SL104_inference_mode_warmup_ok.py", "SL104_fsdp1_forward_ok.py"}) {
+    INFO(file);
+    CHECK(controlsOf(file).empty());
+  }
+  // A file with an SL104 finding gives no SL104 control for that optimizer.
+  LintOptions o;
+  o.controls = std::make_shared<ControlSink>();
+  Linter l(rules::catalog(), o);
+  CHECK_FALSE(l.lintPath(fixture("SL104_dummy_forward_root.py")).empty());
+  for (const auto& c : o.controls->take()) CHECK(c.code != "SL104");
 }
 
 TEST_CASE("probe cli: --controls needs replay mode", "[probe]") {

@@ -283,6 +283,41 @@ std::vector<Case> supportedCases() {
                    {prelude, "s.launched_with_fsdp(1)", "args = rt.trainer_arguments(env, fsdp=None)",
                     "trainer = Trainer(model=model, args=args, train_dataset=rt.trainer_dataset())"},
                    {"make_optimizer", "optimizers=("}});
+  // SL104: a forward pass between fully_shard and the optimizer (which modules keep their unsharded
+  // parameters: the root by default, blocks with reshard_after_forward=False), and its controls.
+  const std::string forward = "with torch.no_grad():\n        model(inputs)";
+  cases.push_back({spec("SL104", "forward-before-optimizer", "fully_shard"),
+                   {fsPrelude, "fully_shard(block, mesh=env.mesh)\n",
+                    "fully_shard(model, mesh=env.mesh)  # the root: reshard_after_forward not given",
+                    "inputs, _ = rt.batch(env.rank, env.device)", forward,
+                    "optimizer = s.make_optimizer(model.parameters())", run},
+                   {"reshard_after_forward=", "backward()", "reshard()"}});
+  cases.push_back({spec("SL104", "forward-before-optimizer-blocks-kept", "fully_shard"),
+                   {"fully_shard(block, mesh=env.mesh, reshard_after_forward=False)",
+                    "fully_shard(model, mesh=env.mesh, reshard_after_forward=True)", forward,
+                    "optimizer = s.make_optimizer(model.parameters())", run},
+                   {"reshard()"}});
+  cases.push_back({spec("SL104", "forward-before-optimizer-all-kept", "fully_shard"),
+                   {"fully_shard(block, mesh=env.mesh, reshard_after_forward=False)",
+                    "fully_shard(model, mesh=env.mesh)  # the root", forward,
+                    "optimizer = s.make_optimizer(model.parameters())", run},
+                   {"reshard_after_forward=True"}});
+  cases.push_back({spec("SL104", "optimizer-then-forward", "fully_shard"),
+                   {"fully_shard(model, mesh=env.mesh)", "optimizer = s.make_optimizer(model.parameters())", forward,
+                    run},
+                   {"reshard_after_forward=", "reshard()"}});
+  cases.push_back({spec("SL104", "forward-backward-before-optimizer", "fully_shard"),
+                   {"fully_shard(model, mesh=env.mesh)", "model(inputs).float().mean().backward()",
+                    "model.zero_grad(set_to_none=True)", "optimizer = s.make_optimizer(model.parameters())", run},
+                   {"reshard_after_forward=", "torch.no_grad()"}});
+  cases.push_back({spec("SL104", "forward-reshard-before-optimizer", "fully_shard"),
+                   {"fully_shard(model, mesh=env.mesh)", forward, "model.reshard()",
+                    "optimizer = s.make_optimizer(model.parameters())", run},
+                   {"reshard_after_forward="}});
+  cases.push_back({spec("SL104", "forward-before-optimizer-resharded", "fully_shard"),
+                   {"fully_shard(block, mesh=env.mesh)\n", "fully_shard(model, mesh=env.mesh, reshard_after_forward=True)",
+                    forward, "optimizer = s.make_optimizer(model.parameters())", run},
+                   {"reshard_after_forward=False", "reshard()"}});
   return cases;
 }
 
@@ -330,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 12);
+  CHECK(replayShapes().size() == 19);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -360,7 +395,14 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "blocks-without-root/fully_shard", "ignored-trainable/fully_shard",
                                            "ignored-trainable/fsdp1", "separate-prepare/accelerate",
                                            "prepare-model/accelerate", "trainer-prebuilt-optimizer/trainer",
-                                           "trainer-builds-optimizer/trainer"});
+                                           "trainer-builds-optimizer/trainer",
+                                           "forward-before-optimizer/fully_shard",
+                                           "forward-before-optimizer-blocks-kept/fully_shard",
+                                           "forward-before-optimizer-all-kept/fully_shard",
+                                           "optimizer-then-forward/fully_shard",
+                                           "forward-backward-before-optimizer/fully_shard",
+                                           "forward-reshard-before-optimizer/fully_shard",
+                                           "forward-before-optimizer-resharded/fully_shard"});
   std::string why;
   CHECK_FALSE(replaySupported(spec("SL101", "optimizer-before-wrap", "deepspeed"), &why));
   CHECK(why.find("deepspeed") != std::string::npos);
@@ -419,7 +461,8 @@ TEST_CASE("replay: every program has its calls in order and compiles", "[probe][
     }
     // `torch` is bound only where the body uses it (a free parameter), so no local is unused.
     bool bindsTorch = program.find("    torch = s.require_torch(") != std::string::npos;
-    CHECK(bindsTorch == (program.find("torch.nn.Parameter(torch.ones(") != std::string::npos));
+    CHECK(bindsTorch == (program.find("torch.nn.Parameter(torch.ones(") != std::string::npos ||
+                         program.find("torch.no_grad()") != std::string::npos));
     CHECK(program.find("s.require_torch(rt.compat.") != std::string::npos);
     // Exactly one optimizer, built by the session (the finding's class, with the AdamW fallback).
     CHECK(program.find("s.make_optimizer(") == program.rfind("s.make_optimizer("));
@@ -430,7 +473,7 @@ TEST_CASE("replay: every program has its calls in order and compiles", "[probe][
     INFO(program << "\n" << r.out);
     CHECK(r.code == 0);
   }
-  CHECK(index == 35);
+  CHECK(index == 42);
 }
 
 TEST_CASE("replay: the finding and the optimizer are Python literals", "[probe][replay]") {

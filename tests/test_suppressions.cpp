@@ -196,16 +196,17 @@ TEST_CASE("suppressions: RuleSelection", "[suppressions]") {
     CHECK(enabledCodes(RuleSelection(catalog, {}, {"unsharded-params"})) == allBut({"SL103"}));
   }
   SECTION("by prefix") {
-    CHECK(enabledCodes(RuleSelection(catalog, {"SL1"}, {})) == std::vector<std::string>{"SL101", "SL102", "SL103", "SL105"});
+    CHECK(enabledCodes(RuleSelection(catalog, {"SL1"}, {})) ==
+          std::vector<std::string>{"SL101", "SL102", "SL103", "SL104", "SL105", "SL106"});
     CHECK(enabledCodes(RuleSelection(catalog, {"SL0"}, {})) == std::vector<std::string>{"SL001", "SL002", "SL003"});
     CHECK(enabledCodes(RuleSelection(catalog, {"SL10"}, {})) ==
-          std::vector<std::string>{"SL101", "SL102", "SL103", "SL105"});
-    CHECK(enabledCodes(RuleSelection(catalog, {}, {"SL1"})) == allBut({"SL101", "SL102", "SL103", "SL105"}));
+          std::vector<std::string>{"SL101", "SL102", "SL103", "SL104", "SL105", "SL106"});
+    CHECK(enabledCodes(RuleSelection(catalog, {}, {"SL1"})) == allBut({"SL101", "SL102", "SL103", "SL104", "SL105", "SL106"}));
   }
   SECTION("the more specific selector wins") {
     CHECK(enabledCodes(RuleSelection(catalog, {"SL101"}, {"SL1"})) == std::vector<std::string>{"SL101"});
     CHECK(enabledCodes(RuleSelection(catalog, {"SL1"}, {"SL101"})) ==
-          std::vector<std::string>{"SL102", "SL103", "SL105"});
+          std::vector<std::string>{"SL102", "SL103", "SL104", "SL105", "SL106"});
     CHECK(enabledCodes(RuleSelection(catalog, {"SL101"}, {"SL101"})).empty());  // a tie: ignore wins
   }
   SECTION("an unknown selector throws std::invalid_argument") {

@@ -536,7 +536,13 @@ ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
   if (auto it = frame_.env.find(envKeyFor(obj, attr)); it != frame_.env.end()) return it->second;
   if (o.kind == ObjKind::Container && o.hasTag("config_attrs") && isConfigMapping(obj))
     if (std::optional<ValueSet> v = configKey(obj, attr)) return *v;  // OmegaConf: `cfg.key` is `cfg["key"]`
-  return {derive(obj, "." + std::string(attr))};
+  bool options = o.kind == ObjKind::Instance && o.name == "argparse.Namespace";
+  ObjId d = derive(obj, "." + std::string(attr));  // may move the objects: `o` is not read after it
+  // An option the engine has no value for, of an `argparse.Namespace` (one built from a dict,
+  // `argparse.Namespace(**config)`, or one `parse_args` made): what the run's command line (or a
+  // config file it names) gives. A rule may read a default such a value joins with as the default.
+  if (options) st_.obj(d).setTag("option_value", "1");
+  return {d};
 }
 
 // ---------------------------------------------------------------- statements

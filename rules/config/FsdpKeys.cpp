@@ -230,6 +230,20 @@ const std::vector<FsdpKey>& accelerateFsdpKeys() {
        .note = "checkpoints the layers the auto wrap policy selects; on FSDP2 with NO_WRAP (or SIZE_BASED_WRAP and "
                "min_num_params 0) the policy is None and prepare fails with TypeError [REF]"},
 
+      // [CL] `--fsdp_activation_checkpointing_offload`, default "false"; [UL] always exported as
+      // FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD; [DC] str_to_bool; True needs activation_checkpointing (else
+      // ValueError) and fsdp_version 2 (else ValueError). Read in accelerate 1.15.0 as installed (not in
+      // v1.14.0 nor in huggingface/accelerate 16cb6eb8, July 2026).
+      {.name = "fsdp_activation_checkpointing_offload",
+       .fsdp1 = false,
+       .fsdp2 = true,
+       .type = ValueType::Bool,
+       .values = {},
+       .launcherDefault = "false",
+       .pluginDefault = "false",
+       .note = "FSDP2 only (accelerate 1.15.0+): offloads the checkpointed activations to the CPU; true on FSDP1, or "
+               "without fsdp_activation_checkpointing, raises ValueError in the plugin"},
+
       // No CLI flag [CL]; [UL] exported only when present (getattr); [DC] ignored_modules: string
       // = module-name regex (full match); FSDP2 on torch < 2.7 -> warning and dropped; [REF].
       {.name = "fsdp_ignored_modules",

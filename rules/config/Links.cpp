@@ -168,6 +168,42 @@ std::vector<LaunchLink> accelerateLaunchLinks(const SourceFile& file) {
     }
     if (!link.script.empty() || link.settings.isMap()) links.push_back(std::move(link));
   }
+  // A Python script's own `--fsdp VALUE` argument (`torchrun train.py --fsdp "full_shard auto_wrap"`):
+  // the Trainer's option string when the script parses its `TrainingArguments` from the command line.
+  // Kept as a document {__script_args__: true, fsdp: VALUE} for the rules to judge (no script link).
+  bool afterScript = false;
+  for (size_t j = 0; j < w.size(); ++j) {
+    const std::string& a = w[j].text;
+    if (a == "\n") {
+      afterScript = false;
+      continue;
+    }
+    if (!afterScript) {
+      afterScript = a.size() > 3 && a.compare(a.size() - 3, 3, ".py") == 0;
+      continue;
+    }
+    std::string value;
+    ByteRange valueRange = w[j].range;
+    if (a.rfind("--fsdp=", 0) == 0) {
+      value = a.substr(7);
+      valueRange.begin += 7;
+    } else if (a == "--fsdp" && j + 1 < w.size() && w[j + 1].text != "\n" && w[j + 1].text.rfind("--", 0) != 0) {
+      value = w[++j].text;
+      valueRange = w[j].range;
+    } else {
+      continue;
+    }
+    YNode doc;
+    doc.kind = YNode::Kind::Map;
+    doc.range = valueRange;
+    doc.entries.emplace_back(scalar("__script_args__", valueRange), scalar("true", valueRange));
+    YNode v = scalar(value, valueRange);
+    v.quoted = valueRange.end > valueRange.begin && (file.text[valueRange.begin] == '"' || file.text[valueRange.begin] == '\'');
+    doc.entries.emplace_back(scalar("fsdp", valueRange), std::move(v));
+    LaunchLink link;
+    link.settings = std::move(doc);
+    links.push_back(std::move(link));
+  }
   return links;
 }
 

@@ -88,8 +88,7 @@ bool isJsonObject(const shardlint::SourceFile& f, const YNode& doc) {
 // spaces (transformers splits it). axolotl's `fsdp` is a list.
 bool isTrainerFsdpString(const YNode* n) {
   if (!n || !n->isScalar()) return false;
-  static const std::vector<std::string_view> kOptions = {"full_shard", "shard_grad_op",      "no_shard", "offload",
-                                                         "auto_wrap",  "hybrid_shard_zero2", "hybrid_shard"};
+  const auto& kOptions = trainerFsdpOptions();
   std::string_view v = n->value;
   size_t words = 0;
   while (!v.empty()) {
@@ -188,6 +187,21 @@ std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const 
   return std::nullopt;
 }
 
+const std::vector<std::string_view>& trainerFsdpOptions() {
+  // transformers' `FSDPOption` values (`trainer_utils.py`); `TrainingArguments.__post_init__` splits a
+  // string `fsdp` on whitespace and looks each word up as written (`FSDPOption(s)`).
+  static const std::vector<std::string_view> kOptions = {"full_shard", "shard_grad_op", "no_shard",    "hybrid_shard",
+                                                         "hybrid_shard_zero2", "offload", "auto_wrap"};
+  return kOptions;
+}
+
+const std::vector<std::string_view>& trainingArgumentsClasses() {
+  static const std::vector<std::string_view> kArgs = {"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig",
+                                                      "DPOConfig", "GRPOConfig", "ORPOConfig", "KTOConfig",
+                                                      "RewardConfig", "PPOConfig"};
+  return kArgs;
+}
+
 void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule) {
   std::string_view src = cx.file().text;
   std::string_view name = syntax::calleeLastName(call, src);
@@ -214,9 +228,7 @@ void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule) {
     rule.check(ccx, s);
     return;
   }
-  static const std::vector<std::string_view> kArgs = {"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig",
-                                                      "DPOConfig", "GRPOConfig", "ORPOConfig", "KTOConfig",
-                                                      "RewardConfig", "PPOConfig"};
+  const auto& kArgs = trainingArgumentsClasses();
   if (std::find(kArgs.begin(), kArgs.end(), name) == kArgs.end()) return;
   for (const auto& kw : syntax::keywordArguments(call)) {
     if (syntax::textOf(kw.name, src) != "fsdp_config") continue;

@@ -41,6 +41,11 @@ struct FsdpSettings {
 // The FSDP settings of one document, or nothing when it is not an FSDP config.
 std::optional<FsdpSettings> detectFsdp(const shardlint::SourceFile& file, const YNode& doc);
 
+// `TrainingArguments` and the TRL config classes that subclass it, by the name a call writes.
+const std::vector<std::string_view>& trainingArgumentsClasses();
+// The words of the Trainer's `fsdp` argument (`"full_shard auto_wrap"`), as transformers spells them.
+const std::vector<std::string_view>& trainerFsdpOptions();
+
 // Helpers over resolved scalars.
 std::optional<bool> asBool(const YNode* n);
 std::string asString(const YNode* n);  // the scalar text ("" for non-scalars)

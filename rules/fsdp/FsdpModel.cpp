@@ -28,13 +28,23 @@ std::string_view lastComponent(std::string_view q) {
 
 std::optional<std::string> literalOf(const Store& st, const ValueSet* vs) {
   // One constant, or several that agree (`cfg.freeze or cfg.use_peft` with both defaults False).
+  // An option the engine has no value for (semantic "option_value": an attribute of an
+  // `argparse.Namespace(**config)`) joined with an option's default is read as that default, as the
+  // command line may change either (`args.x` from `parse_args()` or from a `--config` file).
   if (!vs || vs->empty()) return std::nullopt;
   std::optional<std::string> name;
+  bool defaulted = false, fromOptions = false;
   for (ObjId id : *vs) {
     const Obj& o = st.obj(id);
+    if (o.kind == ObjKind::Derived && o.hasTag("option_value")) {
+      fromOptions = true;
+      continue;
+    }
     if (o.kind != ObjKind::Literal || (name && *name != o.name)) return std::nullopt;
     name = o.name;
+    defaulted = defaulted || o.hasTag("option_default");
   }
+  if (fromOptions && !defaulted) return std::nullopt;
   return name;
 }
 
@@ -674,6 +684,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
           std::string written(src.substr(at.range.begin, at.range.end - at.range.begin));
           if (written != *lit) attrs["orig_params_as"] = written;
         }
+      // Joined with an option a config file named on the command line may give (`argparse.Namespace(**config)`).
+      if (orig && lit && attrs.count("orig_params_as") && anyTagged(st, *orig, "option_value"))
+        attrs["orig_params_or_config"] = "1";
       // Read from a YAML file the script loads (semantic "config_file"): the message names it.
       if (orig && lit && attrs.count("orig_params_as")) {
         std::string_view file = st.obj(orig->front()).tag("config_file");
@@ -689,6 +702,15 @@ bool FsdpCallModel::onCall(CallSite& site) {
     } else {
       attrs["replaces"] = "1";
       if (const ValueSet* v = site.kwarg("ignored_params")) semantic::addValues(ignored, flattenModules(st, *v));
+      // SL104's fact: `reshard_after_forward` as given to `fully_shard` itself ("default" when not
+      // given, the constant when it is one, "?" otherwise). A project's own wrap helper listed in the
+      // settings gets none: what it passes on is unknown.
+      if (isFullyShard(q)) {
+        const ValueSet* raf = site.kwarg("reshard_after_forward");
+        auto lit = literalOf(st, raf);
+        if (raf && !lit) site.in.needsCallerValue(*raf);  // a caller may bind it (a helper's parameter)
+        attrs["reshard_after_forward"] = raf ? lit.value_or("?") : site.splat ? "?" : "default";
+      }
     }
     if (!ignored.empty()) attrs["ignored"] = "1";
     for (ObjId m : flattenModules(st, *modArg)) site.in.domainEvent("wrap", m, site.origin, attrs, {ignored});

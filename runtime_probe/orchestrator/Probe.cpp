@@ -109,7 +109,7 @@ std::string_view verdictName(Verdict v) {
 }
 
 bool probedCode(std::string_view code) {
-  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL105" || code == "SL201" ||
+  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL104" || code == "SL105" || code == "SL201" ||
          code == "SL202" || code == "SL402";
 }
 
@@ -150,7 +150,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     return std::nullopt;
   };
   if (!probedCode(d.code))
-    return fail(d.code + " is not a rule the probe tests (SL101, SL102, SL103, SL105, SL201, SL202, SL402)");
+    return fail(d.code + " is not a rule the probe tests (SL101-SL105, SL201, SL202, SL402)");
   ReplaySpec s;
   s.code = d.code;
   s.path = d.location.path;
@@ -175,6 +175,16 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     if (!fact("fsdp_from").empty()) s.fsdpFrom = fact("fsdp_from");
     s.control = true;
     if (s.shape.empty() || s.wrapApi.empty()) return fail("the control names no shape or wrap API");
+  } else if (d.code == "SL104") {
+    // FSDP2: a forward between fully_shard and the optimizer. Which modules stay unsharded, from the message:
+    // the root (its reshard_after_forward not True), blocks with reshard_after_forward=False, or both.
+    s.wrapApi = "fully_shard";
+    bool root = contains(text, "FSDP2 leaves the root `") || contains(text, "FSDP2 leaves the parameters that the root `");
+    bool parts = contains(text, "FSDP2 leaves the parameters of `") || contains(text, " and the parameters of `");
+    if (root && parts) s.shape = "forward-before-optimizer-all-kept";
+    else if (parts) s.shape = "forward-before-optimizer-blocks-kept";
+    else if (root) s.shape = "forward-before-optimizer";
+    else return fail("cannot tell which modules stay unsharded from this SL104 finding's message");
   } else if (d.code == "SL201") {
     // accelerate FSDP2 refuses a model and an optimizer prepared apart, and prepare_model: the replay
     // makes the same calls and expects accelerate's ValueError.
@@ -1401,6 +1411,14 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
         confirm.push_back("Lightning Fabric raised " + exceptionText(r) + onRank(r.rank));
         break;
       }
+  } else if (code == "SL104") {
+    if (stale + unmanaged > 0)
+      confirm.push_back("after the first step the optimizer held " +
+                        plural(stale + unmanaged, "tensor that is not", "tensors that are not") +
+                        " among the model's sharded parameters (the unsharded ones the forward left registered)" +
+                        onRank(unmanaged >= stale ? unmanagedRank : staleRank));
+    if (unchangedRank && reached > 0)
+      confirm.push_back("optimizer.step() left the model's parameters unchanged" + onRank(*unchangedRank));
   } else if (code == "SL201" || code == "SL202") {
     if (refused)
       confirm.push_back(std::string(code == "SL201" ? "accelerate" : "the Trainer") + " raised " +
@@ -1475,6 +1493,10 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
                                    : "the trainable parameters the optimizer holds were not counted");
     facts.push_back(changedKnown ? (unchangedRank ? "the step left the parameters unchanged" : "the step changed the parameters")
                                  : "parameter change not measured");
+  } else if (code == "SL104") {
+    facts.push_back(plural(stale + unmanaged, "optimizer entry", "optimizer entries") +
+                    " outside the model's sharded parameters");
+    facts.push_back(changedKnown ? "the step changed the parameters" : "parameter change not measured");
   } else if (code == "SL101" || code == "SL402") {
     facts.push_back(plural(stale, "stale optimizer entry", "stale optimizer entries"));
     facts.push_back(changedKnown ? "the step changed the parameters" : "parameter change not measured");
@@ -1909,7 +1931,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   for (size_t i = 0; i < diags.size(); ++i)
     if (probedCode(diags[i].code)) probed.push_back(i);
   if (probed.empty()) {
-    log_ << "shardlint probe: no SL101, SL102, SL103, SL105, SL201, SL202 or SL402 finding"
+    log_ << "shardlint probe: no SL101, SL102, SL103, SL104, SL105, SL201, SL202 or SL402 finding"
          << (controls_.empty() ? "" : " or control")
          << " to probe\n";
     return 0;
@@ -2094,8 +2116,8 @@ int Session::run(std::vector<Diagnostic>& diags) {
   // pass once run (script mode runs it once for all findings).
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
                       const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
-    if (!choice.divergenceOnGloo || code == "SL101" || code == "SL402" || code == "SL105" || code == "SL201" ||
-        code == "SL202" || first.verdict == Verdict::Confirmed ||
+    if (!choice.divergenceOnGloo || code == "SL101" || code == "SL104" || code == "SL402" || code == "SL105" ||
+        code == "SL201" || code == "SL202" || first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;
     if (!g) {

@@ -95,6 +95,27 @@ std::string shapeText(const std::string& shape) {
   if (shape == "params-replaced-before-optimizer")
     return "the parameters are replaced first, then the optimizer is built from the model and the model is wrapped "
            "(a control: the rules found this correct)";
+  if (shape == "forward-before-optimizer")
+    return "fully_shard on the blocks and the root (reshard_after_forward not given), a forward pass, then the "
+           "optimizer is built from the model's parameters";
+  if (shape == "forward-before-optimizer-blocks-kept")
+    return "fully_shard on the blocks with reshard_after_forward=False and the root with True, a forward pass, then "
+           "the optimizer is built from the model's parameters";
+  if (shape == "forward-before-optimizer-all-kept")
+    return "fully_shard on the blocks with reshard_after_forward=False and the root with the default, a forward pass, "
+           "then the optimizer is built from the model's parameters";
+  if (shape == "optimizer-then-forward")
+    return "fully_shard on the blocks and the root, the optimizer built right after, then a forward pass (a control: "
+           "the rules found this correct)";
+  if (shape == "forward-backward-before-optimizer")
+    return "fully_shard on the blocks and the root, a forward and a backward pass, then the optimizer is built (a "
+           "control: the rules found this correct)";
+  if (shape == "forward-reshard-before-optimizer")
+    return "fully_shard on the blocks and the root, a forward pass and model.reshard(), then the optimizer is built (a "
+           "control: the rules found this correct)";
+  if (shape == "forward-before-optimizer-resharded")
+    return "fully_shard on the blocks and on the root with reshard_after_forward=True, a forward pass, then the "
+           "optimizer is built (a control: the rules found this correct)";
   if (shape == "blocks-without-root")
     return "fully_shard is applied to the blocks but not to the root; the optimizer takes the whole model's parameters";
   return "a trainable parameter the optimizer holds is excluded from FSDP (ignored)";
@@ -421,6 +442,40 @@ Lines body(const ReplaySpec& spec) {
     b.push_back("# ... then the optimizer is built from the model's current parameters, then the model is wrapped.");
     b.push_back("optimizer = s.make_optimizer(model.parameters())");
     wrapAndStep(b, spec);
+  } else if (shape.rfind("forward-", 0) == 0 || shape == "optimizer-then-forward") {
+    // SL104: a forward pass between fully_shard and the optimizer's construction (or a control).
+    fullyShardPrelude(b, false);
+    bool blocksKept = shape == "forward-before-optimizer-blocks-kept" || shape == "forward-before-optimizer-all-kept";
+    bool rootResharded = shape == "forward-before-optimizer-blocks-kept" || shape == "forward-before-optimizer-resharded";
+    b.push_back("s.phase(\"wrap\")");
+    b.push_back("for block in model.blocks:");
+    b.push_back(blocksKept ? "    fully_shard(block, mesh=env.mesh, reshard_after_forward=False)"
+                           : "    fully_shard(block, mesh=env.mesh)");
+    b.push_back(rootResharded ? "fully_shard(model, mesh=env.mesh, reshard_after_forward=True)"
+                              : "fully_shard(model, mesh=env.mesh)  # the root: reshard_after_forward not given");
+    b.push_back("inputs, _ = rt.batch(env.rank, env.device)");
+    if (shape == "optimizer-then-forward") {
+      b.push_back("# The optimizer is built right after the wrap, from the sharded parameters ...");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("# ... then a forward pass (a shape check).");
+      b.push_back("s.phase(\"forward\")");
+      b.push_back("with torch.no_grad():");
+      b.push_back("    model(inputs)");
+    } else {
+      b.push_back("# A forward pass (a shape check) before the optimizer exists ...");
+      b.push_back("s.phase(\"forward\")");
+      if (shape == "forward-backward-before-optimizer") {
+        b.push_back("model(inputs).float().mean().backward()  # ... with a backward, which reshards the root");
+        b.push_back("model.zero_grad(set_to_none=True)");
+      } else {
+        b.push_back("with torch.no_grad():");
+        b.push_back("    model(inputs)");
+        if (shape == "forward-reshard-before-optimizer") b.push_back("model.reshard()  # ... then an explicit reshard");
+      }
+      b.push_back("# ... then the optimizer takes the parameters registered on the model now.");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    }
+    b.push_back("s.run_first_step(model, optimizer)");
   } else if (shape == "blocks-without-root") {
     fullyShardPrelude(b, false);
     b.push_back("# Only the blocks are sharded: the root's embedding, final norm and head stay");
@@ -477,7 +532,12 @@ const std::vector<std::string>& replayShapes() {
                                                   "ignored-trainable", "separate-prepare", "prepare-model",
                                                   "trainer-prebuilt-optimizer", "trainer-builds-optimizer",
                                                   "params-replaced-after-optimizer",
-                                                  "params-replaced-before-optimizer"};
+                                                  "params-replaced-before-optimizer", "forward-before-optimizer",
+                                                  "forward-before-optimizer-blocks-kept",
+                                                  "forward-before-optimizer-all-kept", "optimizer-then-forward",
+                                                  "forward-backward-before-optimizer",
+                                                  "forward-reshard-before-optimizer",
+                                                  "forward-before-optimizer-resharded"};
   return shapes;
 }
 
@@ -516,6 +576,7 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   else if (shape == "params-replaced-after-optimizer" || shape == "params-replaced-before-optimizer")
     ok = api != "trainer" && (spec.replacement == "get_peft_model" || spec.replacement == "peft_from_pretrained" ||
                               spec.replacement == "to_empty" || spec.replacement == "load_state_dict_assign");
+  else if (shape.rfind("forward-", 0) == 0 || shape == "optimizer-then-forward") ok = api == "fully_shard";
   if (api == "trainer" && shape.rfind("trainer-", 0) != 0) ok = false;  // the Trainer replays SL202 only
   if (!ok) return no("no replay of '" + shape + "' with wrap API '" + api + "'");
   return true;

@@ -22,6 +22,13 @@
 // | "params-replaced-before-optimizer" | `replacement`, then the optimizer, then the wrap (control) | yes      | yes   | FSDP1, FSDP2 |
 // | "trainer-prebuilt-optimizer" | Trainer(..., optimizers=(opt, None)), FSDP from `fsdpFrom`   | wrap API "trainer" (needs transformers) |
 // | "trainer-builds-optimizer"   | Trainer(...) with FSDP on, no optimizers= (control)          | wrap API "trainer" (needs transformers) |
+// | "forward-before-optimizer"   | blocks and root (defaults), a no_grad forward, then the optimizer (SL104) | yes | -  | -            |
+// | "forward-before-optimizer-blocks-kept" | the same, blocks reshard_after_forward=False, root True (SL104) | yes | - | -           |
+// | "forward-before-optimizer-all-kept"    | the same, blocks reshard_after_forward=False, root default (SL104) | yes | - | -         |
+// | "optimizer-then-forward"     | blocks and root, the optimizer, then a forward (SL104 control) | yes     | -     | -            |
+// | "forward-backward-before-optimizer" | a forward and a backward before the optimizer (SL104 control) | yes | - | -          |
+// | "forward-reshard-before-optimizer"  | a forward, model.reshard(), then the optimizer (SL104 control) | yes | -  | -          |
+// | "forward-before-optimizer-resharded" | root reshard_after_forward=True, a forward, then the optimizer (SL104 control) | yes | - | - |
 //
 // The free parameter multiplies the logits, so it gets a gradient (and diverges when unreduced).
 //

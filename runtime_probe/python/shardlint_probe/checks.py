@@ -164,15 +164,31 @@ def local_tensor(t: Any) -> Any:
     return t
 
 
+def has_storage(data: Any) -> bool:
+    """Whether the tensor's storage holds its elements. FSDP2 frees the storage of an unsharded
+    parameter when it reshards (the storage is resized to 0 bytes): an optimizer that took the
+    unsharded parameters (a forward before the optimizer was built, SL104) still holds such tensors,
+    and reading them would read freed memory."""
+    try:
+        storage = data.untyped_storage()
+        needed = (data.storage_offset() + max((s - 1) * st for s, st in zip(data.shape, data.stride())) + 1
+                  if data.numel() > 0 else 0)
+        return storage.nbytes() >= needed * data.element_size()
+    except Exception:
+        return True  # no storage to ask (a tensor subclass): read it as before
+
+
 def checksum(tensors: Sequence[Any]) -> Tuple[float, float]:
-    """(sum, sum of squares) in float64 of the local data of `tensors`."""
+    """(sum, sum of squares) in float64 of the local data of `tensors` (tensors whose storage was
+    freed are left out)."""
     import torch
 
     total, squares = 0.0, 0.0
     with torch.no_grad():
         for t in tensors:
             data = local_tensor(t).detach()
-            if data.numel() == 0 or data.is_meta:  # a meta tensor has no values (an optimizer built before to_empty)
+            # A meta tensor has no values (an optimizer built before to_empty, SL105); a resharded one's storage is freed.
+            if data.numel() == 0 or data.is_meta or not has_storage(data):
                 continue
             d = data.double()
             total += float(d.sum().item())
