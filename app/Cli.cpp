@@ -759,7 +759,7 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   bool preflight = false;
   int masterPort = 0;
   CLI::App* probeCmd = app.add_subcommand(
-      "probe", "Lint, then check every SL101, SL102, SL103, SL104, SL201, SL202 and SL402 finding at runtime (torch.distributed.run), or "
+      "probe", "Lint, then check every SL101, SL102, SL103, SL104, SL105, SL201, SL202 and SL402 finding at runtime (torch.distributed.run), or "
                "SL501 findings on a LibTorch program (--mode cxx)");
   probeCmd->add_option("paths", pa.paths, "Files or directories to lint (--mode script runs the first)");
   probeCmd->add_option("--mode", po.mode,
@@ -772,7 +772,8 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   probeCmd->add_option("--backend", po.backend, "auto (default), nccl or gloo")
       ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
   probeCmd->add_option("--python", po.python,
-                       "Python interpreter with torch (default: $SHARDLINT_PROBE_PYTHON, else the probe-venv "
+                       "Python interpreter with torch, and accelerate, Lightning, transformers (SL202) and peft "
+                       "(SL105) where a replay uses them (default: $SHARDLINT_PROBE_PYTHON, else the probe-venv "
                        "scripts/setup-probe.sh makes beside this executable, else python3)");
   probeCmd->add_option("--timeout", po.timeoutSeconds, "Seconds per launched run (default 300)")
       ->check(CLI::Validator(

@@ -2,6 +2,7 @@
 // the module's parameters are replaced (PEFT adapters, `to_empty`, `load_state_dict(assign=True)`)
 // before the module is wrapped or prepared, and the optimizer is used with the wrapped model.
 #include <algorithm>
+#include <set>
 
 #include "Registry.h"
 #include "fsdp/FsdpModel.h"
@@ -61,6 +62,7 @@ class ParamsReplacedAfterOptimizer final : public Rule {
     // An optimizer that a wrap itself makes stale (FSDP1 / accelerate FSDP1 with use_orig_params=False,
     // `fully_shard`) is SL101's or SL402's: building it after the wrap fixes the replacement too.
     auto stale = staleOptimizers(st, [](const Event&) { return true; });
+    std::set<ObjId> reported;
     for (ObjId opt : optimizers(st)) {
       if (std::any_of(stale.begin(), stale.end(), [&](const StaleOptimizer& s) { return s.optimizer == opt; }))
         continue;
@@ -82,6 +84,73 @@ class ParamsReplacedAfterOptimizer final : public Rule {
           const Event* use = useFromWrap(st, opt, *w, *r);
           if (!use) continue;
           report(cx, st, opt, *r, *w, *use);
+          reported.insert(opt);
+          done = true;
+          break;
+        }
+      }
+    }
+    if (cx.wantsControls()) emitControls(cx, st, replacements, wraps, stale, reported);
+  }
+
+  // The replacement's name in a replay spec (ReplaySpec::replacement).
+  static std::string replayName(std::string_view how) {
+    if (how == "get_peft_model") return "get_peft_model";
+    if (how == "PeftModel.from_pretrained") return "peft_from_pretrained";
+    if (how == "to_empty") return "to_empty";
+    return "load_state_dict_assign";
+  }
+
+  // Controls: an optimizer built after the replacement (on every path), from the module it replaced, then
+  // handed to or used after a wrap that keeps or re-points the parameters it is given (the wraps SL105
+  // reports at when the order is the other way round). The probe replays the replacement, the optimizer
+  // and the wrap in that order and expects the optimizer to hold every trainable parameter.
+  void emitControls(RuleContext& cx, const Store& st, const std::vector<const Event*>& replacements,
+                    const std::vector<const Event*>& wraps, const std::vector<StaleOptimizer>& stale,
+                    const std::set<ObjId>& reported) {
+    for (ObjId opt : optimizers(st)) {
+      if (reported.count(opt) ||
+          std::any_of(stale.begin(), stale.end(), [&](const StaleOptimizer& s) { return s.optimizer == opt; }))
+        continue;
+      const auto& o = st.obj(opt);
+      if (o.inputs().empty()) continue;
+      ValueSet sources = paramSources(st, o.inputs()[0]);
+      if (sources.empty()) continue;
+      bool done = false;
+      for (const Event* r : replacements) {
+        if (done) break;
+        if (r->target == kNoObj || !st.precedes(r->point, o.point)) continue;
+        Lineage replaced = lineageOf(st, r->target);
+        if (replaced.root == kNoObj || !sourcesRelatedTo(st, sources, replaced)) continue;
+        for (const Event* w : wraps) {
+          if (w->target == kNoObj || alreadyShardedBy(st, *w).root != kNoObj) continue;
+          if (!st.precedes(o.point, w->point)) continue;
+          Lineage target = lineageOf(st, w->target);
+          if (!within(target, replaced) && !within(replaced, target)) continue;
+          std::string_view api = w->attr("api"), replaces = w->attr("replaces");
+          bool repointed = std::any_of(st.events.begin(), st.events.end(), [&](const Event& e) {
+            return e.kind == semantic::EventKind::Domain && e.name == "repoint" && e.target == opt;
+          });
+          // Wraps that keep or re-point the parameters an optimizer was given; others (use_orig_params=False,
+          // `fully_shard`, a value the analysis cannot read) make it stale by themselves: SL101's and SL402's.
+          bool fsdp2 = api == "accelerate" && w->attr("fsdp_version") == "2";
+          bool keeps = (api == "fsdp1" || api == "fabric" || (api == "accelerate" && !fsdp2)) && replaces == "0";
+          if (!(fsdp2 && repointed) && !(api == "fabric" && repointed) && !keeps) continue;
+          if (!useFromWrap(st, opt, *w, *r)) continue;
+          std::map<std::string, std::string> facts{{"shape", "params-replaced-before-optimizer"},
+                                                   {"wrap_api", std::string(api)},
+                                                   {"fsdp_version", fsdp2 ? "2" : "1"},
+                                                   {"use_orig_params", "1"},
+                                                   {"replacement", replayName(r->attr("how"))}};
+          if (api == "fabric" && repointed) facts["joint"] = "1";
+          Event here;
+          here.origin = o.origin;
+          std::string source = writtenSource(cx, st, opt, here);
+          if (source.empty()) source = render(st, moduleOfSource(writtenLineage(st, sources.front())));
+          cx.control(info(), o.origin.primaryIn(r->origin),
+                     "optimizer built from the parameters of `" + source + "` after `" + std::string(r->attr("how")) +
+                         "` replaces them, before " + std::string(wrapApiName(*w)) + " wraps the model",
+                     std::move(facts));
           done = true;
           break;
         }

@@ -4,6 +4,7 @@
 
 #include "Registry.h"
 #include "fsdp/FsdpModel.h"
+#include "fsdp/Staleness.h"
 
 namespace shardlint::rules {
 namespace {
@@ -85,10 +86,46 @@ class Fsdp2SeparatePrepare final : public Rule {
         if (auto n = configNote(*e)) notes.push_back(*n);
         cx.report(info(), primary, std::move(msg), std::move(notes), std::nullopt);
       }
+      if (cx.wantsControls()) emitControls(cx, st, prepares, self);
     }
   }
 
  private:
+  // Controls (`shardlint probe --controls`): the preparations SL201 examined and found correct, where the probe
+  // can replay them: with FSDP2, a model and its optimizer in one `prepare` call; with FSDP1, a model prepared
+  // alone and an optimizer built afterwards from the prepared model (accelerate allows it there).
+  void emitControls(RuleContext& cx, const Store& st, const std::vector<const Event*>& prepares, uint32_t self) {
+    for (const Event* e : prepares) {
+      if (e->attr("splat") == "1" || count(*e, "optimizers") == 0 || count(*e, "others") == 0) continue;
+      if (e->origin.site().file != self) continue;
+      cx.control(info(), e->origin.site(),
+                 "the model and its optimizer are prepared together in one accelerate FSDP2 `" +
+                     std::string(e->attr("call")) + "(...)` call",
+                 {{"shape", "optimizer-before-wrap"}, {"wrap_api", "accelerate"}, {"fsdp_version", "2"}});
+    }
+    auto wraps = domainEvents(st, "wrap");
+    for (ObjId opt : optimizers(st)) {
+      const auto& o = st.obj(opt);
+      if (o.inputs().empty() || o.origin.site().file != self) continue;
+      ValueSet sources = paramSources(st, o.inputs()[0]);
+      for (const Event* w : wraps) {
+        std::string_view replaces = w->attr("replaces");
+        if (w->target == semantic::kNoObj || w->attr("api") != "accelerate" || w->attr("fsdp_version") != "1" ||
+            (replaces != "0" && replaces != "1") || !st.precedes(w->point, o.point) ||
+            !sourcesRelatedTo(st, sources, lineageOf(st, w->target)))
+          continue;
+        cx.control(info(), o.origin.site(),
+                   "with accelerate FSDP1 the model is prepared alone by `" + std::string(w->attr("call")) +
+                       "(...)` and this optimizer is built afterwards from the prepared model, which FSDP1 allows",
+                   {{"shape", "separate-prepare"},
+                    {"wrap_api", "accelerate"},
+                    {"fsdp_version", "1"},
+                    {"use_orig_params", replaces == "0" ? "1" : "0"}});
+        break;
+      }
+    }
+  }
+
   const RuleInfo* info_;
 };
 

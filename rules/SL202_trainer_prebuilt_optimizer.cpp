@@ -32,7 +32,7 @@ class TrainerPrebuiltOptimizer final : public Rule {
   std::vector<std::vector<std::string_view>> prescanTokens() const override { return {{"optimizers"}, {"Trainer"}}; }
 
   void finish(RuleContext& cx) override {
-    std::set<std::pair<uint32_t, uint32_t>> seen;
+    std::set<std::pair<uint32_t, uint32_t>> seen, controlsSeen;
     uint32_t self = cx.analysis().module().fileId();
     for (const auto& root : cx.analysis().roots()) {
       const Store& st = *root.store;
@@ -58,6 +58,27 @@ class TrainerPrebuiltOptimizer final : public Rule {
           notes.push_back(*n);
         }
         cx.report(info(), primary, std::move(msg), std::move(notes), std::nullopt);
+      }
+      if (!cx.wantsControls()) continue;
+      // Controls (`shardlint probe --controls`): a Trainer with FSDP on that builds its own optimizer, and one
+      // handed an optimizer while its arguments turn FSDP off as written. The probe runs each for one step.
+      for (const Event* e : domainEvents(st, "trainer_control")) {
+        semantic::Site primary = e->origin.site();
+        if (primary.file != self || !controlsSeen.insert({primary.file, primary.range.begin}).second) continue;
+        bool own = e->attr("kind") == "own";
+        bool fromArgs = e->attr("fsdp_from") == "args";
+        std::map<std::string, std::string> facts{{"shape", own ? "trainer-builds-optimizer" : "trainer-prebuilt-optimizer"},
+                                                 {"wrap_api", "trainer"},
+                                                 {"fsdp_from", own ? (fromArgs ? "args" : "launcher") : "off"}};
+        if (own && !fromArgs && !e->attr("fsdp_version").empty()) facts["fsdp_version"] = std::string(e->attr("fsdp_version"));
+        std::string call(e->attr("call"));
+        std::string msg =
+            own ? "`" + call + "(...)` builds its own optimizer while " +
+                      (fromArgs ? "its `TrainingArguments` enable FSDP (`" + std::string(e->attr("fsdp_text")) + "`)"
+                                : std::string("the accelerate config the script is launched with enables FSDP"))
+                : "`" + call + "(..., optimizers=...)` is given an optimizer built outside it while its "
+                                "`TrainingArguments` leave FSDP off (`" + std::string(e->attr("fsdp_text")) + "`)";
+        cx.control(info(), primary, std::move(msg), std::move(facts));
       }
     }
   }

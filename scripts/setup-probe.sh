@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Creates the runtime probe's Python environment, build/probe-venv: torch, accelerate and lightning from
-# PyPI, every package pinned by version and sha256 in scripts/requirements-probe.txt. The linter itself
+# Creates the runtime probe's Python environment, build/probe-venv: torch, accelerate, lightning, transformers
+# and peft from PyPI, every package pinned by version and sha256 in scripts/requirements-probe.txt. The linter itself
 # needs none of it (scripts/setup.sh does not run this).
 #
 #   scripts/setup-probe.sh          # install (idempotent: nothing happens when the stamp matches)
@@ -37,4 +37,4 @@ if ! pinned_venv_make python3 "$venv" "$reqs" --no-index --find-links "$wheels" 
   log "wheels ready after $(( $(date +%s) - start )) s"
   pinned_venv_make python3 "$venv" "$reqs" --no-index --find-links "$wheels"
 fi
-log "installed in $(( $(date +%s) - start )) s: $("$venv/bin/python" -c 'import torch, accelerate, lightning; print("torch", torch.__version__, "accelerate", accelerate.__version__, "lightning", lightning.__version__)')"
+log "installed in $(( $(date +%s) - start )) s: $("$venv/bin/python" -c 'import torch, accelerate, lightning, transformers, peft; print("torch", torch.__version__, "accelerate", accelerate.__version__, "lightning", lightning.__version__, "transformers", transformers.__version__, "peft", peft.__version__)')"

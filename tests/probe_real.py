@@ -1,23 +1,23 @@
 #!/usr/bin/env python3
-"""The runtime probe against a real PyTorch (issue 28): every positive fixture of the probed rules
-(SL101, SL102, SL103, SL104, SL201, SL202, SL402) is replayed on gloo/CPU ranks and must give the verdict its replay
-predicts, with evidence read off the run.
+"""The runtime probe against a real PyTorch (issues 28 and 31): every positive fixture of the probed rules
+given (default SL101, SL102, SL103, SL104, SL402; ctest `probe_real_hf` runs SL105, SL201 and SL202 with their
+project fixtures) is replayed on gloo/CPU ranks and must give the verdict its replay predicts, with evidence
+read off the run.
 
     tests/probe_real.py --shardlint build/shardlint --python build/probe-venv/bin/python \
+        [--rules SL105,SL201,SL202 --projects NAME,... --marker probe-table-hf] \
         [--table FILE] [--update-readme runtime_probe/README.md]
 
-Expected verdicts (anything else fails the test):
-- `confirmed` for every finding, except
-- findings the replay cannot run here (`probe-error`: SL202's Trainer replay without transformers),
-  listed in the table and allowed only for the reasons in NOT_REPLAYABLE_OK.
+Expected verdicts (anything else fails the test): `confirmed` for every finding.
 
-Then every `_ok` fixture of those rules is probed with `--controls`: the rules' controls (the
-patterns they examined and found correct, where the replay can show why) must all be
-`not-reproduced`; `_ok` fixtures without a control are listed in the table with the reason.
+Then every `_ok` fixture of those rules (and every `_ok` project named) is probed with `--controls`: the
+rules' controls (the patterns they examined and found correct, where the replay can show why) must all be
+`not-reproduced`, whichever rule recorded them; `_ok` fixtures without a control are listed in the table
+with the reason.
 
-Exit 77 (ctest: skipped) when the interpreter has no torch: the probe environment is made by
-scripts/setup-probe.sh. The table (Markdown) is what runtime_probe/README.md shows between the
-`probe-table` markers; --update-readme rewrites it there.
+Exit 77 (ctest: skipped) when the interpreter has no torch, or (SL105, SL202) no transformers or peft: the
+probe environment is made by scripts/setup-probe.sh. The table (Markdown) is what runtime_probe/README.md
+shows between the `<marker>` markers (default `probe-table`); --update-readme rewrites it there.
 """
 from __future__ import annotations
 
@@ -32,11 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = ("SL101", "SL102", "SL103", "SL104", "SL201", "SL202", "SL402")
-# Every positive fixture's shape is replayed today; SL202's Trainer replay needs transformers, and an
-# interpreter without it gives `probe-error` with this reason (never a verdict on the finding).
-NOT_REPLAYABLE_OK = ("transformers is not importable",)
-BEGIN, END = "<!-- probe-table:begin -->", "<!-- probe-table:end -->"
+RULES = ("SL101", "SL102", "SL103", "SL104", "SL402")
+# What the replays of a rule import beyond torch and accelerate (the probe environment has them).
+NEEDS = {"SL105": ("peft",), "SL202": ("transformers",)}
 
 
 def expected_verdict(probe: dict) -> str:
@@ -45,30 +43,51 @@ def expected_verdict(probe: dict) -> str:
     return "confirmed"
 
 
-def has_torch(python: str) -> bool:
+def imports(python: str, modules) -> bool:
     try:
-        return subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=120).returncode == 0
+        return subprocess.run([python, "-c", "import " + ", ".join(modules)], capture_output=True,
+                              timeout=120).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
 
-def fixtures_of(ok: bool) -> list:
+def fixtures_of(rules, ok: bool) -> list:
     files = []
-    for code in RULES:
+    for code in rules:
         files += [f for f in glob.glob(str(ROOT / "fixtures" / "python" / f"{code}_*.py")) if f.endswith("_ok.py") == ok]
     return sorted(files)
 
 
-def positive_fixtures() -> list:
-    return fixtures_of(False)
+def fixture_of(path: str, projects) -> str:
+    """The fixture a finding's path belongs to: its file, or the project folder it is in."""
+    rel = os.path.relpath(os.path.join(ROOT, path), ROOT)
+    for p in projects:
+        if rel.startswith(p.rstrip("/") + "/"):
+            return p
+    return rel
 
 
 # Why an _ok fixture has no control: the pattern that makes it correct is one the replay does not
-# model (checked against the fixture's first comment line, which states it).
+# model (checked against the fixture's first comment line, which states it; a project's: its first file's).
 def no_control_reason(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
+    full = os.path.join(ROOT, path)
+    if os.path.isdir(full):
+        found = sorted(glob.glob(os.path.join(full, "**", "*.py"), recursive=True))
+        if not found:
+            return ""
+        full = found[0]
+    with open(full, encoding="utf-8") as f:
         first = f.readline().lstrip("# ").strip()
     return first
+
+
+def display(path: str, projects) -> str:
+    """A fixture file's name, or a project's file as `project/relative/path`."""
+    rel = os.path.relpath(os.path.join(ROOT, path), ROOT)
+    for p in projects:
+        if rel == p or rel.startswith(p.rstrip("/") + "/"):
+            return os.path.relpath(rel, os.path.dirname(p))
+    return os.path.basename(rel)
 
 
 def cell(text: str, limit: int = 240) -> str:
@@ -90,11 +109,23 @@ def main() -> int:
     ap.add_argument("--table", help="write the Markdown table here")
     ap.add_argument("--update-readme", help="rewrite the table between the probe-table markers of this file")
     ap.add_argument("--timeout", default="120", help="shardlint probe --timeout (seconds per run)")
+    ap.add_argument("--rules", default=",".join(RULES), help="the rules whose fixtures are probed (comma-separated)")
+    ap.add_argument("--projects", default="", help="project fixtures (fixtures/projects/NAME, comma-separated) probed "
+                                                    "too: a NAME ending in _ok with --controls")
+    ap.add_argument("--marker", default="probe-table", help="the README markers the table goes between")
     args = ap.parse_args()
-    if not os.path.exists(args.python) or not has_torch(args.python):
+    rules = tuple(r for r in args.rules.split(",") if r)
+    projects = [f"fixtures/projects/{p}" for p in args.projects.split(",") if p]
+    begin, end = f"<!-- {args.marker}:begin -->", f"<!-- {args.marker}:end -->"
+    if not os.path.exists(args.python) or not imports(args.python, ["torch"]):
         print(f"SKIP: {args.python} has no torch; make the probe environment with scripts/setup-probe.sh")
         return 77
-    fixtures = positive_fixtures()
+    needed = sorted({m for r in rules for m in NEEDS.get(r, ())})
+    if needed and not imports(args.python, needed):
+        print(f"SKIP: {args.python} cannot import {', '.join(needed)}; make the probe environment with "
+              "scripts/setup-probe.sh")
+        return 77
+    fixtures = fixtures_of(rules, False) + [p for p in projects if not p.endswith("_ok")]
     cmd = [args.shardlint, "probe", "--format", "json", "--python", args.python, "--timeout", args.timeout, *fixtures]
     started = time.monotonic()
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -109,20 +140,19 @@ def main() -> int:
     backend = next((l for l in run.stderr.splitlines() if l.startswith("shardlint probe: backend")), "")
     selftest = next((l for l in run.stderr.splitlines() if "CPU self-test (" in l), "")  # not "is cached"
     failures, rows = [], []
-    probed = [f for f in findings if f.get("code") in RULES]
+    probed = [f for f in findings if f.get("code") in rules]
     with_probe = [f for f in probed if "probe" in f]
-    files_with_finding = {os.path.relpath(os.path.join(ROOT, f["path"]), ROOT) for f in probed}
+    files_with_finding = {fixture_of(f["path"], projects) for f in probed}
     for fixture in fixtures:
-        rel = os.path.relpath(fixture, ROOT)
+        rel = os.path.relpath(os.path.join(ROOT, fixture), ROOT)
         if rel not in files_with_finding:
-            failures.append(f"{rel}: no finding of {', '.join(RULES)} (a positive fixture)")
+            failures.append(f"{rel}: no finding of {', '.join(rules)} (a positive fixture)")
     for f in with_probe:
         p = f["probe"]
         where = f"{f['path']}:{f['line']}"
         want = expected_verdict(p)
         got = p["verdict"]
-        ok = got == want or (got == "probe-error" and any(r in p["evidence"] for r in NOT_REPLAYABLE_OK))
-        if not ok:
+        if got != want:
             failures.append(f"{where} {f['code']}: {got}, expected {want}: {p['evidence']}")
         replay = p.get("replay") or {}
         api = replay.get("wrap_api", "")
@@ -130,8 +160,15 @@ def main() -> int:
             api += f" (use_orig_params={replay.get('use_orig_params')})"
         if replay.get("wrap_api") == "accelerate":
             api += f" FSDP{replay.get('fsdp_version')}"
+        if replay.get("wrap_api") == "trainer":
+            api += {"args": " (FSDP from its TrainingArguments)", "off": " (FSDP off)"}.get(
+                replay.get("fsdp_from"), f" (FSDP from the launcher, fsdp_version {replay.get('fsdp_version')})")
+        if replay.get("joint"):
+            api += ", joint setup"
+        if replay.get("replacement"):
+            api = f"{replay['replacement']}, {api}"
         versions = f"torch {p.get('torch_version')}" + (f", accelerate {p['accelerate_version']}" if p.get("accelerate_version") else "")
-        rows.append((os.path.basename(f["path"]), f["code"], got, p["evidence"], p["elapsed_seconds"],
+        rows.append((display(f["path"], projects), f["code"], got, p["evidence"], p["elapsed_seconds"],
                      f"{replay.get('shape', '')}, {api}", versions, p.get("backend", ""), p.get("world_size", "")))
     for f in probed:
         if "probe" not in f:
@@ -139,7 +176,7 @@ def main() -> int:
     rows.sort(key=lambda r: (r[1], r[0]))
 
     # The _ok fixtures: every control must be not-reproduced.
-    oks = fixtures_of(True)
+    oks = fixtures_of(rules, True) + [p for p in projects if p.endswith("_ok")]
     cmd = [args.shardlint, "probe", "--controls", "--format", "json", "--python", args.python, "--timeout",
            args.timeout, *oks]
     started_ok = time.monotonic()
@@ -158,19 +195,20 @@ def main() -> int:
     with_control = set()
     for c in controls:
         p = c.get("probe") or {}
-        with_control.add(os.path.relpath(os.path.join(ROOT, c["path"]), ROOT))
+        with_control.add(fixture_of(c["path"], projects))
         if p.get("verdict") != "not-reproduced":
             failures.append(f"control {c['path']}:{c['line']} {c['code']}: {p.get('verdict')}: {p.get('evidence')}")
-        control_rows.append((os.path.basename(c["path"]), c["code"], p.get("verdict", "none"), c["message"],
+        control_rows.append((display(c["path"], projects), c["code"], p.get("verdict", "none"), c["message"],
                              p.get("evidence", ""), p.get("elapsed_seconds", 0.0)))
     if run_ok.returncode != 0 and not failures:
         failures.append(f"shardlint probe --controls exited {run_ok.returncode}")
-    without = [f for f in oks if os.path.relpath(f, ROOT) not in with_control]
+    without = [f for f in oks if os.path.relpath(os.path.join(ROOT, f), ROOT) not in with_control]
     control_rows.sort(key=lambda r: (r[1], r[0]))
     distinct = sum(1 for f in with_probe if not (f["probe"].get("replay") or {}).get("shared_with"))
     lines = [
-        f"Generated by `tests/probe_real.py` (ctest `probe_real`) on {time.strftime('%Y-%m-%d')}: "
-        f"{len(with_probe)} findings in {len(fixtures)} positive fixtures, {distinct} distinct replays, "
+        f"Generated by `tests/probe_real.py` (ctest `{'probe_real' if args.marker == 'probe-table' else 'probe_real_hf'}`) "
+        f"on {time.strftime('%Y-%m-%d')}: "
+        f"{len(with_probe)} findings of {', '.join(rules)} in {len(fixtures)} positive fixtures, {distinct} distinct replays, "
         f"{seconds:.0f} s in all on this machine ({os.cpu_count()} cores). {backend.replace('shardlint probe: ', '')}.",
         "",
         f"{selftest.replace('shardlint probe: ', '')}" if selftest else "",
@@ -186,28 +224,30 @@ def main() -> int:
         f"**Controls** (`shardlint probe --controls` on the {len(oks)} `_ok` fixtures, {seconds_ok:.0f} s): "
         f"{len(controls)} controls in {len(with_control)} fixtures, "
         + ", ".join(f"{v} {k}" for k, v in sorted(_count(r[2] for r in control_rows).items()))
-        + f"; {len(without)} fixtures have no control (their pattern is one the replay does not model).",
+        + (f"; {len(without)} fixtures have no control (their pattern is one the replay does not model)."
+           if without else "; every fixture has one."),
         "",
         "| fixture | rule | verdict | the pattern the rule found correct | s |",
         "|---|---|---|---|---:|",
     ]
     for name, code, verdict, message, evidence, secs in control_rows:
         lines.append(f"| `{name}` | {code} | **{verdict}** | {cell(message, 160)} | {secs:.1f} |")
-    lines += ["", "| `_ok` fixture without a control | what makes it correct (its first line) |", "|---|---|"]
+    if without:
+        lines += ["", "| `_ok` fixture without a control | what makes it correct (its first line) |", "|---|---|"]
     for f in without:
-        lines.append(f"| `{os.path.basename(f)}` | {cell(no_control_reason(f), 200)} |")
+        lines.append(f"| `{display(f, projects)}` | {cell(no_control_reason(f), 200)} |")
     table = "\n".join(lines) + "\n"
     if args.table:
         Path(args.table).write_text(table)
     if args.update_readme:
         readme = Path(args.update_readme)
         text = readme.read_text()
-        if BEGIN not in text or END not in text:
-            print(f"FAIL: {readme} has no {BEGIN} ... {END} markers")
+        if begin not in text or end not in text:
+            print(f"FAIL: {readme} has no {begin} ... {end} markers")
             return 1
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        readme.write_text(head + BEGIN + "\n" + table + END + tail)
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        readme.write_text(head + begin + "\n" + table + end + tail)
     verdicts = {}
     for r in rows:
         verdicts[r[2]] = verdicts.get(r[2], 0) + 1

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "Registry.h"
+#include "driver/Discovery.h"
 #include "driver/Linter.h"
 #include "orchestrator/Probe.h"
 #include "orchestrator/Replay.h"
@@ -52,6 +53,13 @@ std::string fixture(const std::string& name) { return std::string(SHARDLINT_SOUR
 std::vector<Diagnostic> lint(const std::string& path) {
   static Linter linter(rules::catalog(), {});
   return linter.lintPath(path);
+}
+
+// A project fixture (fixtures/projects/NAME), linted as `shardlint check` lints a folder.
+std::string project(const std::string& name) { return std::string(SHARDLINT_SOURCE_DIR) + "/fixtures/projects/" + name; }
+std::vector<Diagnostic> lintProject(const std::string& dir, LintOptions options = {}) {
+  Linter linter(rules::catalog(), std::move(options));
+  return linter.lintFiles(discover({dir}).files);
 }
 
 // The one finding of `code` in a fixture.
@@ -475,6 +483,126 @@ TEST_CASE("probe decide: SL201 and SL202 are confirmed by the framework's refusa
   CHECK(decide("SL202", {r}, run).verdict == Verdict::ProbeError);
 }
 
+TEST_CASE("probe spec: SL202 with FSDP from the launcher's accelerate config", "[probe]") {
+  auto diags = lintProject(project("trainer_launched_fsdp"));
+  std::set<std::string> from;
+  for (const auto& d : diags) {
+    if (d.code != "SL202") continue;
+    auto s = replaySpecFor(d);
+    REQUIRE(s);
+    CHECK(s->shape == "trainer-prebuilt-optimizer");
+    from.insert(s->fsdpFrom);
+    if (s->fsdpFrom == "launcher") {
+      CHECK(d.message.find("the accelerate config the script is launched with") != std::string::npos);
+      CHECK(replayProgram(*s).find("s.launched_with_fsdp(2)") != std::string::npos);
+    }
+  }
+  // sft.py's own Trainer (the launcher's config) and the helper's (its TrainingArguments).
+  CHECK(from == std::set<std::string>{"args", "launcher"});
+  auto args = replaySpecFor(findingOf("SL202_trainer_optimizers_fsdp.py", "SL202"));
+  REQUIRE(args);
+  CHECK(args->fsdpFrom == "args");
+  CHECK(replayProgram(*args).find("launched_with_fsdp") == std::string::npos);
+}
+
+TEST_CASE("probe spec: SL105 names the replacement and the wrap from the finding", "[probe]") {
+  struct Want {
+    const char* file;
+    const char* replacement;
+    const char* api;
+    int version;
+    bool joint;
+  };
+  for (const Want& w : {Want{"SL105_peft_after_optimizer.py", "get_peft_model", "accelerate", 2, false},
+                        Want{"SL105_peft_from_pretrained_trainable.py", "peft_from_pretrained", "accelerate", 2, false},
+                        Want{"SL105_load_state_dict_assign.py", "load_state_dict_assign", "accelerate", 2, false},
+                        Want{"SL105_to_empty_accelerate_fsdp2.py", "to_empty", "accelerate", 2, false},
+                        Want{"SL105_to_empty_fsdp1.py", "to_empty", "fsdp1", 1, false},
+                        Want{"SL105_load_state_dict_positional_assign.py", "load_state_dict_assign", "fsdp1", 1, false},
+                        Want{"SL105_peft_helper.py", "get_peft_model", "fsdp1", 1, false},
+                        Want{"SL105_peft_fabric.py", "get_peft_model", "fabric", 1, true}}) {
+    INFO(w.file);
+    auto s = replaySpecFor(findingOf(w.file, "SL105"));
+    REQUIRE(s);
+    CHECK(s->code == "SL105");
+    CHECK(s->shape == "params-replaced-after-optimizer");
+    CHECK(s->replacement == w.replacement);
+    CHECK(s->wrapApi == w.api);
+    if (s->wrapApi != "fsdp1" && s->wrapApi != "fabric") CHECK(s->fsdpVersion == w.version);
+    CHECK(s->useOrigParams);  // SL101 and SL402 report use_orig_params=False
+    CHECK(s->joint == w.joint);
+    CHECK_FALSE(s->control);
+    CHECK(replaySupported(*s));
+  }
+  // The replacement named in the message decides; a message without one is not replayed.
+  Diagnostic d = findingOf("SL105_peft_after_optimizer.py", "SL105");
+  d.message = "optimizer is built from the parameters of `model` before something replaces them";
+  std::string why;
+  CHECK_FALSE(replaySpecFor(d, "", &why));
+  CHECK(why.find("replaces the parameters") != std::string::npos);
+}
+
+TEST_CASE("probe decide: SL105 is confirmed by trainable parameters the optimizer does not hold", "[probe]") {
+  RunOutcome run = outcome(2);
+  // get_peft_model after the optimizer: it holds none of the 8 adapters, and the step changes nothing.
+  std::vector<RankReport> reports;
+  for (int rank : {0, 1}) {
+    RankReport r = synthetic(rank, 2, true);
+    r.trainableParams = 8;
+    r.trainableNotOptimized = 8;
+    r.paramsChanged = false;
+    r.trainableNotOptimizedNames = {"base_model.model.blocks.0.up.lora_A.default.weight",
+                                    "base_model.model.blocks.0.up.lora_B.default.weight", "x", "y"};
+    reports.push_back(r);
+  }
+  ProbeResult res = decide("SL105", reports, run);
+  CHECK(res.verdict == Verdict::Confirmed);
+  CHECK(res.evidence.find("the optimizer held none of the model's 8 trainable parameters (rank 0: "
+                          "base_model.model.blocks.0.up.lora_A.default.weight, "
+                          "base_model.model.blocks.0.up.lora_B.default.weight, ...)") != std::string::npos);
+  CHECK(res.evidence.find("optimizer.step() left the model's parameters unchanged (rank 0)") != std::string::npos);
+  // Some of them: counted.
+  reports[0].trainableNotOptimized = 3;
+  reports[1].trainableNotOptimized = 3;
+  reports[0].paramsChanged = reports[1].paramsChanged = true;
+  res = decide("SL105", reports, run);
+  CHECK(res.verdict == Verdict::Confirmed);
+  CHECK(res.evidence.find("3 of the model's 8 trainable parameters are in no param group of the optimizer") !=
+        std::string::npos);
+  CHECK(res.evidence.find("unchanged") == std::string::npos);
+  // The control's order: every trainable parameter in the optimizer, the step changed them.
+  reports[0].trainableNotOptimized = reports[1].trainableNotOptimized = 0;
+  res = decide("SL105", reports, run);
+  CHECK(res.verdict == Verdict::NotReproduced);
+  CHECK(res.evidence.find("the optimizer held all 8 trainable parameters of the model, the step changed the "
+                          "parameters") != std::string::npos);
+  // accelerate FSDP2's re-pointing fails on tensors the model no longer has; Fabric refuses meta tensors.
+  RankReport key = synthetic(0, 2, false);
+  key.exceptionType = "KeyError";
+  key.exceptionMessage = "A parameter in the optimizer couldn't be switched to its sharded version. This breaks "
+                         "the training.";
+  RankReport key1 = key;
+  key1.rank = 1;
+  CHECK(decide("SL105", {key, key1}, run).verdict == Verdict::Confirmed);
+  key.exceptionType = key1.exceptionType = "RuntimeError";
+  key.exceptionMessage = key1.exceptionMessage =
+      "The optimizer has references to the model's meta-device parameters. Materializing them is is currently not "
+      "supported";
+  res = decide("SL105", {key, key1}, run);
+  CHECK(res.verdict == Verdict::Confirmed);
+  CHECK(res.evidence.find("Lightning Fabric raised RuntimeError: The optimizer has references") != std::string::npos);
+  // Another rule's signal is not SL105's: stale entries alone confirm nothing here.
+  RankReport stale = synthetic(0, 1, true);
+  stale.staleOptimizerEntries = 4;
+  stale.paramsChanged = false;
+  CHECK(decide("SL105", {stale}, outcome(1)).verdict == Verdict::NotReproduced);
+  // peft missing on the rank: the replay's environment, not a verdict.
+  RankReport missing = synthetic(0, 1, false);
+  missing.exceptionType = "ProbeError";
+  missing.exceptionMessage = "peft is not importable in this Python (python): ModuleNotFoundError";
+  CHECK(decide("SL105", {missing}, outcome(1)).verdict == Verdict::ProbeError);
+}
+
 TEST_CASE("probe spec: other rules are not probed", "[probe]") {
   Diagnostic d;
   d.code = "SL305";
@@ -488,6 +616,8 @@ TEST_CASE("probe spec: other rules are not probed", "[probe]") {
   CHECK(probedCode("SL102"));
   CHECK(probedCode("SL201"));
   CHECK(probedCode("SL202"));
+  CHECK(probedCode("SL105"));
+  CHECK(probedCode("SL104"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -741,6 +871,19 @@ TEST_CASE("probe reports: parsing a report file", "[probe]") {
   auto pe = parseRankReport(R"({"rank": 0, "probe_error": "PyTorch 2.3.0 is too old"})", &why);
   REQUIRE(pe);
   CHECK(pe->exceptionType == "ProbeError");
+  // The trainable parameters the optimizer does not hold (SL105): absent or null means not measured.
+  auto tr = parseRankReport(R"({"rank": 0, "trainable_params": 8, "trainable_not_optimized": 8,
+                                "trainable_not_optimized_names": ["a.lora_A", "a.lora_B"]})", &why);
+  REQUIRE(tr);
+  CHECK(tr->trainableParams == 8);
+  CHECK(tr->trainableNotOptimized == 8);
+  CHECK(tr->trainableNotOptimizedNames == std::vector<std::string>{"a.lora_A", "a.lora_B"});
+  auto none = parseRankReport(R"({"rank": 0, "trainable_params": null})", &why);
+  REQUIRE(none);
+  CHECK_FALSE(none->trainableParams.has_value());
+  CHECK_FALSE(none->trainableNotOptimized.has_value());
+  CHECK_FALSE(parseRankReport(R"({"rank": 0, "trainable_not_optimized": "8"})", &why));
+  CHECK(why.find("trainable_not_optimized") != std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1033,7 +1176,7 @@ TEST_CASE("probe cli: nothing to probe needs no torch", "[probe]") {
   CliResult r = runShardlint("probe --python /bin/false fixtures/python/SL101_alias_ok.py", dir.path() / "err.txt");
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.err.find("no SL101, SL102, SL103, SL104, SL201, SL202 or SL402 finding") != std::string::npos);
+  CHECK(r.err.find("no SL101, SL102, SL103, SL104, SL105, SL201, SL202 or SL402 finding") != std::string::npos);
 }
 
 TEST_CASE("probe cli: usage errors", "[probe]") {
@@ -1177,6 +1320,9 @@ TEST_CASE("probe cli: reports are collected and merged into every format", "[pro
   CHECK(replay["wrap_api"] == "fully_shard");
   CHECK(replay["use_orig_params"].is_null());
   CHECK(replay["shared_with"].is_null());
+  CHECK(replay["replacement"].is_null());  // SL105's only
+  CHECK(replay["fsdp_from"].is_null());    // the Trainer's only
+  CHECK(replay["joint"].is_null());        // Fabric's only
 }
 
 TEST_CASE("probe reports: the ranks' notes travel with the evidence, each once", "[probe]") {
@@ -1520,6 +1666,95 @@ TEST_CASE("probe controls: the rules' controls are collected only when asked, an
   Linter l(rules::catalog(), o);
   CHECK_FALSE(l.lintPath(fixture("SL101_alias.py")).empty());
   CHECK(o.controls->take().empty());
+}
+
+namespace {
+// The controls of `code` a path gives (a file or a project folder).
+std::vector<Diagnostic> controlsOf(const std::string& path, const std::string& code) {
+  LintOptions o;
+  o.controls = std::make_shared<ControlSink>();
+  CHECK(lintProject(path, o).empty());  // only _ok inputs here
+  std::vector<Diagnostic> out;
+  for (auto& c : o.controls->take())
+    if (c.code == code) out.push_back(std::move(c));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("probe controls: SL105, SL201 and SL202 record the patterns they found correct", "[probe]") {
+  // SL105: the replacement first, then the optimizer, then a wrap that keeps or re-points the parameters.
+  struct Want {
+    const char* file;
+    const char* replacement;
+    const char* api;
+    const char* joint;
+  };
+  for (const Want& w : {Want{"SL105_peft_after_optimizer_ok.py", "get_peft_model", "accelerate", ""},
+                        Want{"SL105_peft_from_pretrained_trainable_ok.py", "peft_from_pretrained", "accelerate", ""},
+                        Want{"SL105_assign_before_optimizer_ok.py", "load_state_dict_assign", "fsdp1", ""},
+                        Want{"SL105_to_empty_before_optimizer_ok.py", "to_empty", "fsdp1", ""},
+                        Want{"SL105_peft_fabric_ok.py", "get_peft_model", "fabric", "1"},
+                        Want{"SL105_class_init_peft_in_setup_ok.py", "get_peft_model", "fsdp1", ""}}) {
+    INFO(w.file);
+    auto controls = controlsOf(fixture(w.file), "SL105");
+    REQUIRE(controls.size() == 1);
+    const Diagnostic& c = controls[0];
+    CHECK(c.facts.at("shape") == "params-replaced-before-optimizer");
+    CHECK(c.facts.at("replacement") == w.replacement);
+    CHECK(c.facts.at("wrap_api") == w.api);
+    CHECK(c.facts.at("use_orig_params") == "1");
+    CHECK((c.facts.count("joint") ? c.facts.at("joint") : std::string()) == w.joint);
+    CHECK(c.message.find("after `") != std::string::npos);
+    auto s = replaySpecFor(c);
+    REQUIRE(s);
+    CHECK(s->control);
+    CHECK(s->replacement == w.replacement);
+    CHECK(replaySupported(*s));
+  }
+  // Fine for a reason the replay does not model (the optimizer's groups refreshed, another model's adapters):
+  // no control.
+  CHECK(controlsOf(fixture("SL105_param_groups_refreshed_ok.py"), "SL105").empty());
+  CHECK(controlsOf(fixture("SL105_peft_other_model_ok.py"), "SL105").empty());
+  CHECK(controlsOf(fixture("SL105_resize_token_embeddings_ok.py"), "SL105").empty());
+
+  // SL201: one FSDP2 `prepare(model, optimizer)`; with FSDP1, the model prepared alone and the optimizer after.
+  auto fsdp2 = controlsOf(fixture("SL201_accelerate_fsdp2_separate_prepare_ok.py"), "SL201");
+  REQUIRE(fsdp2.size() == 1);
+  CHECK(fsdp2[0].facts.at("shape") == "optimizer-before-wrap");
+  CHECK(fsdp2[0].facts.at("wrap_api") == "accelerate");
+  CHECK(fsdp2[0].facts.at("fsdp_version") == "2");
+  CHECK(fsdp2[0].location.start.line + 1 == 14);  // policy, optimizer = accelerator.prepare(policy, optimizer)
+  auto fsdp1 = controlsOf(fixture("SL201_accelerate_fsdp1_separate_prepare_ok.py"), "SL201");
+  REQUIRE(fsdp1.size() == 1);
+  CHECK(fsdp1[0].facts.at("shape") == "separate-prepare");
+  CHECK(fsdp1[0].facts.at("fsdp_version") == "1");
+  CHECK(fsdp1[0].facts.at("use_orig_params") == "1");
+  auto s1 = replaySpecFor(fsdp1[0]);
+  REQUIRE(s1);
+  CHECK(replaySupported(*s1));
+  CHECK(replayProgram(*s1).find("model = accelerator.prepare(model)") != std::string::npos);
+
+  // SL202: FSDP on and the Trainer building its own optimizer; an optimizer with FSDP written off.
+  auto trainer = controlsOf(fixture("SL202_trainer_optimizers_fsdp_ok.py"), "SL202");
+  std::set<std::string> kinds;
+  for (const auto& c : trainer) {
+    auto s = replaySpecFor(c);
+    REQUIRE(s);
+    CHECK(replaySupported(*s));
+    kinds.insert(s->shape + "/" + s->fsdpFrom);
+  }
+  // no_fsdp (fsdp="") and fsdp_trainer_builds_its_own (no optimizers=); the arguments from the command line
+  // and the test expecting the error are not controls, nor is the subclass (SL202 does not follow Trainer
+  // subclasses' constructions).
+  CHECK(kinds == std::set<std::string>{"trainer-prebuilt-optimizer/off", "trainer-builds-optimizer/args"});
+  CHECK(trainer.size() == 2);
+  auto launched = controlsOf(project("trainer_launched_fsdp_ok"), "SL202");
+  REQUIRE(launched.size() == 1);
+  CHECK(launched[0].facts.at("shape") == "trainer-builds-optimizer");
+  CHECK(launched[0].facts.at("fsdp_from") == "launcher");
+  CHECK(launched[0].facts.at("fsdp_version") == "2");  // the config's fsdp_version
+  CHECK(launched[0].message.find("the accelerate config the script is launched with enables FSDP") !=
+        std::string::npos);
 }
 
 TEST_CASE("probe controls: SL104's controls name why the forward before the optimizer is fine", "[probe]") {

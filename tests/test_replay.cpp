@@ -188,6 +188,101 @@ std::vector<Case> supportedCases() {
                    {fsdp1Wrap + "ignored_modules=[model.head], use_orig_params=True, device_id=env.device_id)",
                     "optimizer = s.make_optimizer(model.parameters())", run},
                    {"fully_shard(", "ignored_params"}});
+  // SL201 with accelerate FSDP1 (a control): the model prepared alone, then the optimizer in its own call.
+  cases.push_back({spec("SL201", "separate-prepare", "accelerate", true, 1),
+                   {"plugin = FullyShardedDataParallelPlugin(use_orig_params=True, **rt.fsdp_version_kwargs(1))",
+                    "model = accelerator.prepare(model)", "optimizer = s.make_optimizer(model.parameters())",
+                    "optimizer = accelerator.prepare(optimizer)", accelRun},
+                   {"fsdp_version=2", "model, optimizer = accelerator.prepare"}});
+  // SL105: the optimizer, then the replacement, then the wrap (and the control's order: the replacement first).
+  auto replaced = [](const std::string& shape, const std::string& api, const std::string& how, bool joint = false,
+                     int version = 1) {
+    ReplaySpec s = spec("SL105", shape, api, true, version);
+    s.replacement = how;
+    s.joint = joint;
+    return s;
+  };
+  const std::string after = "params-replaced-after-optimizer", before = "params-replaced-before-optimizer";
+  cases.push_back({replaced(after, "accelerate", "get_peft_model", false, 2),
+                   {"s.require_torch(rt.compat.TORCH_MIN, \"accelerate FSDP\")",
+                    "s.require_peft(rt.compat.PEFT_MIN, \"get_peft_model on a custom nn.Module\")",
+                    "s.require_accelerate(rt.compat.ACCELERATE_MIN_FSDP2,", "plugin = FullyShardedDataParallelPlugin(fsdp_version=2)",
+                    "model = rt.build_standin()\n", "optimizer = s.make_optimizer(model.parameters())",
+                    "model = s.replace_parameters(model, \"get_peft_model\")", "s.phase(\"prepare\")",
+                    "model, optimizer = accelerator.prepare(model, optimizer)", accelRun},
+                   {"save_adapter", "build_standin_on_meta", "use_orig_params"}});
+  cases.push_back({replaced(after, "fsdp1", "peft_from_pretrained"),
+                   {"s.require_peft(rt.compat.PEFT_MIN, \"PeftModel.from_pretrained(..., is_trainable=True)\")",
+                    "model = rt.build_standin().to(env.device)", "adapter = s.save_adapter()",
+                    "optimizer = s.make_optimizer(model.parameters())",
+                    "model = s.replace_parameters(model, \"peft_from_pretrained\", adapter=adapter)",
+                    fsdp1Wrap + "use_orig_params=True, device_id=env.device_id)", run},
+                   {"build_standin_on_meta", "accelerate"}});
+  cases.push_back({replaced(after, "fsdp1", "to_empty"),
+                   {"model = rt.build_standin_on_meta()  # no storage until to_empty",
+                    "optimizer = s.make_optimizer(model.parameters())", "model = s.replace_parameters(model, \"to_empty\")",
+                    fsdp1Wrap + "use_orig_params=True", run},
+                   {"require_peft", "save_adapter", "rt.build_standin()"}});
+  cases.push_back({replaced(after, "fabric", "load_state_dict_assign", true),
+                   {"fabric.launch()", "model = rt.build_standin()\n", "optimizer = s.make_optimizer(model.parameters())",
+                    "model = s.replace_parameters(model, \"load_state_dict_assign\")", "s.phase(\"wrap\")",
+                    "model, optimizer = fabric.setup(model, optimizer)",
+                    "s.run_first_step(model, optimizer, device=fabric.device, backward=fabric.backward)"},
+                   {"setup_module", "setup_optimizers", "require_peft"}});
+  cases.push_back({replaced(after, "fully_shard", "get_peft_model"),
+                   {fsPrelude, "s.require_peft(", "optimizer = s.make_optimizer(model.parameters())",
+                    "model = s.replace_parameters(model, \"get_peft_model\")", "fully_shard(block, mesh=env.mesh)",
+                    "fully_shard(model, mesh=env.mesh)", run},
+                   {"accelerate"}});
+  cases.push_back({replaced(before, "accelerate", "to_empty", false, 2),
+                   {"model = rt.build_standin_on_meta()", "model = s.replace_parameters(model, \"to_empty\")",
+                    "optimizer = s.make_optimizer(model.parameters())",
+                    "model, optimizer = accelerator.prepare(model, optimizer)", accelRun},
+                   {"require_peft"}});
+  cases.push_back({replaced(before, "accelerate", "get_peft_model", false, 1),
+                   {"s.require_peft(", "plugin = FullyShardedDataParallelPlugin(use_orig_params=True, **rt.fsdp_version_kwargs(1))",
+                    "model = s.replace_parameters(model, \"get_peft_model\")",
+                    "optimizer = s.make_optimizer(model.parameters())",
+                    "model, optimizer = accelerator.prepare(model, optimizer)", accelRun},
+                   {"fsdp_version=2"}});
+  cases.push_back({replaced(before, "fabric", "get_peft_model"),
+                   {"model = s.replace_parameters(model, \"get_peft_model\")", "optimizer = s.make_optimizer(model.parameters())",
+                    "model = fabric.setup_module(model)", "optimizer = fabric.setup_optimizers(optimizer)"},
+                   {"fabric.setup(model, optimizer)"}});
+  // SL202: transformers' Trainer; FSDP from its arguments, from the launcher's environment, or off.
+  auto trainer = [](const std::string& shape, const std::string& from, int version = 2) {
+    ReplaySpec s = spec("SL202", shape, "trainer", false, version);
+    s.fsdpFrom = from;
+    return s;
+  };
+  const std::string prelude = "s.require_transformers(rt.compat.TRANSFORMERS_MIN,";
+  const std::string given = "trainer = Trainer(model=model, args=args, train_dataset=rt.trainer_dataset(), "
+                            "optimizers=(optimizer, None))";
+  cases.push_back({trainer("trainer-prebuilt-optimizer", "args"),
+                   {"s.require_torch(rt.compat.TORCH_MIN, \"transformers Trainer with FSDP\")", prelude,
+                    "env = s.init_distributed()", "s.trainer_fsdp_on_cpu()", "from transformers import Trainer",
+                    "model = rt.trainer_standin()", "optimizer = s.make_optimizer(model.parameters())",
+                    "args = rt.trainer_arguments(env, fsdp=\"full_shard\")", "s.phase(\"trainer\")", given,
+                    "s.run_trainer_first_step(trainer)"},
+                   {"launched_with_fsdp", "Accelerator("}});
+  cases.push_back({trainer("trainer-prebuilt-optimizer", "launcher"),
+                   {prelude, "env = s.init_distributed()", "s.launched_with_fsdp(2)", "s.trainer_fsdp_on_cpu()",
+                    "optimizer = s.make_optimizer(model.parameters())", "args = rt.trainer_arguments(env, fsdp=None)", given,
+                    "s.run_trainer_first_step(trainer)"},
+                   {"full_shard"}});
+  cases.push_back({trainer("trainer-prebuilt-optimizer", "off"),
+                   {prelude, "optimizer = s.make_optimizer(model.parameters())",
+                    "args = rt.trainer_arguments(env, fsdp=\"\")  # FSDP off", given, "s.run_trainer_first_step(trainer)"},
+                   {"launched_with_fsdp", "full_shard"}});
+  cases.push_back({trainer("trainer-builds-optimizer", "args"),
+                   {prelude, "model = rt.trainer_standin()", "args = rt.trainer_arguments(env, fsdp=\"full_shard\")",
+                    "trainer = Trainer(model=model, args=args, train_dataset=rt.trainer_dataset())",
+                    "s.run_trainer_first_step(trainer)"},
+                   {"make_optimizer", "optimizers=("}});
+  cases.push_back({trainer("trainer-builds-optimizer", "launcher", 1),
+                   {prelude, "s.launched_with_fsdp(1)", "args = rt.trainer_arguments(env, fsdp=None)",
+                    "trainer = Trainer(model=model, args=args, train_dataset=rt.trainer_dataset())"},
+                   {"make_optimizer", "optimizers=("}});
   // SL104: a forward pass between fully_shard and the optimizer (which modules keep their unsharded
   // parameters: the root by default, blocks with reshard_after_forward=False), and its controls.
   const std::string forward = "with torch.no_grad():\n        model(inputs)";
@@ -248,9 +343,10 @@ void requirePython() {
 // snake_case, then the extras.
 const std::set<std::string> kReportKeys = {
     "schema", "rank", "world_size", "backend", "torch_version", "accelerate_version", "reached_step",
-    "stale_optimizer_entries", "unmanaged_entries", "params_changed", "diverged", "exception_type",
-    "exception_message", "elapsed_seconds", "events", "finding", "mode", "phase", "optimizer_class",
-    "optimizer_entries", "unmanaged_names", "probe_error", "notes"};
+    "stale_optimizer_entries", "unmanaged_entries", "params_changed", "diverged", "trainable_params",
+    "trainable_not_optimized", "exception_type", "exception_message", "elapsed_seconds", "events", "finding", "mode",
+    "phase", "optimizer_class", "optimizer_entries", "unmanaged_names", "trainable_not_optimized_names", "probe_error",
+    "notes"};
 
 std::set<std::string> keysOf(const json& j) {
   std::set<std::string> keys;
@@ -269,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 16);
+  CHECK(replayShapes().size() == 19);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -299,6 +395,7 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "blocks-without-root/fully_shard", "ignored-trainable/fully_shard",
                                            "ignored-trainable/fsdp1", "separate-prepare/accelerate",
                                            "prepare-model/accelerate", "trainer-prebuilt-optimizer/trainer",
+                                           "trainer-builds-optimizer/trainer",
                                            "forward-before-optimizer/fully_shard",
                                            "forward-before-optimizer-blocks-kept/fully_shard",
                                            "forward-before-optimizer-all-kept/fully_shard",
@@ -315,6 +412,30 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
   CHECK(why.find("fsdp_version") != std::string::npos);
   // fsdpVersion matters only for accelerate.
   CHECK(replaySupported(spec("SL101", "optimizer-before-wrap", "fully_shard", false, 0)));
+  // SL105's shapes need a known replacement, and replay it with every wrap API but the Trainer.
+  for (const std::string shape : {"params-replaced-after-optimizer", "params-replaced-before-optimizer"}) {
+    for (const std::string how : {"get_peft_model", "peft_from_pretrained", "to_empty", "load_state_dict_assign"}) {
+      for (const auto& api : replayWrapApis()) {
+        ReplaySpec s = spec("SL105", shape, api, true, 1);
+        s.replacement = how;
+        INFO(shape << " " << how << " " << api);
+        CHECK(replaySupported(s) == (api != "trainer"));
+      }
+    }
+    ReplaySpec none = spec("SL105", shape, "fsdp1", true, 1);
+    CHECK_FALSE(replaySupported(none, &why));
+    none.replacement = "resize_token_embeddings";
+    CHECK_FALSE(replaySupported(none, &why));
+  }
+  // The Trainer's FSDP: from its arguments, the launcher, or off; a Trainer building its own optimizer
+  // without FSDP is nothing SL202 is about.
+  ReplaySpec t = spec("SL202", "trainer-builds-optimizer", "trainer");
+  t.fsdpFrom = "off";
+  CHECK_FALSE(replaySupported(t));
+  t.shape = "trainer-prebuilt-optimizer";
+  CHECK(replaySupported(t));
+  t.fsdpFrom = "deepspeed";
+  CHECK_FALSE(replaySupported(t));
 }
 
 TEST_CASE("replay: every program has its calls in order and compiles", "[probe][replay]") {
@@ -352,7 +473,7 @@ TEST_CASE("replay: every program has its calls in order and compiles", "[probe][
     INFO(program << "\n" << r.out);
     CHECK(r.code == 0);
   }
-  CHECK(index == 28);
+  CHECK(index == 42);
 }
 
 TEST_CASE("replay: the finding and the optimizer are Python literals", "[probe][replay]") {

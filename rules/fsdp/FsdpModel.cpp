@@ -885,60 +885,40 @@ bool FsdpCallModel::onCall(CallSite& site) {
       for (ObjId c : *pair)
         if (st.obj(c).kind == ObjKind::Container && !st.obj(c).elements().empty())
           noteOptimizerUse(st, st.obj(c).elements()[0], 0, true);
-      noteTrainerOptimizers(site, *pair);
+      noteTrainerOptimizers(site, pair);
+    } else if (!site.splat) {
+      noteTrainerOptimizers(site, nullptr);  // the Trainer builds its own optimizer (SL202's controls only)
     }
   }
   noteOptimizerUses(site);
   return false;
 }
 
-void FsdpCallModel::noteTrainerOptimizers(CallSite& site, const ValueSet& pair) {
-  // SL202: `Trainer(..., optimizers=(opt, sched))` where FSDP is on raises in `Trainer.__init__` when
-  // either is not None. What is passed: the tuple's elements, each a value that is not the constant None.
+// Where FSDP is enabled for a Trainer call: "args" (its TrainingArguments say so), "config" (the accelerate config
+// the script is launched with), else ""; `setting` is the arguments' own ("on", "off", "?"; "" without arguments),
+// and `attrs` gets what the finding or the control names. `callerValues`: ask for the caller's arguments when the
+// analysis cannot read them here (findings only).
+std::string FsdpCallModel::trainerFsdpFrom(CallSite& site, std::map<std::string, std::string, std::less<>>& attrs,
+                                           std::string& setting, bool callerValues) {
   Store& st = site.in.store();
-  bool optimizer = false, scheduler = false, known = false;
-  for (ObjId c : pair) {
-    const Obj& co = st.obj(c);
-    if (co.kind != ObjKind::Container || co.elements().size() != 2) continue;
-    known = true;
-    // A parameter's value is the caller's (it may pass None): not counted here, and the summary is
-    // interpreted at each call instead.
-    auto passed = [&](const ValueSet& vs) {
-      site.in.needsCallerValue(vs);
-      return std::any_of(vs.begin(), vs.end(), [&](ObjId v) {
-        const Obj& o = st.obj(v);
-        ObjKind rk = st.obj(st.rootOf(v)).kind;
-        return !(o.kind == ObjKind::Literal && o.name == "None") && rk != ObjKind::Arg && rk != ObjKind::Global;
-      });
-    };
-    optimizer = optimizer || passed(co.elements()[0]);
-    scheduler = scheduler || passed(co.elements()[1]);
-  }
-  if (!known) {
-    site.in.needsCallerValue(pair);  // a caller may pass the tuple
-    return;
-  }
-  if (!optimizer && !scheduler) return;
-  std::map<std::string, std::string, std::less<>> attrs;
-  attrs["passed"] = optimizer && scheduler ? "an optimizer and a scheduler" : optimizer ? "an optimizer" : "a scheduler";
-  // FSDP on: by the arguments, else by the accelerate config the script is launched with.
   std::string from;
+  setting.clear();
   if (const ValueSet* args = site.arg(1, "args")) {
-    std::string setting;
     for (ObjId a : *args) {
       const Obj& ao = st.obj(a);
       std::string one = ao.hasTag("training_args") ? std::string(ao.tag("trainer_fsdp")) : "?";
       if (!setting.empty() && setting != one) one = "?";
       setting = one;
-      if (one == "on") {
+      if (one == "on" || one == "off") {
         attrs["fsdp_text"] = std::string(ao.tag("trainer_fsdp_text"));
         attrs["fsdp_at"] = std::string(ao.tag("trainer_fsdp_at"));
+      }
+      if (one == "on")
         attrs["args_at"] = std::to_string(ao.origin.file) + ":" + std::to_string(ao.origin.range.begin) + "-" +
                            std::to_string(ao.origin.range.end);
-      }
     }
     if (setting == "on") from = "args";
-    else site.in.needsCallerValue(*args);  // a caller may pass arguments that enable FSDP
+    else if (callerValues) site.in.needsCallerValue(*args);  // a caller may pass arguments that enable FSDP
   }
   if (from.empty()) {
     auto fact = [&](const char* k) {
@@ -949,14 +929,66 @@ void FsdpCallModel::noteTrainerOptimizers(CallSite& site, const ValueSet& pair) 
       from = "config";
       for (const char* k : {"config", "config_line", "config_col"})
         if (!fact(k).empty()) attrs[k] = fact(k);
+      attrs["fsdp_version"] = fact("accelerate_fsdp");
     }
   }
-  if (from.empty()) return;
-  attrs["fsdp_from"] = from;
+  return from;
+}
+
+void FsdpCallModel::noteTrainerOptimizers(CallSite& site, const ValueSet* pair) {
+  // SL202: `Trainer(..., optimizers=(opt, sched))` where FSDP is on raises in `Trainer.__init__` when
+  // either is not None. What is passed: the tuple's elements, each a value that is not the constant None.
+  // Without `optimizers=` (or with `(None, None)`) nothing is passed.
+  Store& st = site.in.store();
+  bool optimizer = false, scheduler = false, known = pair == nullptr, unsure = false;
+  for (ObjId c : pair ? *pair : ValueSet{}) {
+    const Obj& co = st.obj(c);
+    if (co.kind != ObjKind::Container || co.elements().size() != 2) continue;
+    known = true;
+    // A parameter's value is the caller's (it may pass None): not counted here, and the summary is
+    // interpreted at each call instead.
+    auto passed = [&](const ValueSet& vs) {
+      site.in.needsCallerValue(vs);
+      return std::any_of(vs.begin(), vs.end(), [&](ObjId v) {
+        const Obj& o = st.obj(v);
+        ObjKind rk = st.obj(st.rootOf(v)).kind;
+        if (rk == ObjKind::Arg || rk == ObjKind::Global) unsure = true;
+        return !(o.kind == ObjKind::Literal && o.name == "None") && rk != ObjKind::Arg && rk != ObjKind::Global;
+      });
+    };
+    optimizer = optimizer || passed(co.elements()[0]);
+    scheduler = scheduler || passed(co.elements()[1]);
+  }
+  if (!known) {
+    site.in.needsCallerValue(*pair);  // a caller may pass the tuple
+    return;
+  }
+  std::map<std::string, std::string, std::less<>> attrs;
   attrs["call"] = calleeText(site);
+  std::string setting;
+  if (!optimizer && !scheduler) {
+    // A control of SL202 (`shardlint probe --controls`): FSDP on and the Trainer left to build its own optimizer.
+    if (unsure || site.splat || trainerFsdpFrom(site, attrs, setting, false).empty()) return;
+    attrs["kind"] = "own";
+    attrs["fsdp_from"] = setting == "on" ? "args" : "config";
+    site.in.domainEvent("trainer_control", kNoObj, site.origin, std::move(attrs));
+    return;
+  }
+  attrs["passed"] = optimizer && scheduler ? "an optimizer and a scheduler" : optimizer ? "an optimizer" : "a scheduler";
+  // FSDP on: by the arguments, else by the accelerate config the script is launched with.
+  std::string from = trainerFsdpFrom(site, attrs, setting, true);
   semantic::Origin at = site.origin;
   for (size_t i = 0; i < site.kwargs.size() && i < site.kwargOrigins.size(); ++i)
     if (site.kwargs[i].first == "optimizers") at = site.kwargOrigins[i];
+  if (from.empty()) {
+    // A control: an optimizer handed over while the arguments turn FSDP off as written (`fsdp=""`), no config on.
+    if (setting == "off" && !attrs["fsdp_text"].empty() && !site.splat) {
+      attrs["kind"] = "off";
+      site.in.domainEvent("trainer_control", kNoObj, at, std::move(attrs));
+    }
+    return;
+  }
+  attrs["fsdp_from"] = from;
   site.in.domainEvent("trainer_optimizers", kNoObj, at, std::move(attrs));
 }
 

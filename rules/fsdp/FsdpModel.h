@@ -33,8 +33,12 @@ class FsdpCallModel final : public semantic::CallModel {
   }
 
  private:
-  // SL202's fact: a Trainer given `optimizers=` while FSDP is on (a "trainer_optimizers" event).
-  void noteTrainerOptimizers(semantic::CallSite& site, const ValueSet& pair);
+  // SL202's fact: a Trainer given `optimizers=` while FSDP is on (a "trainer_optimizers" event); `pair` null when
+  // the call has no `optimizers=`. Its controls: FSDP on and no optimizer passed, or an optimizer passed with
+  // FSDP written off in the arguments (a "trainer_control" event, kind "own" or "off").
+  void noteTrainerOptimizers(semantic::CallSite& site, const ValueSet* pair);
+  std::string trainerFsdpFrom(semantic::CallSite& site, std::map<std::string, std::string, std::less<>>& attrs,
+                              std::string& setting, bool callerValues);
   std::map<std::string, std::string> facts_;  // from a linked accelerate config
 };
 

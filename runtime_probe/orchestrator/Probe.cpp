@@ -109,7 +109,7 @@ std::string_view verdictName(Verdict v) {
 }
 
 bool probedCode(std::string_view code) {
-  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL104" || code == "SL201" ||
+  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL104" || code == "SL105" || code == "SL201" ||
          code == "SL202" || code == "SL402";
 }
 
@@ -149,7 +149,8 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     if (whyNot) *whyNot = std::move(why);
     return std::nullopt;
   };
-  if (!probedCode(d.code)) return fail(d.code + " is not a rule the probe tests (SL101-SL104, SL201, SL202, SL402)");
+  if (!probedCode(d.code))
+    return fail(d.code + " is not a rule the probe tests (SL101-SL105, SL201, SL202, SL402)");
   ReplaySpec s;
   s.code = d.code;
   s.path = d.location.path;
@@ -170,6 +171,8 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     s.fsdpVersion = fact("fsdp_version") == "1" ? 1 : 2;
     s.useOrigParams = fact("use_orig_params") == "1";
     s.joint = fact("joint") == "1";
+    s.replacement = fact("replacement");
+    if (!fact("fsdp_from").empty()) s.fsdpFrom = fact("fsdp_from");
     s.control = true;
     if (s.shape.empty() || s.wrapApi.empty()) return fail("the control names no shape or wrap API");
   } else if (d.code == "SL104") {
@@ -191,9 +194,49 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     else if (contains(text, "prepared in a call of its own")) s.shape = "separate-prepare";
     else return fail("cannot tell the shape of this SL201 finding from its message");
   } else if (d.code == "SL202") {
-    // transformers' Trainer refuses `optimizers=` when FSDP is on (needs transformers on the rank).
+    // transformers' Trainer refuses `optimizers=` when FSDP is on (needs transformers on the rank): FSDP from
+    // the TrainingArguments, or from the accelerate config the script is launched with.
     s.wrapApi = "trainer";
     s.shape = "trainer-prebuilt-optimizer";
+    s.fsdpFrom = contains(text, "the accelerate config the script is launched with") ? "launcher" : "args";
+  } else if (d.code == "SL105") {
+    // The parameters are replaced after the optimizer was built, then the model is wrapped in a way that
+    // keeps (or re-points) the parameters it is given: the message names the replacement and the wrap.
+    s.shape = "params-replaced-after-optimizer";
+    if (contains(text, "`PeftModel.from_pretrained")) s.replacement = "peft_from_pretrained";
+    else if (contains(text, "`get_peft_model`")) s.replacement = "get_peft_model";
+    else if (contains(text, "`to_empty`")) s.replacement = "to_empty";
+    else if (contains(text, "`load_state_dict(..., assign=True)`")) s.replacement = "load_state_dict_assign";
+    else return fail("cannot tell how this SL105 finding replaces the parameters from its message");
+    // SL105 leaves the wraps that make the optimizer stale by themselves (use_orig_params=False) to SL101 and
+    // SL402: FSDP1 and accelerate FSDP1 are replayed with use_orig_params=True, as are Fabric (Lightning 2.1+'s
+    // default) and a use_orig_params the analysis could not read.
+    s.useOrigParams = true;
+    if (contains(text, "accelerate FSDP2 `prepare`")) {
+      s.wrapApi = "accelerate";
+      s.fsdpVersion = 2;
+    } else if (contains(text, "after accelerate FSDP1 `prepare` wraps")) {
+      s.wrapApi = "accelerate";
+      s.fsdpVersion = 1;
+    } else if (contains(text, "after FSDP1 `FullyShardedDataParallel` wraps")) {
+      s.wrapApi = "fsdp1";
+      s.fsdpVersion = 1;
+    } else if (contains(text, "after FSDP2 `fully_shard` wraps")) {
+      s.wrapApi = "fully_shard";
+    } else if (contains(text, "after Fabric FSDP `setup_module` wraps")) {
+      s.wrapApi = "fabric";
+      s.fsdpVersion = 1;
+      // `fabric.setup(model, optimizer)` (joint) or `setup_module`: the note at the wrap says which.
+      for (const auto& n : d.notes) {
+        if (n.message != "the model is wrapped here" || n.location.path != d.location.path) continue;
+        size_t b = n.location.range.begin, e = n.location.range.end;
+        if (e <= b || e > source.size()) continue;
+        std::string call = source.substr(b, e - b);
+        s.joint = contains(call, ".setup(");
+      }
+    } else {
+      return fail("cannot tell which FSDP API the finding is about from its message");
+    }
   } else if (d.code == "SL402") {
     // accelerate FSDP1 with use_orig_params false (the plugin's default or the config's) and an
     // optimizer built before prepare: SL101's accelerate FSDP1 replay, judged like SL101.
@@ -1094,6 +1137,13 @@ std::optional<RankReport> parseRankReport(const std::string& text, std::string* 
   num("unmanaged_entries", r.unmanagedEntries);
   optBool("params_changed", r.paramsChanged);
   optBool("diverged", r.diverged);
+  if (const json* v = field("trainable_params", &json::is_number_integer, "an integer")) r.trainableParams = v->get<int>();
+  if (const json* v = field("trainable_not_optimized", &json::is_number_integer, "an integer"))
+    r.trainableNotOptimized = v->get<int>();
+  if (const json* v = field("trainable_not_optimized_names", &json::is_array, "a list")) {
+    for (const auto& n : *v)
+      if (n.is_string() && r.trainableNotOptimizedNames.size() < 32) r.trainableNotOptimizedNames.push_back(n.get<std::string>());
+  }
   str("exception_type", r.exceptionType);
   str("exception_message", r.exceptionMessage);
   num("elapsed_seconds", r.elapsedSeconds);
@@ -1167,6 +1217,11 @@ bool isSeparatePrepareError(const RankReport& r) {
 bool isTrainerOptimizersError(const RankReport& r) {
   return contains(r.exceptionMessage, "Passing `optimizers` is not allowed") ||
          contains(r.exceptionMessage, "Passing optimizers is not allowed");
+}
+// Lightning Fabric's joint `setup(model, optimizer)` refuses an optimizer still holding meta-device tensors
+// (parameters materialised by to_empty after it was built): SL105's bug, caught by the framework.
+bool isFabricMetaOptimizerError(const RankReport& r) {
+  return contains(r.exceptionMessage, "optimizer has references to the model's meta-device parameters");
 }
 bool isSl101FrameworkError(const RankReport& r) {
   return contains(r.exceptionMessage, "FlatParameter") || isMixedDTensor(r) || isShardedKeyError(r) ||
@@ -1276,6 +1331,9 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
 
   // Signals over all ranks.
   int stale = 0, unmanaged = 0, staleRank = -1, unmanagedRank = -1, reached = 0;
+  int untrained = 0, untrainedRank = -1, trainable = 0;  // SL105: trainable parameters in no param group
+  bool trainableKnown = false;
+  const RankReport* untrainedReport = nullptr;
   std::optional<int> unchangedRank, divergedRank;
   bool changedKnown = false, divergenceKnown = false;
   const RankReport* keyError = nullptr;
@@ -1287,6 +1345,12 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
     if (r.reachedStep) ++reached;
     if (r.staleOptimizerEntries > stale) stale = r.staleOptimizerEntries, staleRank = r.rank;
     if (r.unmanagedEntries > unmanaged) unmanaged = r.unmanagedEntries, unmanagedRank = r.rank;
+    if (r.trainableParams && r.trainableNotOptimized) {
+      trainableKnown = true;
+      trainable = std::max(trainable, *r.trainableParams);
+      if (*r.trainableNotOptimized > untrained)
+        untrained = *r.trainableNotOptimized, untrainedRank = r.rank, untrainedReport = &r;
+    }
     if (r.paramsChanged.has_value()) {
       changedKnown = true;
       if (!*r.paramsChanged && !unchangedRank) unchangedRank = r.rank;
@@ -1325,6 +1389,28 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
     if (divergedRank)
       confirm.push_back("ranks disagree on the unmanaged parameters after the step (world size " +
                         std::to_string(std::max(res.worldSize, expected)) + ")");
+  } else if (code == "SL105") {
+    if (untrainedReport) {
+      const RankReport& u = *untrainedReport;
+      int of = u.trainableParams.value_or(untrained);
+      std::string which = untrained == of
+                              ? "the optimizer held none of the model's " + plural(of, "trainable parameter", "trainable parameters")
+                              : std::to_string(untrained) + " of the model's " + std::to_string(of) +
+                                    " trainable parameters are in no param group of the optimizer";
+      std::string names;
+      for (size_t k = 0; k < u.trainableNotOptimizedNames.size() && k < 2; ++k)
+        names += (k ? ", " : "") + u.trainableNotOptimizedNames[k];
+      if (u.trainableNotOptimizedNames.size() > 2) names += ", ...";
+      confirm.push_back(which + " (rank " + std::to_string(untrainedRank) + (names.empty() ? "" : ": " + names) + ")");
+      if (unchangedRank && reached > 0)
+        confirm.push_back("optimizer.step() left the model's parameters unchanged" + onRank(*unchangedRank));
+    }
+    if (keyError) confirm.push_back("accelerate raised " + exceptionText(*keyError) + onRank(keyError->rank));
+    for (const auto& r : reports)
+      if (isFabricMetaOptimizerError(r)) {
+        confirm.push_back("Lightning Fabric raised " + exceptionText(r) + onRank(r.rank));
+        break;
+      }
   } else if (code == "SL104") {
     if (stale + unmanaged > 0)
       confirm.push_back("after the first step the optimizer held " +
@@ -1401,6 +1487,12 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
   if (code == "SL201" || code == "SL202") {
     facts.push_back(code == "SL201" ? "accelerate's prepare raised no ValueError"
                                     : "the Trainer raised no RuntimeError for the optimizers");
+  } else if (code == "SL105") {
+    facts.push_back(trainableKnown ? "the optimizer held all " + plural(trainable, "trainable parameter", "trainable parameters") +
+                                         " of the model"
+                                   : "the trainable parameters the optimizer holds were not counted");
+    facts.push_back(changedKnown ? (unchangedRank ? "the step left the parameters unchanged" : "the step changed the parameters")
+                                 : "parameter change not measured");
   } else if (code == "SL104") {
     facts.push_back(plural(stale + unmanaged, "optimizer entry", "optimizer entries") +
                     " outside the model's sharded parameters");
@@ -1477,8 +1569,13 @@ json verdictObject(const ProbeResult& r) {
     const ReplaySpec& s = *r.replay;
     j["replay"] = {{"shape", s.shape},
                    {"wrap_api", s.wrapApi},
-                   {"use_orig_params", s.wrapApi == "fully_shard" ? json(nullptr) : json(s.useOrigParams)},
-                   {"fsdp_version", s.wrapApi == "accelerate" ? json(s.fsdpVersion) : json(nullptr)},
+                   {"use_orig_params", s.wrapApi == "fully_shard" || s.wrapApi == "trainer" ? json(nullptr) : json(s.useOrigParams)},
+                   {"fsdp_version", s.wrapApi == "accelerate" || (s.wrapApi == "trainer" && s.fsdpFrom == "launcher")
+                                        ? json(s.fsdpVersion)
+                                        : json(nullptr)},
+                   {"joint", s.wrapApi == "fabric" ? json(s.joint) : json(nullptr)},
+                   {"replacement", s.replacement.empty() ? json(nullptr) : json(s.replacement)},
+                   {"fsdp_from", s.wrapApi == "trainer" ? json(s.fsdpFrom) : json(nullptr)},
                    {"optimizer", s.optimizer},
                    {"shared_with", r.sharedWith.empty() ? json(nullptr) : json(r.sharedWith)}};
   }
@@ -1834,7 +1931,8 @@ int Session::run(std::vector<Diagnostic>& diags) {
   for (size_t i = 0; i < diags.size(); ++i)
     if (probedCode(diags[i].code)) probed.push_back(i);
   if (probed.empty()) {
-    log_ << "shardlint probe: no SL101, SL102, SL103, SL104, SL201, SL202 or SL402 finding" << (controls_.empty() ? "" : " or control")
+    log_ << "shardlint probe: no SL101, SL102, SL103, SL104, SL105, SL201, SL202 or SL402 finding"
+         << (controls_.empty() ? "" : " or control")
          << " to probe\n";
     return 0;
   }
@@ -2018,7 +2116,8 @@ int Session::run(std::vector<Diagnostic>& diags) {
   // pass once run (script mode runs it once for all findings).
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
                       const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
-    if (!choice.divergenceOnGloo || code == "SL101" || code == "SL104" || code == "SL402" || code == "SL201" || code == "SL202" || first.verdict == Verdict::Confirmed ||
+    if (!choice.divergenceOnGloo || code == "SL101" || code == "SL104" || code == "SL402" || code == "SL105" ||
+        code == "SL201" || code == "SL202" || first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;
     if (!g) {
@@ -2063,7 +2162,8 @@ int Session::run(std::vector<Diagnostic>& diags) {
     std::map<std::string, std::pair<size_t, std::string>> ranReplays;  // key -> (finding index, "path:line")
     auto replayKey = [](const ReplaySpec& s) {
       return s.code + "|" + s.shape + "|" + s.wrapApi + "|" + (s.useOrigParams ? "1" : "0") + "|" +
-             std::to_string(s.fsdpVersion) + "|" + (s.joint ? "joint|" : "|") + s.optimizer;
+             std::to_string(s.fsdpVersion) + "|" + (s.joint ? "joint|" : "|") + s.replacement + "|" + s.fsdpFrom +
+             "|" + s.optimizer;
     };
     for (size_t i : probed) {
       if (gInterrupted) break;

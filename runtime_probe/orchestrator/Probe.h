@@ -20,7 +20,7 @@ std::string_view verdictName(Verdict v);
 
 // ---- What to replay -------------------------------------------------------------------------
 
-// Whether the probe tests findings of this rule (SL101, SL102, SL103).
+// Whether the probe tests findings of this rule (SL101, SL102, SL103, SL105, SL201, SL202, SL402).
 bool probedCode(std::string_view code);
 
 // The replay spec of one finding, from its code, its message and notes, and the source text at

@@ -82,12 +82,19 @@ std::string shapeText(const std::string& shape) {
   if (shape == "stray-param-before-prepare")
     return "a free nn.Parameter sits in the optimizer's param groups when model and optimizer are prepared together";
   if (shape == "separate-prepare")
-    return "with accelerate FSDP2 the model is prepared alone, then an optimizer built from it is prepared in a "
-           "second call";
+    return "the model is prepared alone, then an optimizer built from it is prepared in a second call";
   if (shape == "prepare-model") return "with accelerate FSDP2 the model is prepared with Accelerator.prepare_model";
   if (shape == "trainer-prebuilt-optimizer")
-    return "transformers' Trainer is given a pre-built optimizer (optimizers=(opt, None)) while its "
-           "TrainingArguments enable FSDP";
+    return "transformers' Trainer is given a pre-built optimizer (optimizers=(opt, None))";
+  if (shape == "trainer-builds-optimizer")
+    return "transformers' Trainer builds its own optimizer (no optimizers=) and trains one step (a control: the rules "
+           "found this correct)";
+  if (shape == "params-replaced-after-optimizer")
+    return "the optimizer is built from the model's parameters, then the parameters are replaced, then the model is "
+           "wrapped";
+  if (shape == "params-replaced-before-optimizer")
+    return "the parameters are replaced first, then the optimizer is built from the model and the model is wrapped "
+           "(a control: the rules found this correct)";
   if (shape == "forward-before-optimizer")
     return "fully_shard on the blocks and the root (reshard_after_forward not given), a forward pass, then the "
            "optimizer is built from the model's parameters";
@@ -180,6 +187,94 @@ std::string fsdp1Wrap(const ReplaySpec& spec, bool ignoreHead) {
 
 const char* kAccelerateStep =
     "s.run_first_step(model, optimizer, device=accelerator.device, backward=accelerator.backward)";
+
+// The prelude of `spec`'s wrap API (builds `model`; `env`, and `accelerator` or `fabric` where they apply).
+void preludeFor(Lines& b, const ReplaySpec& spec) {
+  if (spec.wrapApi == "fully_shard") fullyShardPrelude(b, false);
+  else if (spec.wrapApi == "fsdp1") fsdp1Prelude(b);
+  else if (spec.wrapApi == "fabric") fabricPrelude(b, spec);
+  else acceleratePrelude(b, spec);
+}
+
+// Wraps `model` with `spec`'s API, handing it `optimizer` where the API takes both, and runs the first step.
+void wrapAndStep(Lines& b, const ReplaySpec& spec) {
+  const std::string& api = spec.wrapApi;
+  if (api == "fully_shard") {
+    b.push_back("s.phase(\"wrap\")");
+    shardBlocks(b);
+    b.push_back("fully_shard(model, mesh=env.mesh)");
+    b.push_back("s.run_first_step(model, optimizer)");
+  } else if (api == "fsdp1") {
+    b.push_back("s.phase(\"wrap\")");
+    b.push_back(fsdp1Wrap(spec, false));
+    b.push_back("s.run_first_step(model, optimizer)");
+  } else if (api == "fabric" && spec.joint) {
+    b.push_back("s.phase(\"wrap\")");
+    b.push_back("model, optimizer = fabric.setup(model, optimizer)");
+    b.push_back("s.run_first_step(model, optimizer, device=fabric.device, backward=fabric.backward)");
+  } else if (api == "fabric") {
+    b.push_back("s.phase(\"wrap\")");
+    b.push_back("model = fabric.setup_module(model)");
+    b.push_back("optimizer = fabric.setup_optimizers(optimizer)");
+    b.push_back("s.run_first_step(model, optimizer, device=fabric.device, backward=fabric.backward)");
+  } else {
+    b.push_back("s.phase(\"prepare\")");
+    b.push_back("model, optimizer = accelerator.prepare(model, optimizer)");
+    b.push_back(kAccelerateStep);
+  }
+}
+
+// SL105: the replacement's call, as a comment and the program line.
+void replaceParams(Lines& b, const ReplaySpec& spec) {
+  const std::string& how = spec.replacement;
+  if (how == "get_peft_model")
+    b.push_back("# get_peft_model: PEFT freezes the base weights and adds LoRA adapters (new parameters).");
+  else if (how == "peft_from_pretrained")
+    b.push_back("# PeftModel.from_pretrained(..., is_trainable=True): frozen base weights, the saved adapters added.");
+  else if (how == "to_empty")
+    b.push_back("# to_empty: every parameter becomes a new tensor (the stand-in's weights are then copied in).");
+  else
+    b.push_back("# load_state_dict(..., assign=True): the loaded tensors become the parameters.");
+  b.push_back("model = s.replace_parameters(model, " + pythonStringLiteral(how) +
+              (how == "peft_from_pretrained" ? ", adapter=adapter)" : ")"));
+}
+
+// SL105's prelude: the API's, plus PEFT where the replacement needs it, a saved adapter, and for to_empty a
+// model built on the meta device.
+void replacedPrelude(Lines& b, const ReplaySpec& spec) {
+  preludeFor(b, spec);
+  bool peft = spec.replacement == "get_peft_model" || spec.replacement == "peft_from_pretrained";
+  if (peft)
+    b.insert(b.begin() + 1, "s.require_peft(rt.compat.PEFT_MIN, " +
+                                pythonStringLiteral(spec.replacement == "get_peft_model"
+                                                        ? "get_peft_model on a custom nn.Module"
+                                                        : "PeftModel.from_pretrained(..., is_trainable=True)") +
+                                ")");
+  if (spec.replacement == "to_empty")
+    for (auto& line : b)
+      if (line.rfind("model = rt.build_standin()", 0) == 0)
+        line = "model = rt.build_standin_on_meta()  # no storage until to_empty";
+  if (spec.replacement == "peft_from_pretrained")
+    b.push_back("adapter = s.save_adapter()  # a LoRA adapter of the stand-in, saved by PEFT for from_pretrained");
+}
+
+// The Trainer shapes (SL202): the process group, FSDP from where the spec says, the Trainer's model.
+void trainerPrelude(Lines& b, const ReplaySpec& spec) {
+  b.push_back("s.require_torch(rt.compat.TORCH_MIN, \"transformers Trainer with FSDP\")");
+  b.push_back("s.require_transformers(rt.compat.TRANSFORMERS_MIN, \"Trainer(optimizers=...) with fsdp\")");
+  b.push_back("env = s.init_distributed()  # the process group the Trainer's accelerator then uses");
+  if (spec.fsdpFrom == "launcher")
+    b.push_back("s.launched_with_fsdp(" + std::to_string(spec.fsdpVersion) + ")");
+  b.push_back("s.trainer_fsdp_on_cpu()  # gloo only: the Trainer's Accelerator enables FSDP as it does on GPUs");
+  b.push_back("from transformers import Trainer");
+  b.push_back("model = rt.trainer_standin()");
+}
+
+std::string trainerArguments(const ReplaySpec& spec) {
+  if (spec.fsdpFrom == "args") return "args = rt.trainer_arguments(env, fsdp=\"full_shard\")";
+  if (spec.fsdpFrom == "off") return "args = rt.trainer_arguments(env, fsdp=\"\")  # FSDP off";
+  return "args = rt.trainer_arguments(env, fsdp=None)  # FSDP comes from the launcher's environment";
+}
 
 Lines body(const ReplaySpec& spec) {
   Lines b;
@@ -317,19 +412,36 @@ Lines body(const ReplaySpec& spec) {
     b.push_back("optimizer = accelerator.prepare_optimizer(optimizer)");
     b.push_back(kAccelerateStep);
   } else if (shape == "trainer-prebuilt-optimizer") {
-    b.push_back("s.require_torch(rt.compat.TORCH_MIN, \"transformers Trainer with FSDP\")");
-    b.push_back("s.require_transformers(rt.compat.TRANSFORMERS_MIN, \"Trainer(optimizers=...) with fsdp\")");
-    b.push_back("env = s.init_distributed()  # the process group the Trainer's accelerator then uses");
-    b.push_back("from transformers import Trainer, TrainingArguments");
-    b.push_back("model = rt.build_standin()");
+    trainerPrelude(b, spec);
     b.push_back("# The optimizer is built before the Trainer, from the model FSDP has not wrapped yet ...");
     b.push_back("optimizer = s.make_optimizer(model.parameters())");
-    b.push_back("args = TrainingArguments(output_dir=rt.output_dir(), fsdp=\"full_shard\", report_to=[], "
-                "**rt.trainer_device_kwargs(env))");
-    b.push_back("# ... and handed to a Trainer whose arguments enable FSDP.");
+    b.push_back(trainerArguments(spec));
+    b.push_back("# ... and handed to the Trainer.");
     b.push_back("s.phase(\"trainer\")");
-    b.push_back("trainer = Trainer(model=model, args=args, optimizers=(optimizer, None))");
-    b.push_back("s.run_first_step(trainer.model, optimizer)");
+    b.push_back("trainer = Trainer(model=model, args=args, train_dataset=rt.trainer_dataset(), optimizers=(optimizer, None))");
+    b.push_back("s.run_trainer_first_step(trainer)");
+  } else if (shape == "trainer-builds-optimizer") {
+    trainerPrelude(b, spec);
+    b.push_back(trainerArguments(spec));
+    b.push_back("# A control: the Trainer builds its optimizer itself, after FSDP wraps the model.");
+    b.push_back("s.phase(\"trainer\")");
+    b.push_back("trainer = Trainer(model=model, args=args, train_dataset=rt.trainer_dataset())");
+    b.push_back("s.run_trainer_first_step(trainer)");
+  } else if (shape == "params-replaced-after-optimizer") {
+    replacedPrelude(b, spec);
+    b.push_back("# The optimizer is built from the model's parameters first ...");
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("# ... then the parameters are replaced ...");
+    replaceParams(b, spec);
+    b.push_back("# ... and only then is the model wrapped.");
+    wrapAndStep(b, spec);
+  } else if (shape == "params-replaced-before-optimizer") {
+    replacedPrelude(b, spec);
+    b.push_back("# A control: the order the rules expect. The parameters are replaced first ...");
+    replaceParams(b, spec);
+    b.push_back("# ... then the optimizer is built from the model's current parameters, then the model is wrapped.");
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    wrapAndStep(b, spec);
   } else if (shape.rfind("forward-", 0) == 0 || shape == "optimizer-then-forward") {
     // SL104: a forward pass between fully_shard and the optimizer's construction (or a control).
     fullyShardPrelude(b, false);
@@ -397,7 +509,13 @@ std::string wrapApiText(const ReplaySpec& spec) {
   if (spec.wrapApi == "fully_shard") return "FSDP2 fully_shard";
   if (spec.wrapApi == "fsdp1")
     return std::string("FSDP1 FullyShardedDataParallel(use_orig_params=") + pyBool(spec.useOrigParams) + ")";
-  if (spec.wrapApi == "trainer") return "transformers Trainer, TrainingArguments(fsdp=\"full_shard\")";
+  if (spec.wrapApi == "trainer") {
+    if (spec.fsdpFrom == "launcher")
+      return "transformers Trainer, FSDP from the launcher's accelerate config (fsdp_version " +
+             std::to_string(spec.fsdpVersion) + ")";
+    if (spec.fsdpFrom == "off") return "transformers Trainer, TrainingArguments(fsdp=\"\") (no FSDP)";
+    return "transformers Trainer, TrainingArguments(fsdp=\"full_shard\")";
+  }
   if (spec.wrapApi == "fabric")
     return std::string("Lightning Fabric FSDPStrategy(use_orig_params=") + pyBool(spec.useOrigParams) +
            (spec.joint ? "), setup(model, optimizer)" : "), setup_module then setup_optimizers");
@@ -412,7 +530,9 @@ const std::vector<std::string>& replayShapes() {
   static const std::vector<std::string> shapes = {"optimizer-before-wrap", "optimizer-after-wrap", "stray-param-after-wrap",
                                                   "stray-param-before-prepare", "blocks-without-root",
                                                   "ignored-trainable", "separate-prepare", "prepare-model",
-                                                  "trainer-prebuilt-optimizer", "forward-before-optimizer",
+                                                  "trainer-prebuilt-optimizer", "trainer-builds-optimizer",
+                                                  "params-replaced-after-optimizer",
+                                                  "params-replaced-before-optimizer", "forward-before-optimizer",
                                                   "forward-before-optimizer-blocks-kept",
                                                   "forward-before-optimizer-all-kept", "optimizer-then-forward",
                                                   "forward-backward-before-optimizer",
@@ -448,10 +568,16 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   else if (shape == "stray-param-before-prepare") ok = api == "accelerate";
   else if (shape == "blocks-without-root") ok = api == "fully_shard";
   else if (shape == "ignored-trainable") ok = api == "fully_shard" || api == "fsdp1";
-  else if (shape == "separate-prepare" || shape == "prepare-model") ok = api == "accelerate" && spec.fsdpVersion == 2;
-  else if (shape == "trainer-prebuilt-optimizer") ok = api == "trainer";
+  else if (shape == "separate-prepare") ok = api == "accelerate";  // FSDP2 refuses it (SL201); FSDP1 allows it
+  else if (shape == "prepare-model") ok = api == "accelerate" && spec.fsdpVersion == 2;
+  else if (shape == "trainer-prebuilt-optimizer" || shape == "trainer-builds-optimizer")
+    ok = api == "trainer" && (spec.fsdpFrom == "args" || spec.fsdpFrom == "launcher" ||
+                              (spec.fsdpFrom == "off" && shape == "trainer-prebuilt-optimizer"));
+  else if (shape == "params-replaced-after-optimizer" || shape == "params-replaced-before-optimizer")
+    ok = api != "trainer" && (spec.replacement == "get_peft_model" || spec.replacement == "peft_from_pretrained" ||
+                              spec.replacement == "to_empty" || spec.replacement == "load_state_dict_assign");
   else if (shape.rfind("forward-", 0) == 0 || shape == "optimizer-then-forward") ok = api == "fully_shard";
-  if (api == "trainer" && shape != "trainer-prebuilt-optimizer") ok = false;  // the Trainer replays SL202 only
+  if (api == "trainer" && shape.rfind("trainer-", 0) != 0) ok = false;  // the Trainer replays SL202 only
   if (!ok) return no("no replay of '" + shape + "' with wrap API '" + api + "'");
   return true;
 }

@@ -16,9 +16,12 @@
 // | "stray-param-before-prepare" | free nn.Parameter in the constructor's groups, joint prepare | -           | -     | FSDP1, FSDP2 |
 // | "blocks-without-root"        | fully_shard on each block only, optimizer over the model     | yes         | -     | -            |
 // | "ignored-trainable"          | the head's weight ignored (ignored_params / ignored_modules) | yes         | yes   | -            |
-// | "separate-prepare"           | prepare(model), then an optimizer from it, prepare(optimizer) | -          | -     | FSDP2        |
+// | "separate-prepare"           | prepare(model), then an optimizer from it, prepare(optimizer) | -          | -     | FSDP1, FSDP2 |
 // | "prepare-model"              | prepare_model(model), then prepare_optimizer(optimizer)      | -           | -     | FSDP2        |
-// | "trainer-prebuilt-optimizer" | Trainer(args with fsdp="full_shard", optimizers=(opt, None)) | wrap API "trainer" (needs transformers) |
+// | "params-replaced-after-optimizer"  | optimizer, then `replacement`, then the wrap (Fabric too) | yes       | yes   | FSDP1, FSDP2 |
+// | "params-replaced-before-optimizer" | `replacement`, then the optimizer, then the wrap (control) | yes      | yes   | FSDP1, FSDP2 |
+// | "trainer-prebuilt-optimizer" | Trainer(..., optimizers=(opt, None)), FSDP from `fsdpFrom`   | wrap API "trainer" (needs transformers) |
+// | "trainer-builds-optimizer"   | Trainer(...) with FSDP on, no optimizers= (control)          | wrap API "trainer" (needs transformers) |
 // | "forward-before-optimizer"   | blocks and root (defaults), a no_grad forward, then the optimizer (SL104) | yes | -  | -            |
 // | "forward-before-optimizer-blocks-kept" | the same, blocks reshard_after_forward=False, root True (SL104) | yes | - | -           |
 // | "forward-before-optimizer-all-kept"    | the same, blocks reshard_after_forward=False, root default (SL104) | yes | - | -         |
@@ -36,7 +39,11 @@
 // - shape, wrapApi ("fully_shard" | "fsdp1" | "accelerate" | "fabric" | "trainer"): choose the program (table above).
 // - useOrigParams: wrapApi "fsdp1" (FullyShardedDataParallel(use_orig_params=...)), and "accelerate"
 //   with fsdpVersion 1 (FullyShardedDataParallelPlugin(use_orig_params=...)).
-// - fsdpVersion: wrapApi "accelerate" only (1 or 2); ignored otherwise.
+// - fsdpVersion: wrapApi "accelerate" (1 or 2), and the Trainer's FSDP_VERSION with fsdpFrom "launcher".
+// - replacement (the "params-replaced-*" shapes, SL105): "get_peft_model" | "peft_from_pretrained" | "to_empty"
+//   | "load_state_dict_assign" (needs peft for the first two); joint: Fabric's setup(model, optimizer).
+// - fsdpFrom (the Trainer shapes, SL202): "args" (TrainingArguments(fsdp="full_shard")), "launcher"
+//   (ACCELERATE_USE_FSDP=true as `accelerate launch` sets it) or "off" (fsdp="", trainer-prebuilt-optimizer only).
 #pragma once
 #include <string>
 #include <string_view>

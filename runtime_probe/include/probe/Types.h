@@ -9,10 +9,11 @@ namespace shardlint::probe {
 
 // What a replay program reproduces, derived from one static finding.
 struct ReplaySpec {
-  std::string code;        // "SL101", "SL102", "SL103"
+  std::string code;        // "SL101", "SL102", "SL103", "SL105", "SL201", "SL202", "SL402"
   std::string path;        // the finding's file (as reported)
   int line = 0;            // 1-based
   std::string wrapApi;     // "fully_shard" | "fsdp1" | "accelerate" | "fabric" (Lightning Fabric FSDPStrategy)
+                           // | "trainer" (transformers' Trainer)
   bool useOrigParams = false;              // FSDP1 / accelerate FSDP1 / Fabric
   int fsdpVersion = 2;                     // accelerate: 1 or 2
   std::string optimizer = "torch.optim.AdamW";  // qualified optimizer class (falls back to AdamW)
@@ -22,7 +23,16 @@ struct ReplaySpec {
   bool control = false;    // a control (a pattern the rules found correct), not a finding
   std::string shape;       // "optimizer-before-wrap" | "optimizer-after-wrap" | "stray-param-after-wrap"
                            // | "stray-param-before-prepare"
-                           // | "blocks-without-root" | "ignored-trainable"
+                           // | "blocks-without-root" | "ignored-trainable" | "separate-prepare" | "prepare-model"
+                           // | "params-replaced-after-optimizer" | "params-replaced-before-optimizer"
+                           // | "trainer-prebuilt-optimizer" | "trainer-builds-optimizer"
+  // SL105: how the parameters are replaced: "get_peft_model" | "peft_from_pretrained" | "to_empty"
+  // | "load_state_dict_assign"; empty for the other shapes.
+  std::string replacement;
+  // The Trainer shapes (SL202): what enables FSDP: "args" (TrainingArguments(fsdp="full_shard")), "launcher"
+  // (`accelerate launch` with an FSDP config: ACCELERATE_USE_FSDP=true, FSDP_VERSION=fsdpVersion) or "off"
+  // (TrainingArguments(fsdp=""): no FSDP).
+  std::string fsdpFrom = "args";
 };
 
 // One rank's report (JSON written by runtime_probe/python/shardlint_probe).
@@ -36,6 +46,9 @@ struct RankReport {
   int unmanagedEntries = 0;           // optimizer tensors no FSDP unit manages
   std::optional<bool> paramsChanged;  // did the step change the (managed) parameters at all
   std::optional<bool> diverged;       // ranks disagree on parameters outside FSDP after a step
+  std::optional<int> trainableParams;        // the model's parameters with requires_grad (not measured: none)
+  std::optional<int> trainableNotOptimized;  // ... that are in no param group of the optimizer (SL105)
+  std::vector<std::string> trainableNotOptimizedNames;  // their names (at most 32)
   std::string exceptionType, exceptionMessage;  // empty when none
   double elapsedSeconds = 0;
   std::vector<std::string> notes;     // what the rank adapted or noticed (e.g. accelerate FSDP on CPU)

@@ -6,6 +6,9 @@
   tensors among DTensors (FSDP2), tensors that are neither a FlatParameter nor an original
   parameter FSDP1 keeps (use_orig_params=True), and free tensors that were never a parameter
   of the model (SL102, SL103);
+- trainable parameters the optimizer does not hold: the model's parameters with requires_grad that are
+  in no param group, so no step updates them (SL105: PEFT adapters added, or every parameter replaced
+  by to_empty / load_state_dict(assign=True), after the optimizer was built);
 - params_changed: whether the step changed the model's (local) parameters at all;
 - diverged: with 2 or more ranks, checksums of the parameters outside FSDP, all-gathered after a
   step on different data on every rank.
@@ -55,6 +58,9 @@ class Classification:
         self.unmanaged_names: List[str] = []
         self.wrapped = ""           # "fsdp2", "fsdp1", "fsdp1+fsdp2" or "" (no FSDP seen)
         self.outside: List[Any] = []  # tensors outside every FSDP unit that the optimizer updates
+        self.trainable = 0          # the model's parameters with requires_grad
+        self.trainable_not_optimized = 0  # ... that are in no param group of the optimizer
+        self.trainable_not_optimized_names: List[str] = []
         self.notes: List[str] = []
 
 
@@ -133,6 +139,14 @@ def classify(model: Any, optimizer: Any, was_parameter: Optional[Callable[[Any],
             result.outside.append(t)
         else:
             result.outside.append(t)
+    # The model's trainable parameters the optimizer does not hold: no step ever updates them.
+    held = {id(t) for t in entries}
+    for pid, p in current.items():
+        if getattr(p, "requires_grad", False):
+            result.trainable += 1
+            if pid not in held:
+                result.trainable_not_optimized += 1
+                result.trainable_not_optimized_names.append(names.get(pid, "?"))
     # Parameters of the model outside FSDP that the optimizer does not hold cannot diverge by its step.
     if not result.wrapped:
         result.notes.append("no FSDP wrapping was seen on the model: unmanaged entries were not counted")
@@ -173,7 +187,8 @@ def checksum(tensors: Sequence[Any]) -> Tuple[float, float]:
     with torch.no_grad():
         for t in tensors:
             data = local_tensor(t).detach()
-            if data.numel() == 0 or not has_storage(data):
+            # A meta tensor has no values (an optimizer built before to_empty, SL105); a resharded one's storage is freed.
+            if data.numel() == 0 or data.is_meta or not has_storage(data):
                 continue
             d = data.double()
             total += float(d.sum().item())
@@ -238,6 +253,10 @@ class FirstStepProbe:
         report.stale_optimizer_entries = c.stale
         report.unmanaged_entries = c.unmanaged
         report.unmanaged_names = list(c.unmanaged_names)
+        if self.model is not None:
+            report.trainable_params = c.trainable
+            report.trainable_not_optimized = c.trainable_not_optimized
+            report.trainable_not_optimized_names = list(c.trainable_not_optimized_names)
         report.optimizer_class = report.optimizer_class or optimizer_class_name(self.optimizer)
         for note in c.notes:
             report.add_note(note)

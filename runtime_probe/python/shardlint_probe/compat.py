@@ -1,4 +1,4 @@
-"""Lazy access to torch and accelerate, and the version checks the probe needs.
+"""Lazy access to torch, accelerate, transformers and peft, and the version checks the probe needs.
 
 Nothing here imports torch or accelerate at module import time: the package must load (and
 write a report saying what is missing) on a machine without them.
@@ -18,6 +18,7 @@ TORCH_MIN_IGNORED_PARAMS = "2.7" # fully_shard(..., ignored_params=...)
 ACCELERATE_MIN = "0.25"          # FSDP1 prepare without re-creating the optimizer
 ACCELERATE_MIN_FSDP2 = "1.6"     # FullyShardedDataParallelPlugin(fsdp_version=2)
 TRANSFORMERS_MIN = "4.30"        # Trainer with TrainingArguments(fsdp=...) through accelerate
+PEFT_MIN = "0.3"                 # PeftModel.from_pretrained(..., is_trainable=True); LoRA on any nn.Linear
 
 
 class ProbeEnvironmentError(RuntimeError):
@@ -105,7 +106,7 @@ def require_torch(minimum: str = TORCH_MIN, why: str = "") -> Any:
 
 
 def _require_package(name: str, minimum: str, what: str, why: str) -> Any:
-    """Import `name` (accelerate, transformers) at `minimum` or newer, else ProbeEnvironmentError."""
+    """Import `name` (accelerate, transformers, peft) at `minimum` or newer, else ProbeEnvironmentError."""
     import importlib
 
     reason = f" ({why})" if why else ""
@@ -130,6 +131,10 @@ def require_accelerate(minimum: str = ACCELERATE_MIN, why: str = "") -> Any:
 
 def require_transformers(minimum: str = TRANSFORMERS_MIN, why: str = "") -> Any:
     return _require_package("transformers", minimum, "a Trainer finding", why)
+
+
+def require_peft(minimum: str = PEFT_MIN, why: str = "") -> Any:
+    return _require_package("peft", minimum, "a PEFT finding", why)
 
 
 def _first_attr(candidates) -> Optional[Any]:

@@ -56,6 +56,7 @@ _KIND_PHASE = {
     "fully_shard": "wrap",
     "fsdp1_init": "wrap",
     "accelerate_prepare": "prepare",
+    "replace_params": "replace",
     "optimizer_step": "step",
 }
 

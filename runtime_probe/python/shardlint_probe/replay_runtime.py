@@ -31,6 +31,7 @@ torch and accelerate are imported lazily: importing this module needs neither.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import socket
@@ -130,6 +131,99 @@ def batch(rank: int, device: Any = None, vocab: int = VOCAB, batch_size: int = B
     if device is not None:
         inputs, targets = inputs.to(device), targets.to(device)
     return inputs, targets
+
+
+def build_standin_on_meta(vocab: int = VOCAB, dim: int = DIM, n_blocks: int = N_BLOCKS) -> Any:
+    """The stand-in model on the meta device (no storage), as a script builds a large model before
+    materialising it with to_empty."""
+    import torch
+
+    with torch.device("meta"):
+        return _standin_classes()[0](vocab, dim, n_blocks)
+
+
+# ---- replaced parameters (SL105) ------------------------------------------------------------------
+
+# LoRA on the blocks' two Linear layers: 2 blocks x 2 layers x (lora_A, lora_B) = 8 adapter parameters.
+LORA_TARGETS = ("up", "down")
+LORA_RANK = 4
+REPLACEMENTS = ("get_peft_model", "peft_from_pretrained", "to_empty", "load_state_dict_assign")
+
+
+def lora_config() -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(r=LORA_RANK, lora_alpha=2 * LORA_RANK, lora_dropout=0.0, target_modules=list(LORA_TARGETS))
+
+
+def save_adapter(rank: int) -> str:
+    """A LoRA adapter of the stand-in, saved by PEFT (save_pretrained) into this rank's own folder of the
+    report directory, for PeftModel.from_pretrained to load. Returns the folder."""
+    from peft import get_peft_model
+
+    path = os.path.join(output_dir(), f"lora-adapter-rank{int(rank)}")
+    get_peft_model(build_standin(), lora_config()).save_pretrained(path)
+    return path
+
+
+# ---- transformers' Trainer (SL202) ----------------------------------------------------------------
+
+_trainer_model_class: Optional[type] = None
+
+
+def trainer_standin() -> Any:
+    """The stand-in wrapped for transformers' Trainer: forward(input_ids, labels) returns {"loss", "logits"}."""
+    global _trainer_model_class
+    import torch
+    from torch import nn
+
+    if _trainer_model_class is None:
+
+        class TrainerStandIn(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lm = build_standin()
+
+            def forward(self, input_ids, labels=None):
+                logits = self.lm(input_ids)
+                out = {"logits": logits}
+                if labels is not None:
+                    out["loss"] = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                                                    labels.reshape(-1))
+                return out
+
+        TrainerStandIn.__module__ = __name__
+        TrainerStandIn.__qualname__ = "TrainerStandIn"
+        _trainer_model_class = TrainerStandIn
+    return _trainer_model_class()
+
+
+def trainer_dataset(n: int = 4 * BATCH) -> list:
+    """`n` examples of next-token prediction ({"input_ids", "labels"}), the same list on every rank (the
+    Trainer's sampler gives each rank its own share)."""
+    examples = []
+    for i in range(n):
+        inputs, targets = batch(i, batch_size=1)
+        examples.append({"input_ids": inputs[0], "labels": targets[0]})
+    return examples
+
+
+def trainer_arguments(env: "DistEnv", fsdp: Optional[str]) -> Any:
+    """TrainingArguments for one step (max_steps=1) of 2 examples per rank, nothing saved or logged;
+    `fsdp`: the TrainingArguments' fsdp value (None: not given)."""
+    from transformers import TrainingArguments
+
+    kwargs: Dict[str, Any] = dict(output_dir=os.path.join(output_dir(), "trainer-out"), report_to=[], max_steps=1,
+                                  per_device_train_batch_size=2, save_strategy="no", logging_strategy="no",
+                                  disable_tqdm=True)
+    if fsdp is not None:
+        kwargs["fsdp"] = fsdp
+    kwargs.update(trainer_device_kwargs(env))
+    return TrainingArguments(**kwargs)
+
+
+class _FirstStepDone(Exception):
+    """Raised from the optimizer's post-step hook to leave trainer.train() after its first step."""
 
 
 # ---- the process group ----------------------------------------------------------------------------
@@ -394,7 +488,136 @@ class ReplaySession:
         return compat.require_accelerate(minimum, why)
 
     def require_transformers(self, minimum: str = compat.TRANSFORMERS_MIN, why: str = "") -> Any:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the replay needs nothing from the Hub
         return compat.require_transformers(minimum, why)
+
+    def require_peft(self, minimum: str = compat.PEFT_MIN, why: str = "") -> Any:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the adapter is saved and loaded locally
+        return compat.require_peft(minimum, why)
+
+    def replace_parameters(self, model: Any, how: str, adapter: str = "") -> Any:
+        """Replaces the model's parameters as the finding's call does; returns the model to use.
+
+        - get_peft_model: LoRA adapters on the blocks' Linear layers (PEFT freezes the base weights);
+        - peft_from_pretrained: PeftModel.from_pretrained(model, adapter, is_trainable=True) of the adapter
+          save_adapter() wrote;
+        - to_empty: model.to_empty(device=...) (every parameter a new tensor), then the stand-in's seeded
+          weights copied in (load_state_dict without assign), so every rank starts alike;
+        - load_state_dict_assign: model.load_state_dict(state, assign=True): the loaded tensors become the
+          parameters.
+        """
+        self.tracker.record("replace_params")
+        device = self.env.device if self.env is not None else None
+        if how == "get_peft_model":
+            from peft import get_peft_model
+
+            return get_peft_model(model, lora_config())
+        if how == "peft_from_pretrained":
+            from peft import PeftModel
+
+            return PeftModel.from_pretrained(model, adapter, is_trainable=True)
+        state = build_standin().state_dict()
+        if device is not None:
+            state = {k: v.to(device) for k, v in state.items()}
+        if how == "to_empty":
+            model.to_empty(device=device if device is not None else "cpu")
+            model.load_state_dict(state)
+            return model
+        if how == "load_state_dict_assign":
+            model.load_state_dict(state, assign=True)
+            return model
+        raise compat.ProbeEnvironmentError(f"unknown parameter replacement {how!r}: one of {', '.join(REPLACEMENTS)}")
+
+    def save_adapter(self) -> str:
+        """A LoRA adapter saved on disk for PeftModel.from_pretrained (see save_adapter())."""
+        return save_adapter(self.report.rank)
+
+    def launched_with_fsdp(self, fsdp_version: int) -> None:
+        """The environment `accelerate launch --config_file CONFIG` gives a script whose config enables FSDP:
+        ACCELERATE_USE_FSDP=true and FSDP_VERSION. The Trainer's Accelerator builds its FSDP plugin from them."""
+        os.environ["ACCELERATE_USE_FSDP"] = "true"
+        os.environ["FSDP_VERSION"] = str(int(fsdp_version))
+        self.report.add_note(f"FSDP enabled as `accelerate launch` with an FSDP config does (ACCELERATE_USE_FSDP=true, "
+                             f"FSDP_VERSION={int(fsdp_version)}); the TrainingArguments do not mention FSDP")
+
+    def trainer_fsdp_on_cpu(self) -> None:
+        """On a gloo/CPU run, the Accelerator the Trainer builds gets the switch to FSDP that accelerate makes
+        only on accelerators (check_accelerator for the replays' own Accelerator): without it the Trainer sees
+        no FSDP plugin (`accelerator.state.fsdp_plugin` is None in CPU processes), so it neither refuses
+        `optimizers=` nor shards. The plugin is the one the Trainer passes (from its TrainingArguments), else
+        the one accelerate builds from ACCELERATE_USE_FSDP=true. Nothing changes with NCCL."""
+        if self.env is None or self.env.backend != "gloo":
+            return
+        import inspect
+
+        import accelerate
+
+        accelerator_cls = accelerate.Accelerator
+        original = accelerator_cls.__init__
+        session = self
+
+        @functools.wraps(original)
+        def __init__(accelerator: Any, *args: Any, **kwargs: Any) -> None:
+            original(accelerator, *args, **kwargs)
+            try:
+                plugin = inspect.signature(original).bind(accelerator, *args, **kwargs).arguments.get("fsdp_plugin")
+            except TypeError:
+                plugin = kwargs.get("fsdp_plugin")
+            if plugin is None and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+                from accelerate.utils import FullyShardedDataParallelPlugin
+
+                plugin = FullyShardedDataParallelPlugin()
+            note = enable_accelerate_fsdp_on_cpu(accelerator, plugin)
+            if note:
+                session.report.add_note("in the Accelerator the Trainer builds: " + note)
+
+        accelerator_cls.__init__ = __init__
+
+    def run_trainer_first_step(self, trainer: Any) -> None:
+        """trainer.train() up to its first optimizer.step(), with the checks around that step (torch's global
+        optimizer step hooks, as in script mode), then out of the training loop."""
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        state: Dict[str, Any] = {"probe": None, "done": False}
+
+        def pre(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if state["probe"] is not None:
+                return None
+            self.tracker.record("optimizer_step")
+            model = getattr(trainer, "model_wrapped", None) or trainer.model
+            probe = checks.FirstStepProbe(model, optimizer, self.report, self.tracker.was_parameter)
+            state["probe"] = probe
+            try:
+                probe.before()
+            except Exception as exc:  # the probe's own failure, never the Trainer's
+                traceback.print_exc()
+                self.report.set_probe_error(f"checks before the step failed: {type(exc).__name__}: {exc}")
+                state["probe"] = False  # no checks after the step either
+            self.phase("step")
+            return None
+
+        def post(optimizer: Any, args: Any, kwargs: Any) -> None:
+            probe = state["probe"]
+            if probe is None or state["done"] or (probe and optimizer is not probe.optimizer):
+                return
+            state["done"] = True
+            self.report.reached_step = True
+            self.phase("checks")
+            if probe:
+                probe.after()
+            raise _FirstStepDone()
+
+        handles = [register_optimizer_step_pre_hook(pre), register_optimizer_step_post_hook(post)]
+        self.phase("train")
+        try:
+            trainer.train()
+        except _FirstStepDone:
+            pass
+        finally:
+            for h in handles:
+                h.remove()
+        if not self.report.reached_step:
+            raise RuntimeError("trainer.train() returned without an optimizer step")
 
     def require_fabric(self) -> Any:
         """Lightning's Fabric class (lightning.fabric or lightning_fabric); ProbeEnvironmentError if absent."""

@@ -28,11 +28,13 @@ EVENT_KINDS = (
     "fully_shard",         # FSDP2 fully_shard
     "fsdp1_init",          # FullyShardedDataParallel(...) (the outermost one of a nested construction)
     "accelerate_prepare",  # accelerate.Accelerator.prepare
+    "replace_params",      # a replay replaces the model's parameters (get_peft_model, to_empty, ...; SL105)
     "optimizer_step",      # the first optimizer.step()
 )
 
 # Phases of a run, in order; an exception is reported with the phase it was raised in.
-PHASES = ("setup", "optimizer", "wrap", "prepare", "add_param_group", "forward", "backward", "step", "checks")
+PHASES = ("setup", "optimizer", "replace", "wrap", "prepare", "trainer", "train", "add_param_group", "forward", "backward",
+          "step", "checks")
 
 MAX_EVENTS = 256
 MAX_MESSAGE = 4000
@@ -95,6 +97,10 @@ class RankReport:
         self.unmanaged_entries = 0
         self.params_changed: Optional[bool] = None
         self.diverged: Optional[bool] = None
+        # The model's trainable parameters (requires_grad) at the first step, and how many of them the
+        # optimizer does not hold (SL105: parameters replaced after the optimizer was built). None: not measured.
+        self.trainable_params: Optional[int] = None
+        self.trainable_not_optimized: Optional[int] = None
         self.exception_type = ""
         self.exception_message = ""
         self.elapsed_seconds = 0.0
@@ -106,6 +112,7 @@ class RankReport:
         self.optimizer_class = ""       # the optimizer class actually used / seen at the first step
         self.optimizer_entries = 0      # tensors in the optimizer's param groups
         self.unmanaged_names: List[str] = []
+        self.trainable_not_optimized_names: List[str] = []
         self.probe_error = ""
         self.notes: List[str] = []
 
@@ -163,6 +170,8 @@ class RankReport:
             "unmanaged_entries": int(self.unmanaged_entries),
             "params_changed": None if self.params_changed is None else bool(self.params_changed),
             "diverged": None if self.diverged is None else bool(self.diverged),
+            "trainable_params": None if self.trainable_params is None else int(self.trainable_params),
+            "trainable_not_optimized": None if self.trainable_not_optimized is None else int(self.trainable_not_optimized),
             "exception_type": str(self.exception_type),
             "exception_message": str(self.exception_message),
             "elapsed_seconds": round(float(self.elapsed_seconds), 3),
@@ -173,6 +182,7 @@ class RankReport:
             "optimizer_class": str(self.optimizer_class),
             "optimizer_entries": int(self.optimizer_entries),
             "unmanaged_names": list(self.unmanaged_names[:MAX_NAMES]),
+            "trainable_not_optimized_names": list(self.trainable_not_optimized_names[:MAX_NAMES]),
             "probe_error": str(self.probe_error),
             "notes": list(self.notes),
         }
