@@ -55,16 +55,17 @@ class ParamsReplacedAfterOptimizer final : public Rule {
     return "after " + std::string(wrapApiName(wrap)) + " wraps the model, training silently updates nothing";
   }
 
-  void check(RuleContext& cx, const Store& st) {
-    auto replacements = domainEvents(st, "replace_params");
-    if (replacements.empty()) return;
-    auto wraps = domainEvents(st, "wrap");
-    // An optimizer that a wrap itself makes stale (FSDP1 / accelerate FSDP1 with use_orig_params=False,
-    // `fully_shard`) is SL101's or SL402's: building it after the wrap fixes the replacement too.
-    auto stale = staleOptimizers(st, [](const Event&) { return true; });
-    std::set<ObjId> reported;
+  // Each optimizer built from a module's parameters (one a wrap does not make stale by itself, not in
+  // `skip`), with a replacement of that module's parameters and a later wrap of it, in the order
+  // optimizer, replacement, wrap (`optimizerFirst`) or replacement, optimizer, wrap. `visit(opt, r, w)`
+  // returns true when it is done with that optimizer.
+  template <class Visit>
+  static void forEachOrder(const Store& st, const std::vector<const Event*>& replacements,
+                           const std::vector<const Event*>& wraps, const std::vector<StaleOptimizer>& stale,
+                           const std::set<ObjId>& skip, bool optimizerFirst, Visit visit) {
     for (ObjId opt : optimizers(st)) {
-      if (std::any_of(stale.begin(), stale.end(), [&](const StaleOptimizer& s) { return s.optimizer == opt; }))
+      if (skip.count(opt) ||
+          std::any_of(stale.begin(), stale.end(), [&](const StaleOptimizer& s) { return s.optimizer == opt; }))
         continue;
       const auto& o = st.obj(opt);
       if (o.inputs().empty()) continue;
@@ -73,23 +74,39 @@ class ParamsReplacedAfterOptimizer final : public Rule {
       bool done = false;
       for (const Event* r : replacements) {
         if (done) break;
-        if (r->target == kNoObj || !st.precedes(o.point, r->point)) continue;
+        semantic::PointId first = optimizerFirst ? o.point : r->point, second = optimizerFirst ? r->point : o.point;
+        if (r->target == kNoObj || !st.precedes(first, second)) continue;
         Lineage replaced = lineageOf(st, r->target);
         if (replaced.root == kNoObj || !sourcesRelatedTo(st, sources, replaced)) continue;
         for (const Event* w : wraps) {
           if (w->target == kNoObj || alreadyShardedBy(st, *w).root != kNoObj) continue;
-          if (!st.precedes(r->point, w->point)) continue;
+          if (!st.precedes(second, w->point)) continue;
           Lineage target = lineageOf(st, w->target);
           if (!within(target, replaced) && !within(replaced, target)) continue;
-          const Event* use = useFromWrap(st, opt, *w, *r);
-          if (!use) continue;
-          report(cx, st, opt, *r, *w, *use);
-          reported.insert(opt);
-          done = true;
-          break;
+          if (visit(opt, *r, *w)) {
+            done = true;
+            break;
+          }
         }
       }
     }
+  }
+
+  void check(RuleContext& cx, const Store& st) {
+    auto replacements = domainEvents(st, "replace_params");
+    if (replacements.empty()) return;
+    auto wraps = domainEvents(st, "wrap");
+    // An optimizer that a wrap itself makes stale (FSDP1 / accelerate FSDP1 with use_orig_params=False,
+    // `fully_shard`) is SL101's or SL402's: building it after the wrap fixes the replacement too.
+    auto stale = staleOptimizers(st, [](const Event&) { return true; });
+    std::set<ObjId> reported;
+    forEachOrder(st, replacements, wraps, stale, {}, true, [&](ObjId opt, const Event& r, const Event& w) {
+      const Event* use = useFromWrap(st, opt, w, r);
+      if (!use) return false;
+      report(cx, st, opt, r, w, *use);
+      reported.insert(opt);
+      return true;
+    });
     if (cx.wantsControls()) emitControls(cx, st, replacements, wraps, stale, reported);
   }
 
@@ -108,54 +125,35 @@ class ParamsReplacedAfterOptimizer final : public Rule {
   void emitControls(RuleContext& cx, const Store& st, const std::vector<const Event*>& replacements,
                     const std::vector<const Event*>& wraps, const std::vector<StaleOptimizer>& stale,
                     const std::set<ObjId>& reported) {
-    for (ObjId opt : optimizers(st)) {
-      if (reported.count(opt) ||
-          std::any_of(stale.begin(), stale.end(), [&](const StaleOptimizer& s) { return s.optimizer == opt; }))
-        continue;
+    forEachOrder(st, replacements, wraps, stale, reported, false, [&](ObjId opt, const Event& r, const Event& w) {
       const auto& o = st.obj(opt);
-      if (o.inputs().empty()) continue;
+      std::string_view api = w.attr("api"), replaces = w.attr("replaces");
+      bool repointed = std::any_of(st.events.begin(), st.events.end(), [&](const Event& e) {
+        return e.kind == semantic::EventKind::Domain && e.name == "repoint" && e.target == opt;
+      });
+      // Wraps that keep or re-point the parameters an optimizer was given; others (use_orig_params=False,
+      // `fully_shard`, a value the analysis cannot read) make it stale by themselves: SL101's and SL402's.
+      bool fsdp2 = api == "accelerate" && w.attr("fsdp_version") == "2";
+      bool keeps = (api == "fsdp1" || api == "fabric" || (api == "accelerate" && !fsdp2)) && replaces == "0";
+      if (!(fsdp2 && repointed) && !(api == "fabric" && repointed) && !keeps) return false;
+      if (!useFromWrap(st, opt, w, r)) return false;
+      std::map<std::string, std::string> facts{{"shape", "params-replaced-before-optimizer"},
+                                               {"wrap_api", std::string(api)},
+                                               {"fsdp_version", fsdp2 ? "2" : "1"},
+                                               {"use_orig_params", "1"},
+                                               {"replacement", replayName(r.attr("how"))}};
+      if (api == "fabric" && repointed) facts["joint"] = "1";
+      Event here;
+      here.origin = o.origin;
       ValueSet sources = paramSources(st, o.inputs()[0]);
-      if (sources.empty()) continue;
-      bool done = false;
-      for (const Event* r : replacements) {
-        if (done) break;
-        if (r->target == kNoObj || !st.precedes(r->point, o.point)) continue;
-        Lineage replaced = lineageOf(st, r->target);
-        if (replaced.root == kNoObj || !sourcesRelatedTo(st, sources, replaced)) continue;
-        for (const Event* w : wraps) {
-          if (w->target == kNoObj || alreadyShardedBy(st, *w).root != kNoObj) continue;
-          if (!st.precedes(o.point, w->point)) continue;
-          Lineage target = lineageOf(st, w->target);
-          if (!within(target, replaced) && !within(replaced, target)) continue;
-          std::string_view api = w->attr("api"), replaces = w->attr("replaces");
-          bool repointed = std::any_of(st.events.begin(), st.events.end(), [&](const Event& e) {
-            return e.kind == semantic::EventKind::Domain && e.name == "repoint" && e.target == opt;
-          });
-          // Wraps that keep or re-point the parameters an optimizer was given; others (use_orig_params=False,
-          // `fully_shard`, a value the analysis cannot read) make it stale by themselves: SL101's and SL402's.
-          bool fsdp2 = api == "accelerate" && w->attr("fsdp_version") == "2";
-          bool keeps = (api == "fsdp1" || api == "fabric" || (api == "accelerate" && !fsdp2)) && replaces == "0";
-          if (!(fsdp2 && repointed) && !(api == "fabric" && repointed) && !keeps) continue;
-          if (!useFromWrap(st, opt, *w, *r)) continue;
-          std::map<std::string, std::string> facts{{"shape", "params-replaced-before-optimizer"},
-                                                   {"wrap_api", std::string(api)},
-                                                   {"fsdp_version", fsdp2 ? "2" : "1"},
-                                                   {"use_orig_params", "1"},
-                                                   {"replacement", replayName(r->attr("how"))}};
-          if (api == "fabric" && repointed) facts["joint"] = "1";
-          Event here;
-          here.origin = o.origin;
-          std::string source = writtenSource(cx, st, opt, here);
-          if (source.empty()) source = render(st, moduleOfSource(writtenLineage(st, sources.front())));
-          cx.control(info(), o.origin.primaryIn(r->origin),
-                     "optimizer built from the parameters of `" + source + "` after `" + std::string(r->attr("how")) +
-                         "` replaces them, before " + std::string(wrapApiName(*w)) + " wraps the model",
-                     std::move(facts));
-          done = true;
-          break;
-        }
-      }
-    }
+      std::string source = writtenSource(cx, st, opt, here);
+      if (source.empty()) source = render(st, moduleOfSource(writtenLineage(st, sources.front())));
+      cx.control(info(), o.origin.primaryIn(r.origin),
+                 "optimizer built from the parameters of `" + source + "` after `" + std::string(r.attr("how")) +
+                     "` replaces them, before " + std::string(wrapApiName(w)) + " wraps the model",
+                 std::move(facts));
+      return true;
+    });
   }
 
   void report(RuleContext& cx, const Store& st, ObjId opt, const Event& r, const Event& w, const Event& use) {

@@ -33,21 +33,6 @@ const EagerStateOptimizer* eagerState(std::string_view qualname) {
   return nullptr;
 }
 
-// The linked accelerate config that turns FSDP2 on, as a note; none when FSDP2 comes from the code.
-std::optional<Note> configNote(const Event& e) {
-  if (e.attr("config").empty() || e.attr("config_line").empty()) return std::nullopt;
-  try {
-    Location loc;
-    loc.path = std::string(e.attr("config"));
-    loc.start.line = static_cast<uint32_t>(std::stoul(std::string(e.attr("config_line")))) - 1;
-    loc.start.codepointColumn = static_cast<uint32_t>(std::stoul(std::string(e.attr("config_col")))) - 1;
-    loc.end = loc.start;
-    return Note{loc, "FSDP2 is enabled by this accelerate config"};
-  } catch (...) {
-    return std::nullopt;
-  }
-}
-
 // `callee(...)`, as a message names a call.
 std::string callText(std::string_view callee) {
   std::string out = "`";
@@ -162,7 +147,7 @@ class OptimizerStateBeforePrepare final : public Rule {
     if (*primary != load.origin.site()) notes.push_back(cx.note(load.origin.site(), "the state is loaded here"));
     notes.push_back(
         cx.note(prepare.origin.primaryIn(load.origin), "accelerate FSDP2 shards the model and re-points the optimizer here"));
-    if (auto n = configNote(prepare)) notes.push_back(*n);
+    if (auto n = linkedConfigNote(prepare, "FSDP2 is enabled by this accelerate config")) notes.push_back(*n);
     cx.report(info(), *primary, std::move(msg), std::move(notes), std::nullopt);
   }
 
@@ -189,7 +174,7 @@ class OptimizerStateBeforePrepare final : public Rule {
     if (*primary != o.origin.site()) notes.push_back(cx.note(o.origin.site(), "the optimizer is constructed here"));
     notes.push_back(
         cx.note(prepare.origin.primaryIn(o.origin), "accelerate FSDP2 shards the model and re-points the optimizer here"));
-    if (auto n = configNote(prepare)) notes.push_back(*n);
+    if (auto n = linkedConfigNote(prepare, "FSDP2 is enabled by this accelerate config")) notes.push_back(*n);
     cx.report(info(), *primary, std::move(msg), std::move(notes), std::nullopt);
   }
 
