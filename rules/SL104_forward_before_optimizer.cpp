@@ -125,47 +125,17 @@ class ForwardBeforeOptimizer final : public Rule {
     const Event* use = nullptr;
   };
 
-  // Is the code at `site` inside `with torch.inference_mode():` or a function decorated with it? A
-  // forward there makes the root's unsharded parameters inference tensors: the next training forward
-  // then fails loudly whatever the order (measured on torch 2.15), which is not this rule's finding.
-  bool underInferenceMode(RuleContext& cx, const semantic::Site& site) {
-    TSNode root{};
-    if (site.file == cx.analysis().module().fileId()) {
-      root = cx.root();
-    } else {
-      auto it = trees_.find(site.file);
-      if (it == trees_.end()) {
-        if (!parser_) parser_.emplace();
-        it = trees_.emplace(site.file, parser_->parse(cx.file(site.file).text)).first;
-      }
-      if (!it->second) return false;
-      root = it->second.root();
-    }
-    std::string_view text = cx.file(site.file).text;
-    if (site.range.end > text.size()) return false;
-    for (TSNode n = ts_node_descendant_for_byte_range(root, site.range.begin, site.range.end); !ts_node_is_null(n);
-         n = ts_node_parent(n)) {
-      std::string_view type = ts_node_type(n);
-      TSNode head{};
-      if (type == "with_statement") {
-        for (uint32_t i = 0; i < ts_node_named_child_count(n); ++i)
-          if (std::string_view(ts_node_type(ts_node_named_child(n, i))) == "with_clause") head = ts_node_named_child(n, i);
-      } else if (type == "decorated_definition") {
-        for (uint32_t i = 0; i < ts_node_named_child_count(n); ++i)
-          if (std::string_view(ts_node_type(ts_node_named_child(n, i))) == "decorator" &&
-              syntax::textOf(ts_node_named_child(n, i), text).find("inference_mode") != std::string_view::npos)
+  // Does the forward run inside `with torch.inference_mode():` or a function decorated with
+  // `@torch.inference_mode()` (the engine's "with" regions)? A forward there makes the root's unsharded
+  // parameters inference tensors: the next training forward then fails loudly whatever the order
+  // (measured on torch 2.15), which is not this rule's finding.
+  static bool underInferenceMode(const Store& st, const Event& f) {
+    for (const semantic::Region* r : st.regionsAt(f.point))
+      if (r->kind == "with")
+        for (const auto& n : r->names)
+          if (n.size() >= 14 && n.compare(n.size() - 14, 14, "inference_mode") == 0 &&
+              (n.size() == 14 || n[n.size() - 15] == '.'))
             return true;
-      }
-      if (!ts_node_is_null(head) && syntax::textOf(head, text).find("inference_mode") != std::string_view::npos)
-        return true;
-    }
-    return false;
-  }
-
-  bool forwardUnderInferenceMode(RuleContext& cx, const Event& f) {
-    if (underInferenceMode(cx, f.origin.site())) return true;
-    for (const auto& via : f.origin.via)
-      if (underInferenceMode(cx, via)) return true;
     return false;
   }
 
@@ -195,13 +165,8 @@ class ForwardBeforeOptimizer final : public Rule {
       if (module != kNoObj) forwards.push_back({&e, module});
     }
     if (forwards.empty()) return;
-    // Forwards under inference mode are not this rule's (asked only of the forwards that matter).
-    std::map<const Event*, bool> inference;
-    auto excluded = [&](const Forward& f) {
-      auto it = inference.find(f.call);
-      if (it == inference.end()) it = inference.emplace(f.call, forwardUnderInferenceMode(cx, *f.call)).first;
-      return it->second;
-    };
+    // Forwards under inference mode are not this rule's.
+    auto excluded = [&](const Forward& f) { return underInferenceMode(st, *f.call); };
     for (ObjId opt : optimizers(st)) {
       const auto& o = st.obj(opt);
       if (o.inputs().empty()) continue;
@@ -494,8 +459,6 @@ class ForwardBeforeOptimizer final : public Rule {
   }
 
   const RuleInfo* info_;
-  std::optional<syntax::Parser> parser_;
-  std::map<uint32_t, syntax::Tree> trees_;
 };
 
 }  // namespace

@@ -1184,6 +1184,33 @@ void Interp::execTry(TSNode n) {
   }
 }
 
+void Interp::contextNames(TSNode call, std::vector<std::string>& names) {
+  if (kindOf(call) != Kind::call) return;
+  TSNode fn = syntax::field(call, "function");
+  if (hasCall(fn)) return;
+  for (ObjId callee : eval(fn))
+    if (st_.obj(callee).kind == ObjKind::Ref) names.push_back(st_.obj(callee).name);
+  if (kindOf(fn) == Kind::attribute) names.push_back("." + text(syntax::field(fn, "attribute")));
+}
+
+void Interp::execBody(const FunctionDef& def) {
+  // A decorator that is a context manager's call (`@torch.inference_mode()`, `@torch.no_grad()`) runs
+  // each call of the function inside that context: a "with" region over the body, as for `with`.
+  Region with;
+  with.kind = "with";
+  TSNode parent = ts_node_parent(def.node);
+  if (!ts_node_is_null(parent) && kindOf(parent) == Kind::decorated_definition)
+    for (TSNode d : syntax::namedChildren(parent))
+      if (kindOf(d) == Kind::decorator && ts_node_named_child_count(d) > 0)
+        contextNames(ts_node_named_child(d, 0), with.names);
+  with.begin = static_cast<PointId>(st_.points.size());
+  execBlock(syntax::field(def.node, "body"));
+  if (!with.names.empty()) {
+    std::vector<Region> regions{std::move(with)};
+    closeRegions(regions);
+  }
+}
+
 void Interp::execWith(TSNode n) {
   Region with;
   with.kind = "with";
@@ -1206,13 +1233,7 @@ void Interp::execWith(TSNode n) {
       }
       // The context manager's callee (`pytest.raises`, `self.assertRaises`), for rules that
       // treat the body specially.
-      TSNode call = kindOf(value) == Kind::as_pattern ? ts_node_named_child(value, 0) : value;
-      if (kindOf(call) != Kind::call) continue;
-      TSNode fn = syntax::field(call, "function");
-      if (hasCall(fn)) continue;
-      for (ObjId callee : eval(fn))
-        if (st_.obj(callee).kind == ObjKind::Ref) with.names.push_back(st_.obj(callee).name);
-      if (kindOf(fn) == Kind::attribute) with.names.push_back("." + text(syntax::field(fn, "attribute")));
+      contextNames(kindOf(value) == Kind::as_pattern ? ts_node_named_child(value, 0) : value, with.names);
     }
   }
   with.begin = static_cast<PointId>(st_.points.size());
@@ -2391,7 +2412,7 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   if (!inPlace) in.via_.push_back(callsite.site());
   in.inlining_ = inlining_;
   in.inlining_.insert(&def);
-  in.execBlock(syntax::field(def.node, "body"));
+  in.execBody(def);
   // Its returns resume here, after the call's last point.
   for (size_t i = armsBefore; i < st_.arms.size(); ++i)
     if (st_.arms[i].returns && st_.arms[i].resumeAt < 0) st_.arms[i].resumeAt = static_cast<PointId>(st_.points.size());

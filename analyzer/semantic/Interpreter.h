@@ -124,6 +124,8 @@ class Interp {
   ValueSet callCallable(const ValueSet& callees, const std::vector<ValueSet>& args, const Origin& origin);
 
   void execBlock(TSNode block);
+  // A function's body, as a call or a summary runs it, inside a "with" region for its decorators.
+  void execBody(const FunctionDef& def);
   void execStatement(TSNode stmt);
   ValueSet eval(TSNode expr);
   ValueSet lookupName(std::string_view name);
@@ -160,6 +162,9 @@ class Interp {
   void execLoop(TSNode n, bool isFor);
   void execTry(TSNode n);
   void execWith(TSNode n);
+  // The callee of a context manager's call (`pytest.raises(...)`: its qualified name; `self.x(...)`:
+  // ".x"), appended to `names`; nothing for any other expression.
+  void contextNames(TSNode call, std::vector<std::string>& names);
   void execMatch(TSNode n);
   void execImport(TSNode n);
   void execDefinition(TSNode n);

@@ -259,7 +259,7 @@ std::unique_ptr<Summary> Session::compute(const FunctionDef* def) {
     frame.env[def->params[i]] = {id};
     s->params.push_back(id);
   }
-  in.execBlock(syntax::field(def->node, "body"));
+  in.execBody(*def);
   s->returns = frame.returns;
   // Attributes the caller can reach: those of its arguments and module globals, and those of the
   // objects it returns (`args = parser.parse_args(); return args` carries the options' defaults).
