@@ -372,17 +372,8 @@ class ForwardBeforeOptimizer final : public Rule {
     semantic::Site rootAt = fd.root->origin.primaryIn(o.origin);
     std::string model = render(st, writtenLineage(st, fd.module));
     std::string source = writtenSource(cx, st, fd.optimizer, f);
-    if (source.empty() && primary == o.origin.site() && !o.inputOrigins().empty()) {
-      // Inside a method or a function analysed in place: `self.model.parameters()` as written there.
-      const semantic::Origin& arg = o.inputOrigins()[0];
-      const std::string& text = cx.file(arg.file).text;
-      if (arg.range.begin < arg.range.end && arg.range.end <= text.size()) {
-        std::string w = oneLine(std::string_view(text).substr(arg.range.begin, arg.range.end - arg.range.begin));
-        const std::string suffix = ".parameters()";
-        if (w.size() > suffix.size() && w.compare(w.size() - suffix.size(), suffix.size(), suffix) == 0)
-          source = w.substr(0, w.size() - suffix.size());
-      }
-    }
+    // Inside a method or a function analysed in place: `self.model.parameters()` as written there.
+    if (source.empty() && primary == o.origin.site()) source = writtenParamsOwner(cx, o);
     if (source.empty()) {
       ValueSet sources = paramSources(st, o.inputs()[0]);
       source = render(st, moduleOfSource(writtenLineage(st, sources.empty() ? kNoObj : sources.front())));

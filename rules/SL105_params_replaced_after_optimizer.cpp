@@ -176,17 +176,8 @@ class ParamsReplacedAfterOptimizer final : public Rule {
     Event here;
     here.origin = primary == o.origin.site() ? o.origin : r.origin;
     std::string source = writtenSource(cx, st, opt, here);
-    if (source.empty() && primary == o.origin.site() && !o.inputOrigins().empty()) {
-      // In a class's method: `self.model.parameters()` as written there.
-      const semantic::Origin& arg = o.inputOrigins()[0];
-      const std::string& text = cx.file().text;
-      if (arg.file == cx.analysis().module().fileId() && arg.range.begin < arg.range.end && arg.range.end <= text.size()) {
-        std::string written = oneLine(std::string_view(text).substr(arg.range.begin, arg.range.end - arg.range.begin));
-        const std::string suffix = ".parameters()";
-        if (written.size() > suffix.size() && written.compare(written.size() - suffix.size(), suffix.size(), suffix) == 0)
-          source = written.substr(0, written.size() - suffix.size());
-      }
-    }
+    // In a class's method: `self.model.parameters()` as written there.
+    if (source.empty() && primary == o.origin.site()) source = writtenParamsOwner(cx, o);
     if (source.empty()) {
       ValueSet sources = paramSources(st, o.inputs()[0]);
       source = render(st, moduleOfSource(writtenLineage(st, sources.empty() ? kNoObj : sources.front())));

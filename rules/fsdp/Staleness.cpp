@@ -207,6 +207,18 @@ const Event* useFromWrap(const Store& st, ObjId opt, const Event& wrap, const Ev
 }
 
 // (Staleness.h)
+std::string writtenParamsOwner(RuleContext& cx, const semantic::Obj& o) {
+  if (o.inputOrigins().empty()) return "";
+  const semantic::Origin& arg = o.inputOrigins()[0];
+  const std::string& text = cx.file(arg.file).text;
+  if (arg.range.begin >= arg.range.end || arg.range.end > text.size()) return "";
+  std::string w = oneLine(std::string_view(text).substr(arg.range.begin, arg.range.end - arg.range.begin));
+  const std::string suffix = ".parameters()";
+  if (w.size() > suffix.size() && w.compare(w.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return w.substr(0, w.size() - suffix.size());
+  return "";
+}
+
 std::string writtenSource(RuleContext& cx, const Store& st, ObjId opt, const Event& wrap) {
 const auto& o = st.obj(opt);
 if (o.inputOrigins().empty() || o.origin.primaryIn(wrap.origin) != o.origin.site()) return "";

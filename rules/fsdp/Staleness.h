@@ -38,6 +38,9 @@ const Event* useFromWrap(const Store& st, ObjId opt, const Event& wrap, const Ev
 // (param-group dicts, a list bound to a name, an optimizer built in a helper): the caller then names the
 // module from the lineage.
 std::string writtenSource(RuleContext& cx, const Store& st, ObjId opt, const Event& wrap);
+// `X` of the optimizer `o`'s first argument written `X.parameters()` (`self.model` inside a method), on
+// one line; empty for any other argument.
+std::string writtenParamsOwner(RuleContext& cx, const semantic::Obj& o);
 
 // Controls (RuleContext::control) for the optimizers of `st` that a wrap accepted by `wrapFilter`
 // concerns and that `stale` does not hold, where the runtime probe can replay why they are fine:
