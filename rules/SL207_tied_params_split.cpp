@@ -1,6 +1,7 @@
 // SL207 tied-params-split: two modules that share a parameter (a tied input embedding and output
 // head) are placed in different FSDP units.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "Registry.h"
@@ -44,6 +45,7 @@ class TiedParamsSplit final : public Rule {
   void finish(RuleContext& cx) override {
     std::set<std::pair<uint32_t, uint32_t>> seen;
     for (const auto& root : cx.analysis().roots()) check(cx, *root.store, seen);
+    controlsSeen.clear();
   }
 
  private:
@@ -122,6 +124,26 @@ class TiedParamsSplit final : public Rule {
     return "`" + std::string(w.attr("call")) + "(" + render(st, lineageOf(st, w.target)) + ")`";
   }
 
+  // A control (`shardlint probe --controls`): the tied modules in one unit, the root's (`tied-one-unit`) or one
+  // `fully_shard([a, b])` call's (`tied-group`). The probe trains the tied stand-in so and reads the tie off.
+  void control(RuleContext& cx, const Store& st, const Tie& t, const Event& ua, const Event& ub, uint32_t self,
+               std::set<std::pair<uint32_t, uint32_t>>& seen) {
+    bool fsdp2 = ua.attr("api") == "fully_shard";
+    bool group = ua.target != ub.target;  // one call, two modules: `fully_shard([a, b])`
+    if (!fsdp2 && (group || ua.attr("replaces") == "?")) return;
+    semantic::Site primary = ua.origin.primaryIn(t.set->origin);
+    if (primary.file != self) primary = ua.origin.siteIn(self);
+    if (primary.file != self || !seen.insert({primary.file, primary.range.begin}).second) return;
+    std::map<std::string, std::string> facts{{"shape", group ? "tied-group" : "tied-one-unit"},
+                                             {"wrap_api", fsdp2 ? "fully_shard" : "fsdp1"},
+                                             {"fsdp_version", fsdp2 ? "2" : "1"}};
+    if (!fsdp2) facts["use_orig_params"] = ua.attr("replaces") == "0" ? "1" : "0";
+    std::string msg = "`" + t.aParam + "` is tied to `" + t.bParam + "` and " +
+                      (group ? "both modules are sharded by one `" + std::string(ua.attr("call")) + "` call"
+                             : "both modules are in the unit of " + unitText(st, ua));
+    cx.control(info(), primary, std::move(msg), std::move(facts));
+  }
+
   void check(RuleContext& cx, const Store& st, std::set<std::pair<uint32_t, uint32_t>>& seen) {
     std::vector<const Event*> wraps;
     for (const Event* w : domainEvents(st, "wrap")) {
@@ -138,7 +160,20 @@ class TiedParamsSplit final : public Rule {
       const Event* ub = unitOf(st, wraps, t.b, *t.set, ambiguous);
       // Both must be in some unit, in two units known apart: one call that takes both
       // (`fully_shard([a, b])`) is one unit.
-      if (ambiguous || !ua || !ub || sameCall(*ua, *ub)) continue;
+      if (ambiguous || !ua || !ub) continue;
+      // The tie and both wraps under the same unknown conditions (none, or one `if` around them all). A tie
+      // under `if tie_word_embeddings:` and a separate unit under `if not self.tie_word_embeddings:` (OLMo-core)
+      // never meet; the engine does not relate two conditions, so any difference keeps the rule silent.
+      auto conds = [&](semantic::PointId p) {
+        std::vector<std::string> c = st.conditionsAt(p);
+        std::sort(c.begin(), c.end());
+        return c;
+      };
+      if (conds(t.set->point) != conds(ua->point) || conds(ua->point) != conds(ub->point)) continue;
+      if (sameCall(*ua, *ub)) {
+        control(cx, st, t, *ua, *ub, self, controlsSeen);
+        continue;
+      }
       if (ua->attr("api") != ub->attr("api")) continue;  // FSDP1 and FSDP2 mixed: another problem
       Lineage la = lineageOf(st, ua->target), lb = lineageOf(st, ub->target);
       // The unit that splits them: the deeper one (a unit of its own inside the other's module).
@@ -189,6 +224,7 @@ class TiedParamsSplit final : public Rule {
   }
 
   const RuleInfo* info_;
+  std::set<std::pair<uint32_t, uint32_t>> controlsSeen;
 };
 
 }  // namespace

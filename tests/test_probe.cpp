@@ -1807,3 +1807,108 @@ TEST_CASE("probe cli: --controls needs replay mode", "[probe]") {
   CHECK(r.code == 2);
   CHECK(r.err.find("--controls replays the rules' controls: it needs --mode replay") != std::string::npos);
 }
+
+// ---- SL207 tied-params-split ----
+
+TEST_CASE("probe spec: SL207 shapes from how the finding splits the tied modules", "[probe]") {
+  std::map<std::string, int> shapes;
+  for (const char* file : {"SL207_fsdp2_tied_split.py", "SL207_fsdp2_tied_helper.py", "SL207_fsdp1_tied_split.py"}) {
+    for (const auto& d : lint(fixture(file))) {
+      if (d.code != "SL207") continue;
+      INFO(file << ": " << d.message);
+      auto s = replaySpecFor(d);
+      REQUIRE(s);
+      CHECK_FALSE(s->control);
+      CHECK(replaySupported(*s));
+      ++shapes[s->wrapApi + "/" + s->shape + (s->useOrigParams ? "/orig" : "")];
+      std::string program = replayProgram(*s);
+      CHECK(program.find("model.head.weight = model.embed.weight") != std::string::npos);
+      CHECK(program.find("s.check_tie(model, embed, head") != std::string::npos);
+      if (s->shape == "tied-split-roots") {
+        CHECK(program.find("fully_shard(model.head, mesh=env.mesh)") != std::string::npos);
+        CHECK(program.find("fully_shard(model, mesh=env.mesh)") == std::string::npos);  // no root unit
+      }
+      if (s->wrapApi == "fsdp1")
+        CHECK(program.find("model.embed = FSDP(model.embed, use_orig_params=" +
+                           std::string(s->useOrigParams ? "True" : "False")) != std::string::npos);
+    }
+  }
+  CHECK(shapes["fully_shard/tied-split-root"] == 5);  // 4 in the file (one root over both), 1 through the helper
+  CHECK(shapes["fully_shard/tied-split-roots"] == 1);
+  CHECK(shapes["fsdp1/tied-split-root"] == 1);
+  CHECK(shapes["fsdp1/tied-split-root/orig"] == 1);
+  // A message that does not say how the modules are split gives no spec.
+  Diagnostic odd = findingOf("SL207_fsdp1_tied_split.py", "SL207");
+  odd.message = "`model.head.weight` is tied to `model.embed.weight`";
+  std::string why;
+  CHECK_FALSE(replaySpecFor(odd, "", &why));
+  CHECK(why.find("SL207") != std::string::npos);
+}
+
+TEST_CASE("probe decide: SL207 is confirmed by torch's refusal, a failed forward or tied weights apart", "[probe]") {
+  RunOutcome run = outcome(2);
+  RankReport r0 = synthetic(0, 2, false), r1 = synthetic(1, 2, false);
+  r0.exceptionType = r1.exceptionType = "ValueError";
+  r0.exceptionMessage = r1.exceptionMessage =
+      "Parameter 'embed.weight' is shared with a parameter already managed by another FSDP group. For shared/tied "
+      "parameters, use fully_shard([module_a, module_b]) to place them in the same FSDP group.";
+  r0.phase = r1.phase = "forward";
+  CHECK(decide("SL207", {r0, r1}, run).verdict == Verdict::Confirmed);
+  CHECK(decide("SL201", {r0, r1}, run).verdict != Verdict::Confirmed);
+  // Another ValueError is no confirmation.
+  r0.exceptionMessage = r1.exceptionMessage = "fully_shard doesn't support scalar parameters.";
+  r0.phase = r1.phase = "wrap";
+  CHECK(decide("SL207", {r0, r1}, run).verdict != Verdict::Confirmed);
+  // FSDP1 use_orig_params=True: a RuntimeError in the forward.
+  r0.exceptionType = r1.exceptionType = "RuntimeError";
+  r0.exceptionMessage = r1.exceptionMessage = "size mismatch, got input (64), mat (64x64), vec (8192)";
+  r0.phase = r1.phase = "forward";
+  CHECK(decide("SL207", {r0, r1}, run).verdict == Verdict::Confirmed);
+  r0.phase = r1.phase = "step";
+  CHECK(decide("SL207", {r0, r1}, run).verdict != Verdict::Confirmed);
+  // The step ran: the tie read off after it decides.
+  RankReport a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  a.tiedApart = b.tiedApart = true;
+  a.tiedMaxDiff = b.tiedMaxDiff = 0.02;
+  ProbeResult apart = decide("SL207", {a, b}, run);
+  CHECK(apart.verdict == Verdict::Confirmed);
+  CHECK(apart.evidence.find("tied embedding and head weights differ (largest difference 0.02)") != std::string::npos);
+  a.tiedApart = b.tiedApart = false;
+  a.tiedMaxDiff = b.tiedMaxDiff = 0.0;
+  ProbeResult kept = decide("SL207", {a, b}, run);
+  CHECK(kept.verdict == Verdict::NotReproduced);
+  CHECK(kept.evidence.find("still one value") != std::string::npos);
+}
+
+TEST_CASE("probe controls: SL207 records tied modules kept in one unit", "[probe]") {
+  auto controls = controlsOf(fixture("SL207_tied_params_ok.py"), "SL207");
+  std::map<std::string, int> shapes;
+  for (const auto& c : controls) {
+    INFO(c.message);
+    auto s = replaySpecFor(c);
+    REQUIRE(s);
+    CHECK(s->control);
+    CHECK(replaySupported(*s));
+    ++shapes[c.facts.at("wrap_api") + "/" + c.facts.at("shape")];
+    if (c.facts.at("shape") == "tied-group")
+      CHECK(replayProgram(*s).find("fully_shard([model.embed, model.head], mesh=env.mesh)") != std::string::npos);
+  }
+  // blocks then root, tied outside the class then root, the common parent's unit, the dead flag's root; one group
+  // call; FSDP1's root.
+  CHECK(shapes["fully_shard/tied-one-unit"] == 4);
+  CHECK(shapes["fully_shard/tied-group"] == 1);
+  CHECK(shapes["fsdp1/tied-one-unit"] == 1);
+  // Untied modules in separate units: nothing to control.
+  for (const auto& c : controls) CHECK(c.message.find("UntiedLM") == std::string::npos);
+}
+
+TEST_CASE("probe: SL207 is a probed rule", "[probe]") {
+  CHECK(probedCode("SL207"));
+  ReplaySpec s;
+  s.code = "SL207";
+  s.shape = "tied-group";
+  s.wrapApi = "fully_shard";
+  CHECK(replaySupported(s));
+  s.wrapApi = "fsdp1";  // FSDP1 has no group call
+  CHECK_FALSE(replaySupported(s));
+}

@@ -110,7 +110,7 @@ std::string_view verdictName(Verdict v) {
 
 bool probedCode(std::string_view code) {
   return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL104" || code == "SL105" || code == "SL201" ||
-         code == "SL202" || code == "SL402";
+         code == "SL202" || code == "SL402" || code == "SL207";
 }
 
 // ============================================================================================
@@ -193,6 +193,21 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     if (contains(text, "prepare_model")) s.shape = "prepare-model";
     else if (contains(text, "prepared in a call of its own")) s.shape = "separate-prepare";
     else return fail("cannot tell the shape of this SL201 finding from its message");
+  } else if (d.code == "SL207") {
+    // Tied modules in different FSDP units: the stand-in's embedding and head, tied, split as the message says.
+    s.fsdpVersion = contains(text, "is sharded by `fully_shard(") ? 2 : 1;
+    s.wrapApi = s.fsdpVersion == 2 ? "fully_shard" : "fsdp1";
+    if (s.fsdpVersion == 2 && contains(text, "already managed by another FSDP group")) s.shape = "tied-split-root";
+    else if (s.fsdpVersion == 2 && contains(text, "each unit shards and updates its own copy")) s.shape = "tied-split-roots";
+    else if (s.fsdpVersion == 1 && contains(text, "each unit flattens its own copy") &&
+             !contains(text, "use_orig_params=True`, the first forward fails"))
+      s.shape = "tied-split-root";
+    else if (s.fsdpVersion == 1 && contains(text, "with `use_orig_params=True` the first forward fails")) {
+      s.shape = "tied-split-root";
+      s.useOrigParams = true;
+    } else {
+      return fail("cannot tell how this SL207 finding splits the tied modules from its message");
+    }
   } else if (d.code == "SL202") {
     // transformers' Trainer refuses `optimizers=` when FSDP is on (needs transformers on the rank): FSDP from
     // the TrainingArguments, or from the accelerate config the script is launched with.
@@ -1137,6 +1152,9 @@ std::optional<RankReport> parseRankReport(const std::string& text, std::string* 
   num("unmanaged_entries", r.unmanagedEntries);
   optBool("params_changed", r.paramsChanged);
   optBool("diverged", r.diverged);
+  optBool("tied_apart", r.tiedApart);
+  str("phase", r.phase);
+  if (const json* v = field("tied_max_diff", &json::is_number, "a number")) r.tiedMaxDiff = v->get<double>();
   if (const json* v = field("trainable_params", &json::is_number_integer, "an integer")) r.trainableParams = v->get<int>();
   if (const json* v = field("trainable_not_optimized", &json::is_number_integer, "an integer"))
     r.trainableNotOptimized = v->get<int>();
@@ -1210,6 +1228,15 @@ bool isMixedDTensor(const RankReport& r) {
          contains(r.exceptionMessage, "mixed Tensor and DTensor");
 }
 // accelerate FSDP2's refusals (SL201) and the Trainer's (SL202).
+// SL207: torch's refusal of a parameter in two FSDP2 groups (2.13+), at the root's lazy init (first forward).
+bool isSharedParamError(const RankReport& r) {
+  return r.exceptionType == "ValueError" && contains(r.exceptionMessage, "already managed by another FSDP group");
+}
+
+// SL207 with FSDP1 use_orig_params=True: the first forward fails (measured on torch 2.15: `RuntimeError: size
+// mismatch`, the head computing with the embedding unit's sharded view).
+bool isTiedForwardError(const RankReport& r) { return r.exceptionType == "RuntimeError" && r.phase == "forward"; }
+
 bool isSeparatePrepareError(const RankReport& r) {
   return contains(r.exceptionMessage, "a model and optimizer must be passed together") ||
          contains(r.exceptionMessage, "FSDP2 preparation should be done via");
@@ -1341,6 +1368,8 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
   const RankReport* sl101Error = nullptr;
   const RankReport* firstException = nullptr;
   const RankReport* refused = nullptr;  // SL201 / SL202: the framework's own refusal
+  const RankReport* tiedApart = nullptr;  // SL207: the tied weights differ after the step
+  bool tieKnown = false;
   for (const auto& r : reports) {
     if (r.reachedStep) ++reached;
     if (r.staleOptimizerEntries > stale) stale = r.staleOptimizerEntries, staleRank = r.rank;
@@ -1359,8 +1388,14 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
       divergenceKnown = true;
       if (*r.diverged && !divergedRank) divergedRank = r.rank;
     }
+    if (r.tiedApart.has_value()) {
+      tieKnown = true;
+      if (*r.tiedApart && !tiedApart) tiedApart = &r;
+    }
     if (!r.exceptionType.empty()) {
       if (!firstException) firstException = &r;
+      // A forward that fails in the stand-in whose controls (the same model, the tie kept in one unit) train.
+      if (!refused && code == "SL207" && (isSharedParamError(r) || isTiedForwardError(r))) refused = &r;
       if (isShardedKeyError(r) && !keyError) keyError = &r;
       if (isMixedDTensor(r) && !mixed) mixed = &r;
       if (isSl101FrameworkError(r) && !sl101Error) sl101Error = &r;
@@ -1423,6 +1458,17 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
     if (refused)
       confirm.push_back(std::string(code == "SL201" ? "accelerate" : "the Trainer") + " raised " +
                         exceptionText(*refused) + onRank(refused->rank));
+  } else if (code == "SL207") {
+    if (refused) confirm.push_back("torch raised " + exceptionText(*refused) + " in the " + refused->phase + onRank(refused->rank));
+    if (tiedApart) {
+      std::string diff;
+      if (tiedApart->tiedMaxDiff) {
+        std::ostringstream os;
+        os << std::setprecision(3) << *tiedApart->tiedMaxDiff;
+        diff = " (largest difference " + os.str() + ")";
+      }
+      confirm.push_back("after the first step the tied embedding and head weights differ" + diff + onRank(tiedApart->rank));
+    }
   } else if (code == "SL103") {
     if (unmanaged > 0)
       confirm.push_back("the optimizer held " + plural(unmanaged, "tensor", "tensors") + " that no FSDP unit manages" +
@@ -1487,6 +1533,9 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
   if (code == "SL201" || code == "SL202") {
     facts.push_back(code == "SL201" ? "accelerate's prepare raised no ValueError"
                                     : "the Trainer raised no RuntimeError for the optimizers");
+  } else if (code == "SL207") {
+    facts.push_back(tieKnown ? "the tied embedding and head weights are still one value after the step"
+                             : "the tie was not checked");
   } else if (code == "SL105") {
     facts.push_back(trainableKnown ? "the optimizer held all " + plural(trainable, "trainable parameter", "trainable parameters") +
                                          " of the model"
@@ -2117,7 +2166,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
                       const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
     if (!choice.divergenceOnGloo || code == "SL101" || code == "SL104" || code == "SL402" || code == "SL105" ||
-        code == "SL201" || code == "SL202" || first.verdict == Verdict::Confirmed ||
+        code == "SL201" || code == "SL202" || code == "SL207" || first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;
     if (!g) {

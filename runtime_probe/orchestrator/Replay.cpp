@@ -116,6 +116,19 @@ std::string shapeText(const std::string& shape) {
   if (shape == "forward-before-optimizer-resharded")
     return "fully_shard on the blocks and on the root with reshard_after_forward=True, a forward pass, then the "
            "optimizer is built (a control: the rules found this correct)";
+  // SL207: the stand-in's head tied to its embedding (`model.head.weight = model.embed.weight`).
+  if (shape == "tied-split-root")
+    return "the head's weight is tied to the embedding's; the embedding gets an FSDP unit of its own while the head "
+           "stays in the root's unit";
+  if (shape == "tied-split-roots")
+    return "the head's weight is tied to the embedding's; the embedding and the head get an FSDP2 unit each and the "
+           "root none";
+  if (shape == "tied-one-unit")
+    return "the head's weight is tied to the embedding's; the blocks get units of their own, the embedding and the "
+           "head stay in the root's unit (a control: the rules found this correct)";
+  if (shape == "tied-group")
+    return "the head's weight is tied to the embedding's; fully_shard([model.embed, model.head]) puts both in one "
+           "unit, then the root is sharded (a control: the rules found this correct)";
   if (shape == "blocks-without-root")
     return "fully_shard is applied to the blocks but not to the root; the optimizer takes the whole model's parameters";
   return "a trainable parameter the optimizer holds is excluded from FSDP (ignored)";
@@ -476,6 +489,35 @@ Lines body(const ReplaySpec& spec) {
       b.push_back("optimizer = s.make_optimizer(model.parameters())");
     }
     b.push_back("s.run_first_step(model, optimizer)");
+  } else if (shape.rfind("tied-", 0) == 0) {
+    // SL207: a tied stand-in, wrapped as the finding (or the control) says; one step, then the tie is read off.
+    bool fsdp2 = api == "fully_shard";
+    if (fsdp2) fullyShardPrelude(b, false);
+    else fsdp1Prelude(b);
+    b.push_back("# Weight tying, as the finding's model does it.");
+    b.push_back("model.head.weight = model.embed.weight");
+    b.push_back("embed, head = model.embed, model.head  # the tied modules (FSDP1 wraps them in place)");
+    b.push_back("s.phase(\"wrap\")");
+    if (fsdp2) {
+      if (shape != "tied-split-roots") shardBlocks(b);
+      if (shape == "tied-split-root") {
+        b.push_back("fully_shard(model.embed, mesh=env.mesh)  # the embedding alone; the head is left to the root");
+      } else if (shape == "tied-split-roots") {
+        b.push_back("fully_shard(model.embed, mesh=env.mesh)  # a unit each, and no root unit");
+        b.push_back("fully_shard(model.head, mesh=env.mesh)");
+      } else if (shape == "tied-group") {
+        b.push_back("fully_shard([model.embed, model.head], mesh=env.mesh)  # one unit for both");
+      }
+      if (shape != "tied-split-roots") b.push_back("fully_shard(model, mesh=env.mesh)");
+    } else {
+      std::string kw = "use_orig_params=" + pyBool(spec.useOrigParams) + ", device_id=env.device_id";
+      if (shape == "tied-split-root")
+        b.push_back("model.embed = FSDP(model.embed, " + kw + ")  # the embedding alone; the head is left to the root");
+      b.push_back("model = FSDP(model, " + kw + ")");
+    }
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("s.run_first_step(model, optimizer)");
+    b.push_back(std::string("s.check_tie(model, embed, head, fsdp1=") + pyBool(!fsdp2) + ")");
   } else if (shape == "blocks-without-root") {
     fullyShardPrelude(b, false);
     b.push_back("# Only the blocks are sharded: the root's embedding, final norm and head stay");
@@ -537,7 +579,8 @@ const std::vector<std::string>& replayShapes() {
                                                   "forward-before-optimizer-all-kept", "optimizer-then-forward",
                                                   "forward-backward-before-optimizer",
                                                   "forward-reshard-before-optimizer",
-                                                  "forward-before-optimizer-resharded"};
+                                                  "forward-before-optimizer-resharded", "tied-split-root",
+                                                  "tied-split-roots", "tied-one-unit", "tied-group"};
   return shapes;
 }
 
@@ -577,6 +620,8 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
     ok = api != "trainer" && (spec.replacement == "get_peft_model" || spec.replacement == "peft_from_pretrained" ||
                               spec.replacement == "to_empty" || spec.replacement == "load_state_dict_assign");
   else if (shape.rfind("forward-", 0) == 0 || shape == "optimizer-then-forward") ok = api == "fully_shard";
+  else if (shape == "tied-split-root" || shape == "tied-one-unit") ok = api == "fully_shard" || api == "fsdp1";
+  else if (shape == "tied-split-roots" || shape == "tied-group") ok = api == "fully_shard";
   if (api == "trainer" && shape.rfind("trainer-", 0) != 0) ok = false;  // the Trainer replays SL202 only
   if (!ok) return no("no replay of '" + shape + "' with wrap API '" + api + "'");
   return true;

@@ -26,6 +26,7 @@ struct ReplaySpec {
                            // | "blocks-without-root" | "ignored-trainable" | "separate-prepare" | "prepare-model"
                            // | "params-replaced-after-optimizer" | "params-replaced-before-optimizer"
                            // | "trainer-prebuilt-optimizer" | "trainer-builds-optimizer"
+                           // | SL207: "tied-split-root" | "tied-split-roots" | "tied-one-unit" | "tied-group"
   // SL105: how the parameters are replaced: "get_peft_model" | "peft_from_pretrained" | "to_empty"
   // | "load_state_dict_assign"; empty for the other shapes.
   std::string replacement;
@@ -46,10 +47,13 @@ struct RankReport {
   int unmanagedEntries = 0;           // optimizer tensors no FSDP unit manages
   std::optional<bool> paramsChanged;  // did the step change the (managed) parameters at all
   std::optional<bool> diverged;       // ranks disagree on parameters outside FSDP after a step
+  std::optional<bool> tiedApart;      // SL207: the tied embedding and head differ after the step
+  std::optional<double> tiedMaxDiff;  // SL207: their largest difference
   std::optional<int> trainableParams;        // the model's parameters with requires_grad (not measured: none)
   std::optional<int> trainableNotOptimized;  // ... that are in no param group of the optimizer (SL105)
   std::vector<std::string> trainableNotOptimizedNames;  // their names (at most 32)
   std::string exceptionType, exceptionMessage;  // empty when none
+  std::string phase;                  // the phase the exception was raised in (or the last one reached)
   double elapsedSeconds = 0;
   std::vector<std::string> notes;     // what the rank adapted or noticed (e.g. accelerate FSDP on CPU)
 };

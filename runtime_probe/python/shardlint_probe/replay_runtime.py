@@ -722,6 +722,35 @@ class ReplaySession:
         if probe is not None:
             probe.after()
 
+    def check_tie(self, model: Any, embed: Any, head: Any, fsdp1: bool = False) -> None:
+        """SL207: after the step, are the tied weights of `embed` and `head` still one value? Full
+        tensors on every rank (FSDP2: DTensor.full_tensor(), a collective every rank runs; FSDP1:
+        summon_full_params on the root). Sets report.tied_apart and tied_max_diff."""
+        import torch
+
+        self.phase("checks")
+
+        def full(t: Any) -> Any:
+            return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+        if fsdp1:
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+            with FSDP.summon_full_params(model):
+                e, h = embed.weight.detach().clone(), head.weight.detach().clone()
+        else:
+            e, h = full(embed.weight.detach()), full(head.weight.detach())
+        same_object = embed.weight is head.weight
+        if e.shape != h.shape:
+            self.report.tied_apart, self.report.tied_max_diff = True, None
+            self.report.add_note(f"the tied weights have different shapes after the step: {tuple(e.shape)} and {tuple(h.shape)}")
+            return
+        diff = float((e.float() - h.float()).abs().max().item())
+        self.report.tied_apart = diff > 0.0
+        self.report.tied_max_diff = diff
+        self.report.add_note(f"after the step the tied weights are {'one parameter' if same_object else 'two parameters'}, "
+                             f"largest difference {diff:.3g}")
+
     # ---- driving ----
 
     def run(self, replay: Callable[["ReplaySession"], None]) -> int:

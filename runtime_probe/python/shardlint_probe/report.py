@@ -101,6 +101,10 @@ class RankReport:
         # optimizer does not hold (SL105: parameters replaced after the optimizer was built). None: not measured.
         self.trainable_params: Optional[int] = None
         self.trainable_not_optimized: Optional[int] = None
+        # SL207: after the step, the weights of two tied modules are no longer one value (the largest
+        # difference of their full tensors). None: not measured.
+        self.tied_apart: Optional[bool] = None
+        self.tied_max_diff: Optional[float] = None
         self.exception_type = ""
         self.exception_message = ""
         self.elapsed_seconds = 0.0
@@ -173,6 +177,8 @@ class RankReport:
             "trainable_params": None if self.trainable_params is None else int(self.trainable_params),
             "trainable_not_optimized": None if self.trainable_not_optimized is None else int(self.trainable_not_optimized),
             "exception_type": str(self.exception_type),
+            "tied_apart": None if self.tied_apart is None else bool(self.tied_apart),
+            "tied_max_diff": None if self.tied_max_diff is None else float(self.tied_max_diff),
             "exception_message": str(self.exception_message),
             "elapsed_seconds": round(float(self.elapsed_seconds), 3),
             "events": list(self.events),
