@@ -344,7 +344,7 @@ void requirePython() {
 const std::set<std::string> kReportKeys = {
     "schema", "rank", "world_size", "backend", "torch_version", "accelerate_version", "reached_step",
     "stale_optimizer_entries", "unmanaged_entries", "params_changed", "diverged", "trainable_params",
-    "trainable_not_optimized", "exception_type", "exception_message", "elapsed_seconds", "events", "finding", "mode",
+    "trainable_not_optimized", "tied_apart", "tied_max_diff", "exception_type", "exception_message", "elapsed_seconds", "events", "finding", "mode",
     "phase", "optimizer_class", "optimizer_entries", "unmanaged_names", "trainable_not_optimized_names", "probe_error",
     "notes"};
 
@@ -365,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 19);
+  CHECK(replayShapes().size() == 23);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -402,7 +402,10 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "optimizer-then-forward/fully_shard",
                                            "forward-backward-before-optimizer/fully_shard",
                                            "forward-reshard-before-optimizer/fully_shard",
-                                           "forward-before-optimizer-resharded/fully_shard"});
+                                           "forward-before-optimizer-resharded/fully_shard",
+                                           "tied-split-root/fully_shard", "tied-split-root/fsdp1",
+                                           "tied-split-roots/fully_shard", "tied-one-unit/fully_shard",
+                                           "tied-one-unit/fsdp1", "tied-group/fully_shard"});
   std::string why;
   CHECK_FALSE(replaySupported(spec("SL101", "optimizer-before-wrap", "deepspeed"), &why));
   CHECK(why.find("deepspeed") != std::string::npos);
