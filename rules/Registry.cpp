@@ -56,6 +56,11 @@ std::vector<Entry> makeEntries() {
         "HF `Trainer(..., optimizers=(opt, sched))` while FSDP is enabled (a RuntimeError in `Trainer.__init__`)",
         ruleDoc("SL202")},
        makeSL202},
+      {{"SL205", "forward-bypasses-fsdp", Severity::Error,
+        "`model.forward(x)` on a module that FSDP2 made an FSDP unit: the hook that all-gathers its parameters "
+        "does not run",
+        ruleDoc("SL205")},
+       makeSL205},
       {{"SL301", "unknown-fsdp-key", Severity::Error,
         "a key inside `fsdp_config` that the consumer ignores silently (typo, deprecated name)", ruleDoc("SL301")},
        makeSL301},
