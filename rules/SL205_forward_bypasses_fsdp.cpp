@@ -95,11 +95,15 @@ class ForwardBypassesFsdp final : public Rule {
   // Evidence that the parameters may be unsharded when the call runs: `unshard()` of the receiver, or a
   // call of a module holding it (the root keeps its parameters unsharded after a forward; a module with
   // `reshard_after_forward=False` too) that may run before it.
-  static bool maybeUnsharded(const Store& st, const Event& e, const Event& w) {
+  // `unshard` is set when the reason is an `unshard()` of the receiver.
+  static bool maybeUnsharded(const Store& st, const Event& e, const Event& w, bool* unshard = nullptr) {
     Lineage l = lineageOf(st, e.target);
     for (const Event& u : st.events) {
       if (u.kind != EventKind::MethodCall || u.target == kNoObj || !st.mayHappenBefore(u.point, e.point)) continue;
-      if (u.name == "unshard" && u.target == e.target) return true;
+      if (u.name == "unshard" && u.target == e.target) {
+        if (unshard) *unshard = true;
+        return true;
+      }
       if (u.name == "__call__" && w.attr("reshard_after_forward") != "True") {
         Lineage c = lineageOf(st, u.target);
         if (c.root != kNoObj && within(l, c)) return true;
@@ -179,7 +183,16 @@ class ForwardBypassesFsdp final : public Rule {
         }
         std::string cls;
         const Event* w = unitWrap(st, *e, wraps);
-        if (w && (registered(st, lineageOf(st, e->target)) || maybeUnsharded(st, *e, *w))) w = nullptr;
+        if (w) {
+          bool unshard = false;
+          std::string control = registered(st, lineageOf(st, e->target)) ? "bypass-registered"
+                                : maybeUnsharded(st, *e, *w, &unshard)     ? (unshard ? "bypass-unshard" : "-")
+                                                                           : "";
+          if (!control.empty()) {
+            if (control != "-") emitControl(cx, *e, control);
+            w = nullptr;
+          }
+        }
         if (!w) w = tiedWrap(cx, st, *e, wraps, cls);
         if (!w) {
           all = false;
@@ -194,6 +207,25 @@ class ForwardBypassesFsdp final : public Rule {
       if (!reported.insert(at).second) continue;
       report(cx, st, h);
     }
+    // The control every correct script has: a sharded module called through `__call__` (the first one).
+    // Only where some `.forward(` call was examined (the replay contrasts the two calls).
+    if (cx.wantsControls() && reported.empty() && !order.empty())
+      for (const Event& e : st.events)
+        if (e.kind == EventKind::MethodCall && e.name == "__call__" && e.target != kNoObj &&
+            !expectedToFail(st, e.point) && !neverRuns(st, e.point) && unitWrap(st, e, wraps)) {
+          emitControl(cx, e, "bypass-call");
+          break;
+        }
+  }
+
+  // Controls (RuleContext::control): a `.forward` the rule found correct (`register_fsdp_forward_method`,
+  // `unshard()` first), or a unit called through `__call__`.
+  void emitControl(RuleContext& cx, const Event& e, const std::string& shape) {
+    std::string how = shape == "bypass-registered" ? "`forward` of an FSDP2 unit registered with "
+                                                     "`register_fsdp_forward_method`"
+                      : shape == "bypass-unshard"  ? "`forward` of an FSDP2 unit after `unshard()`"
+                                                   : "an FSDP2 unit called through `__call__`";
+    cx.control(info(), e.origin.primary(), how, {{"shape", shape}, {"wrap_api", "fully_shard"}, {"fsdp_version", "2"}});
   }
 
   // The source text at `site`, on one line.

@@ -116,6 +116,21 @@ std::string shapeText(const std::string& shape) {
   if (shape == "forward-before-optimizer-resharded")
     return "fully_shard on the blocks and on the root with reshard_after_forward=True, a forward pass, then the "
            "optimizer is built (a control: the rules found this correct)";
+  if (shape == "bypass-root")
+    return "fully_shard on the blocks and the root, then the training step calls model.forward(inputs) instead of "
+           "model(inputs) (SL205)";
+  if (shape == "bypass-block")
+    return "fully_shard on the blocks and the root; the model's forward calls block.forward(h) instead of block(h) "
+           "(SL205)";
+  if (shape == "bypass-registered")
+    return "fully_shard on the blocks and the root, register_fsdp_forward_method(model, \"forward\"), then "
+           "model.forward(inputs) (a control: the rules found this correct)";
+  if (shape == "bypass-unshard")
+    return "fully_shard on the blocks and the root, model.unshard(), a no_grad model.forward(inputs), then a training "
+           "step (a control: the rules found this correct)";
+  if (shape == "bypass-call")
+    return "fully_shard on the blocks and the root, then the training step calls model(inputs) (a control: the rules "
+           "found this correct)";
   if (shape == "blocks-without-root")
     return "fully_shard is applied to the blocks but not to the root; the optimizer takes the whole model's parameters";
   return "a trainable parameter the optimizer holds is excluded from FSDP (ignored)";
@@ -476,6 +491,39 @@ Lines body(const ReplaySpec& spec) {
       b.push_back("optimizer = s.make_optimizer(model.parameters())");
     }
     b.push_back("s.run_first_step(model, optimizer)");
+  } else if (shape.rfind("bypass-", 0) == 0) {
+    // SL205: a unit's forward called directly, or a control.
+    fullyShardPrelude(b, false);
+    if (shape == "bypass-block") {
+      b.push_back("import types");
+      b.push_back("def bypassing_forward(self, ids):");
+      b.push_back("    h = self.embed(ids)");
+      b.push_back("    for block in self.blocks:");
+      b.push_back("        h = block.forward(h)  # the block's FSDP hooks do not run");
+      b.push_back("    return self.head(self.norm(h))");
+      b.push_back("model.forward = types.MethodType(bypassing_forward, model)");
+    }
+    b.push_back("s.phase(\"wrap\")");
+    shardBlocks(b);
+    b.push_back("fully_shard(model, mesh=env.mesh)");
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    if (shape == "bypass-root") {
+      b.push_back("# The training step calls the root's forward directly: its all-gather hook does not run.");
+      b.push_back("s.run_first_step(model, optimizer, forward=model.forward)");
+    } else if (shape == "bypass-registered") {
+      b.push_back("rt.compat.register_fsdp_forward_method_function()(model, \"forward\")");
+      b.push_back("# FSDP runs its hooks around the registered method.");
+      b.push_back("s.run_first_step(model, optimizer, forward=model.forward)");
+    } else if (shape == "bypass-unshard") {
+      b.push_back("inputs, _ = rt.batch(env.rank, env.device)");
+      b.push_back("s.phase(\"forward\")");
+      b.push_back("model.unshard()  # the root's parameters gathered explicitly");
+      b.push_back("with torch.no_grad():");
+      b.push_back("    model.forward(inputs)");
+      b.push_back("s.run_first_step(model, optimizer)");
+    } else {
+      b.push_back("s.run_first_step(model, optimizer)");
+    }
   } else if (shape == "blocks-without-root") {
     fullyShardPrelude(b, false);
     b.push_back("# Only the blocks are sharded: the root's embedding, final norm and head stay");
@@ -537,7 +585,9 @@ const std::vector<std::string>& replayShapes() {
                                                   "forward-before-optimizer-all-kept", "optimizer-then-forward",
                                                   "forward-backward-before-optimizer",
                                                   "forward-reshard-before-optimizer",
-                                                  "forward-before-optimizer-resharded"};
+                                                  "forward-before-optimizer-resharded", "bypass-root",
+                                                  "bypass-block", "bypass-registered", "bypass-unshard",
+                                                  "bypass-call"};
   return shapes;
 }
 
@@ -577,6 +627,7 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
     ok = api != "trainer" && (spec.replacement == "get_peft_model" || spec.replacement == "peft_from_pretrained" ||
                               spec.replacement == "to_empty" || spec.replacement == "load_state_dict_assign");
   else if (shape.rfind("forward-", 0) == 0 || shape == "optimizer-then-forward") ok = api == "fully_shard";
+  else if (shape.rfind("bypass-", 0) == 0) ok = api == "fully_shard";  // SL205
   if (api == "trainer" && shape.rfind("trainer-", 0) != 0) ok = false;  // the Trainer replays SL202 only
   if (!ok) return no("no replay of '" + shape + "' with wrap API '" + api + "'");
   return true;
