@@ -188,6 +188,8 @@ class ForwardBypassesFsdp final : public Rule {
           std::string control = registered(st, lineageOf(st, e->target)) ? "bypass-registered"
                                 : maybeUnsharded(st, *e, *w, &unshard)     ? (unshard ? "bypass-unshard" : "-")
                                                                            : "";
+          // The `unshard()` control only for a unit with no separately sharded part (what its replay shards).
+          if (control == "bypass-unshard" && hasShardedPart(st, e->target, wraps)) control = "-";
           if (!control.empty()) {
             if (control != "-") emitControl(cx, *e, control);
             w = nullptr;
@@ -216,6 +218,14 @@ class ForwardBypassesFsdp final : public Rule {
           emitControl(cx, e, "bypass-call");
           break;
         }
+  }
+
+  static bool hasShardedPart(const Store& st, ObjId module, const std::vector<const Event*>& wraps) {
+    Lineage l = lineageOf(st, module);
+    return std::any_of(wraps.begin(), wraps.end(), [&](const Event* w) {
+      Lineage p = lineageOf(st, w->target);
+      return within(p, l) && !within(l, p);
+    });
   }
 
   // Controls (RuleContext::control): a `.forward` the rule found correct (`register_fsdp_forward_method`,

@@ -32,7 +32,7 @@
 // | "bypass-root"                | blocks and root, the step calls model.forward(inputs) (SL205) | yes        | -     | -            |
 // | "bypass-block"               | blocks and root, the root's forward calls block.forward(h) (SL205) | yes   | -     | -            |
 // | "bypass-registered"          | register_fsdp_forward_method(model, "forward"), then model.forward (SL205 control) | yes | - | - |
-// | "bypass-unshard"             | model.unshard(), a no_grad model.forward, then a step (SL205 control) | yes | -  | -            |
+// | "bypass-unshard"             | root only: model.unshard(), a no_grad model.forward, a step (SL205 control) | yes | - | -          |
 // | "bypass-call"                | blocks and root, the step calls model(inputs) (SL205 control) | yes         | -     | -            |
 //
 // The free parameter multiplies the logits, so it gets a gradient (and diverges when unreduced).
