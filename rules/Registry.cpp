@@ -56,6 +56,11 @@ std::vector<Entry> makeEntries() {
         "HF `Trainer(..., optimizers=(opt, sched))` while FSDP is enabled (a RuntimeError in `Trainer.__init__`)",
         ruleDoc("SL202")},
        makeSL202},
+      {{"SL205", "forward-bypasses-fsdp", Severity::Error,
+        "`model.forward(x)` on a module that FSDP2 made an FSDP unit: the hook that all-gathers its parameters "
+        "does not run",
+        ruleDoc("SL205")},
+       makeSL205},
       {{"SL207", "tied-params-split", Severity::Error,
         "modules that share a parameter (a tied embedding and head) placed in different FSDP units",
         ruleDoc("SL207")},

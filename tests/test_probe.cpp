@@ -1912,3 +1912,81 @@ TEST_CASE("probe: SL207 is a probed rule", "[probe]") {
   s.wrapApi = "fsdp1";  // FSDP1 has no group call
   CHECK_FALSE(replaySupported(s));
 }
+
+// ---- SL205 forward-bypasses-fsdp ----
+
+TEST_CASE("probe spec: SL205 shapes, root or a part of the model's own forward", "[probe]") {
+  struct Expect {
+    const char* file;
+    const char* shape;
+  };
+  for (const Expect& e : {Expect{"SL205_root_forward.py", "bypass-root"},
+                          Expect{"SL205_accelerate_fsdp2_prepare.py", "bypass-root"},
+                          Expect{"SL205_block_forward.py", "bypass-block"}}) {
+    INFO(e.file);
+    auto s = replaySpecFor(findingOf(e.file, "SL205"));
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fully_shard");
+    CHECK(s->shape == e.shape);
+    CHECK_FALSE(s->control);
+    REQUIRE(replaySupported(*s));
+    std::string program = replayProgram(*s);
+    if (s->shape == "bypass-root") CHECK(program.find("forward=model.forward") != std::string::npos);
+    else CHECK(program.find("h = block.forward(h)") != std::string::npos);
+  }
+  ReplaySpec other;
+  other.code = "SL205";
+  other.shape = "bypass-root";
+  other.wrapApi = "fsdp1";
+  CHECK_FALSE(replaySupported(other));
+}
+
+TEST_CASE("probe verdict: SL205", "[probe]") {
+  // The direct forward computed with the sharded DTensor parameters: torch's mixed Tensor/DTensor error.
+  auto a = synthetic(0, 2, false), b = synthetic(1, 2, false);
+  a.exceptionType = b.exceptionType = "RuntimeError";
+  a.exceptionMessage = b.exceptionMessage =
+      "aten.embedding.default got mixed torch.Tensor and DTensor, need to convert all torch.Tensor to DTensor before "
+      "calling distributed operators!";
+  ProbeResult r = decide("SL205", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("the forward called as `.forward(...)` raised RuntimeError: aten.embedding.default got mixed") !=
+        std::string::npos);
+  CHECK(r.evidence.find("(rank 0)") != std::string::npos);
+
+  // A clean step: not reproduced, with what was seen.
+  a = synthetic(0, 2, true), b = synthetic(1, 2, true);
+  r = decide("SL205", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::NotReproduced);
+  CHECK(r.evidence.find("no rank raised the mixed torch.Tensor / DTensor error") != std::string::npos);
+
+  // Another error before the step: not reached, never confirmed.
+  a = synthetic(0, 2, false), b = synthetic(1, 2, false);
+  a.exceptionType = b.exceptionType = "RuntimeError";
+  a.exceptionMessage = b.exceptionMessage = "FSDP requires running forward through the root module first";
+  r = decide("SL205", {a, b}, outcome(2));
+  CHECK(r.verdict == Verdict::NotReached);
+}
+
+TEST_CASE("probe controls: SL205's controls name why the forward runs FSDP's hooks", "[probe]") {
+  LintOptions o;
+  o.controls = std::make_shared<ControlSink>();
+  Linter l(rules::catalog(), o);
+  CHECK(l.lintPath(fixture("SL205_root_forward_ok.py")).empty());
+  std::set<std::string> shapes;
+  for (auto& c : o.controls->take()) {
+    if (c.code != "SL205") continue;
+    shapes.insert(c.facts.at("shape"));
+    auto s = replaySpecFor(c);
+    REQUIRE(s);
+    CHECK(s->control);
+    CHECK(replaySupported(*s));
+  }
+  CHECK(shapes == std::set<std::string>{"bypass-registered", "bypass-unshard", "bypass-call"});
+  // A file with an SL205 finding gives no `__call__` control.
+  LintOptions o2;
+  o2.controls = std::make_shared<ControlSink>();
+  Linter l2(rules::catalog(), o2);
+  CHECK_FALSE(l2.lintPath(fixture("SL205_root_forward.py")).empty());
+  for (const auto& c : o2.controls->take()) CHECK((c.code != "SL205" || c.facts.at("shape") != "bypass-call"));
+}

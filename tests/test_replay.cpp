@@ -365,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 23);
+  CHECK(replayShapes().size() == 28);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -402,7 +402,9 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "optimizer-then-forward/fully_shard",
                                            "forward-backward-before-optimizer/fully_shard",
                                            "forward-reshard-before-optimizer/fully_shard",
-                                           "forward-before-optimizer-resharded/fully_shard",
+                                           "forward-before-optimizer-resharded/fully_shard", "bypass-root/fully_shard",
+                                           "bypass-block/fully_shard", "bypass-registered/fully_shard",
+                                           "bypass-unshard/fully_shard", "bypass-call/fully_shard",
                                            "tied-split-root/fully_shard", "tied-split-root/fsdp1",
                                            "tied-split-roots/fully_shard", "tied-one-unit/fully_shard",
                                            "tied-one-unit/fsdp1", "tied-group/fully_shard"});

@@ -110,7 +110,7 @@ std::string_view verdictName(Verdict v) {
 
 bool probedCode(std::string_view code) {
   return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL104" || code == "SL105" || code == "SL201" ||
-         code == "SL202" || code == "SL402" || code == "SL207";
+         code == "SL202" || code == "SL402" || code == "SL205" || code == "SL207";
 }
 
 // ============================================================================================
@@ -150,7 +150,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     return std::nullopt;
   };
   if (!probedCode(d.code))
-    return fail(d.code + " is not a rule the probe tests (SL101-SL105, SL201, SL202, SL402)");
+    return fail(d.code + " is not a rule the probe tests (SL101-SL105, SL201, SL202, SL205, SL402)");
   ReplaySpec s;
   s.code = d.code;
   s.path = d.location.path;
@@ -185,6 +185,13 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     else if (parts) s.shape = "forward-before-optimizer-blocks-kept";
     else if (root) s.shape = "forward-before-optimizer";
     else return fail("cannot tell which modules stay unsharded from this SL104 finding's message");
+  } else if (d.code == "SL205") {
+    // FSDP2: `.forward(...)` of a unit instead of a call. A part of `self` inside a class's forward (the
+    // message says "in every `Class` made here") replays as the blocks' forward bypassed inside the
+    // root's; anything else as the root's own forward called directly. accelerate FSDP2's prepare applies
+    // the same `fully_shard` to the root, so its findings replay with fully_shard too.
+    s.wrapApi = "fully_shard";
+    s.shape = contains(d.message, "` made here (`") ? "bypass-block" : "bypass-root";
   } else if (d.code == "SL201") {
     // accelerate FSDP2 refuses a model and an optimizer prepared apart, and prepare_model: the replay
     // makes the same calls and expects accelerate's ValueError.
@@ -1454,6 +1461,9 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
                         onRank(unmanaged >= stale ? unmanagedRank : staleRank));
     if (unchangedRank && reached > 0)
       confirm.push_back("optimizer.step() left the model's parameters unchanged" + onRank(*unchangedRank));
+  } else if (code == "SL205") {
+    if (mixed)
+      confirm.push_back("the forward called as `.forward(...)` raised " + exceptionText(*mixed) + onRank(mixed->rank));
   } else if (code == "SL201" || code == "SL202") {
     if (refused)
       confirm.push_back(std::string(code == "SL201" ? "accelerate" : "the Trainer") + " raised " +
@@ -1530,7 +1540,11 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
                           : "all " + std::to_string(ranksReported) + " ranks") +
       " with no sign of the bug: ";
   std::vector<std::string> facts;
-  if (code == "SL201" || code == "SL202") {
+  if (code == "SL205") {
+    facts.push_back("no rank raised the mixed torch.Tensor / DTensor error");
+    facts.push_back(changedKnown ? (unchangedRank ? "the step left the parameters unchanged" : "the step changed the parameters")
+                                 : "parameter change not measured");
+  } else if (code == "SL201" || code == "SL202") {
     facts.push_back(code == "SL201" ? "accelerate's prepare raised no ValueError"
                                     : "the Trainer raised no RuntimeError for the optimizers");
   } else if (code == "SL207") {
@@ -2166,7 +2180,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
                       const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
     if (!choice.divergenceOnGloo || code == "SL101" || code == "SL104" || code == "SL402" || code == "SL105" ||
-        code == "SL201" || code == "SL202" || code == "SL207" || first.verdict == Verdict::Confirmed ||
+        code == "SL201" || code == "SL202" || code == "SL205" || code == "SL207" || first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;
     if (!g) {

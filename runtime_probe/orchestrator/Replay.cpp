@@ -116,6 +116,21 @@ std::string shapeText(const std::string& shape) {
   if (shape == "forward-before-optimizer-resharded")
     return "fully_shard on the blocks and on the root with reshard_after_forward=True, a forward pass, then the "
            "optimizer is built (a control: the rules found this correct)";
+  if (shape == "bypass-root")
+    return "fully_shard on the blocks and the root, then the training step calls model.forward(inputs) instead of "
+           "model(inputs) (SL205)";
+  if (shape == "bypass-block")
+    return "fully_shard on the blocks and the root; the model's forward calls block.forward(h) instead of block(h) "
+           "(SL205)";
+  if (shape == "bypass-registered")
+    return "fully_shard on the blocks and the root, register_fsdp_forward_method(model, \"forward\"), then "
+           "model.forward(inputs) (a control: the rules found this correct)";
+  if (shape == "bypass-unshard")
+    return "fully_shard on the root only, model.unshard(), a no_grad model.forward(inputs), then a training step (a "
+           "control: the rules found this correct)";
+  if (shape == "bypass-call")
+    return "fully_shard on the blocks and the root, then the training step calls model(inputs) (a control: the rules "
+           "found this correct)";
   // SL207: the stand-in's head tied to its embedding (`model.head.weight = model.embed.weight`).
   if (shape == "tied-split-root")
     return "the head's weight is tied to the embedding's; the embedding gets an FSDP unit of its own while the head "
@@ -489,6 +504,42 @@ Lines body(const ReplaySpec& spec) {
       b.push_back("optimizer = s.make_optimizer(model.parameters())");
     }
     b.push_back("s.run_first_step(model, optimizer)");
+  } else if (shape.rfind("bypass-", 0) == 0) {
+    // SL205: a unit's forward called directly, or a control.
+    fullyShardPrelude(b, false);
+    if (shape == "bypass-block") {
+      b.push_back("import types");
+      b.push_back("def bypassing_forward(self, ids):");
+      b.push_back("    h = self.embed(ids)");
+      b.push_back("    for block in self.blocks:");
+      b.push_back("        h = block.forward(h)  # the block's FSDP hooks do not run");
+      b.push_back("    return self.head(self.norm(h))");
+      b.push_back("model.forward = types.MethodType(bypassing_forward, model)");
+    }
+    b.push_back("s.phase(\"wrap\")");
+    // `bypass-unshard` shards the root only, as the rule's control requires: with the blocks sharded too,
+    // `model.unshard(); model.forward(x)` lets each block initialise as its own root, and the next
+    // `model(x)` raises "FSDP state has already been lazily initialized" (measured on torch 2.15).
+    if (shape != "bypass-unshard") shardBlocks(b);
+    b.push_back("fully_shard(model, mesh=env.mesh)");
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    if (shape == "bypass-root") {
+      b.push_back("# The training step calls the root's forward directly: its all-gather hook does not run.");
+      b.push_back("s.run_first_step(model, optimizer, forward=model.forward)");
+    } else if (shape == "bypass-registered") {
+      b.push_back("rt.compat.register_fsdp_forward_method_function()(model, \"forward\")");
+      b.push_back("# FSDP runs its hooks around the registered method.");
+      b.push_back("s.run_first_step(model, optimizer, forward=model.forward)");
+    } else if (shape == "bypass-unshard") {
+      b.push_back("inputs, _ = rt.batch(env.rank, env.device)");
+      b.push_back("s.phase(\"forward\")");
+      b.push_back("model.unshard()  # the root's parameters gathered explicitly");
+      b.push_back("with torch.no_grad():");
+      b.push_back("    model.forward(inputs)");
+      b.push_back("s.run_first_step(model, optimizer)");
+    } else {
+      b.push_back("s.run_first_step(model, optimizer)");
+    }
   } else if (shape.rfind("tied-", 0) == 0) {
     // SL207: a tied stand-in, wrapped as the finding (or the control) says; one step, then the tie is read off.
     bool fsdp2 = api == "fully_shard";
@@ -579,7 +630,10 @@ const std::vector<std::string>& replayShapes() {
                                                   "forward-before-optimizer-all-kept", "optimizer-then-forward",
                                                   "forward-backward-before-optimizer",
                                                   "forward-reshard-before-optimizer",
-                                                  "forward-before-optimizer-resharded", "tied-split-root",
+                                                  "forward-before-optimizer-resharded", "bypass-root",
+                                                  "bypass-block", "bypass-registered", "bypass-unshard",
+                                                  "bypass-call",
+                                                   "tied-split-root",
                                                   "tied-split-roots", "tied-one-unit", "tied-group"};
   return shapes;
 }
@@ -620,6 +674,7 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
     ok = api != "trainer" && (spec.replacement == "get_peft_model" || spec.replacement == "peft_from_pretrained" ||
                               spec.replacement == "to_empty" || spec.replacement == "load_state_dict_assign");
   else if (shape.rfind("forward-", 0) == 0 || shape == "optimizer-then-forward") ok = api == "fully_shard";
+  else if (shape.rfind("bypass-", 0) == 0) ok = api == "fully_shard";  // SL205
   else if (shape == "tied-split-root" || shape == "tied-one-unit") ok = api == "fully_shard" || api == "fsdp1";
   else if (shape == "tied-split-roots" || shape == "tied-group") ok = api == "fully_shard";
   if (api == "trainer" && shape.rfind("trainer-", 0) != 0) ok = false;  // the Trainer replays SL202 only

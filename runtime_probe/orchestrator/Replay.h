@@ -29,6 +29,11 @@
 // | "forward-backward-before-optimizer" | a forward and a backward before the optimizer (SL104 control) | yes | - | -          |
 // | "forward-reshard-before-optimizer"  | a forward, model.reshard(), then the optimizer (SL104 control) | yes | -  | -          |
 // | "forward-before-optimizer-resharded" | root reshard_after_forward=True, a forward, then the optimizer (SL104 control) | yes | - | - |
+// | "bypass-root"                | blocks and root, the step calls model.forward(inputs) (SL205) | yes        | -     | -            |
+// | "bypass-block"               | blocks and root, the root's forward calls block.forward(h) (SL205) | yes   | -     | -            |
+// | "bypass-registered"          | register_fsdp_forward_method(model, "forward"), then model.forward (SL205 control) | yes | - | - |
+// | "bypass-unshard"             | root only: model.unshard(), a no_grad model.forward, a step (SL205 control) | yes | - | -          |
+// | "bypass-call"                | blocks and root, the step calls model(inputs) (SL205 control) | yes         | -     | -            |
 //
 // The free parameter multiplies the logits, so it gets a gradient (and diverges when unreduced).
 //

@@ -184,3 +184,16 @@ def fully_shard_function() -> Any:
             f"fully_shard (FSDP2) is not available in PyTorch {torch_version()}: it needs torch >= {TORCH_MIN_FSDP2}."
         )
     return function
+
+
+def register_fsdp_forward_method_function() -> Any:
+    """torch.distributed.fsdp.register_fsdp_forward_method (2.6+) or the _composable spelling (2.4, 2.5)."""
+    function = _first_attr([
+        ("torch.distributed.fsdp", "register_fsdp_forward_method"),
+        ("torch.distributed._composable.fsdp", "register_fsdp_forward_method"),
+    ])
+    if function is None:
+        raise ProbeEnvironmentError(
+            f"register_fsdp_forward_method is not available in PyTorch {torch_version()}."
+        )
+    return function

@@ -686,17 +686,19 @@ class ReplaySession:
         return optimizer
 
     def run_first_step(self, model: Any, optimizer: Any, *, scale: Any = None, device: Any = None,
-                       backward: Optional[Callable[[Any], None]] = None) -> None:
+                       backward: Optional[Callable[[Any], None]] = None,
+                       forward: Optional[Callable[[Any], Any]] = None) -> None:
         """One forward, backward and optimizer.step() on this rank's batch, with the checks around
         the step. `scale`: a tensor the logits are multiplied by (a free parameter in the loss);
-        `backward`: e.g. accelerator.backward (default: loss.backward())."""
+        `backward`: e.g. accelerator.backward (default: loss.backward()); `forward`: what computes the
+        logits, e.g. model.forward (default: model, through its __call__)."""
         import torch
 
         if device is None:
             device = self.env.device if self.env is not None else torch.device("cpu")
         inputs, targets = batch(self.report.rank, device)
         self.phase("forward")
-        logits = model(inputs)
+        logits = (model if forward is None else forward)(inputs)
         if scale is not None:
             logits = logits * scale
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
