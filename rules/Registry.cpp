@@ -56,6 +56,11 @@ std::vector<Entry> makeEntries() {
         "HF `Trainer(..., optimizers=(opt, sched))` while FSDP is enabled (a RuntimeError in `Trainer.__init__`)",
         ruleDoc("SL202")},
        makeSL202},
+      {{"SL206", "compile-needs-orig-params", Severity::Error,
+        "`torch.compile` of an FSDP1 model without `use_orig_params=True` (code, or an accelerate config with a "
+        "dynamo backend)",
+        ruleDoc("SL206")},
+       makeSL206},
       {{"SL301", "unknown-fsdp-key", Severity::Error,
         "a key inside `fsdp_config` that the consumer ignores silently (typo, deprecated name)", ruleDoc("SL301")},
        makeSL301},
