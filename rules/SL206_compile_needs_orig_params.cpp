@@ -75,10 +75,14 @@ class CompileNeedsOrigParams final : public config::ConfigRule {
   }
 
  private:
-  // The outermost call in this file that leads to the event (a helper's call, as for the SL1xx rules).
+  // The compile (or the wrap) itself, when this file writes it; otherwise a site in no file the caller
+  // reports. A call of a helper in another module that compiles is not reported at the call: whether it
+  // compiles often depends on options the caller passes (`main(["--epochs", "1"])` in a test, without
+  // `--torchcompile`), so the finding stays at the compile, in the module that writes it.
   static semantic::Site at(const Event& e, uint32_t self) {
-    semantic::Site p = e.origin.primary();
-    return p.file == self ? p : e.origin.siteIn(self);
+    semantic::Site p = e.origin.site();
+    if (p.file != self) p.file = self + 1;
+    return p;
   }
 
   // `use_orig_params=args.orig` bound to False by a default: the expression as written and where it may change.
