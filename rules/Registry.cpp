@@ -61,6 +61,11 @@ std::vector<Entry> makeEntries() {
         "does not run",
         ruleDoc("SL205")},
        makeSL205},
+      {{"SL206", "compile-needs-orig-params", Severity::Error,
+        "`torch.compile` of an FSDP1 model without `use_orig_params=True` (code, or an accelerate config with a "
+        "dynamo backend)",
+        ruleDoc("SL206")},
+       makeSL206},
       {{"SL207", "tied-params-split", Severity::Error,
         "modules that share a parameter (a tied embedding and head) placed in different FSDP units",
         ruleDoc("SL207")},

@@ -545,6 +545,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
     if (recv.hasTag("accelerator") && site.method == "prepare_model") noteFsdp2PrepareModel(site, recv);
     if (recv.hasTag("fabric")) return handleFabric(site, recv, facts_);
     const std::string& m = site.method;
+    // SL206's fact: `model.compile(...)` (nn.Module.compile compiles the module in place).
+    if (m == "compile" && recv.hasTag("fsdp_wrapper"))
+      site.in.domainEvent("compile", site.receiver, site.origin, {{"call", calleeText(site)}});
     if (m == "requires_grad_") {
       auto lit = literalOf(st, site.arg(0, "requires_grad"));
       if (!lit || *lit == "True") st.obj(site.receiver).setTag("requires_grad", "1");
@@ -632,6 +635,12 @@ bool FsdpCallModel::onCall(CallSite& site) {
       return true;
     }
   }
+  // SL206's fact: `torch.compile(model)`; the call stays an unknown function's result, which stands for the model.
+  if (q == "torch.compile") {
+    if (const ValueSet* model = site.arg(0, "model"))
+      for (ObjId m : *model) site.in.domainEvent("compile", m, site.origin, {{"call", calleeText(site)}});
+    return false;
+  }
   if (q == "torch.distributed.fsdp.wrap.enable_wrap") {
     // FSDP1's wrapping context: `wrap(m)` inside it calls wrapper_cls(m, **kwargs).
     ObjId o = site.in.newObject(ObjKind::Instance, q, site.origin);
@@ -698,6 +707,10 @@ bool FsdpCallModel::onCall(CallSite& site) {
       }
       attrs["replaces"] = !orig ? "1" : lit == std::optional<std::string>("True") ? "0"
                                      : lit == std::optional<std::string>("False") ? "1" : "?";
+      if (!orig && site.splat) attrs["orig_params_splat"] = "1";  // `**kwargs` may set it
+      // SL206's fact: the module wrapped is `torch.compile(...)`'s result (compile before the wrap).
+      for (ObjId m : *modArg)
+        if (st.obj(m).kind == ObjKind::Instance && st.obj(m).name == "torch.compile") attrs["wraps_compiled"] = "1";
       if (site.kwarg("auto_wrap_policy")) attrs["auto_wrap"] = "1";
       for (const char* k : {"ignored_modules", "ignored_states"})
         if (const ValueSet* v = site.kwarg(k)) semantic::addValues(ignored, flattenModules(st, *v));
@@ -719,6 +732,10 @@ bool FsdpCallModel::onCall(CallSite& site) {
     if (fsdp1) {
       ObjId w = site.in.newObject(ObjKind::Instance, q, site.origin);
       st.obj(w).setTag("fsdp_wrapper", "fsdp1");
+      // SL206: how `use_orig_params` was given, for a compile of the wrapper ("replaces" as on the wrap event).
+      for (const char* k : {"replaces", "orig_params_as", "orig_params_in", "orig_params_or_config", "orig_params_splat"})
+        if (auto it = attrs.find(k); it != attrs.end()) st.obj(w).setTag(k, it->second);
+      st.obj(w).setTag("wrap_call", std::string(attrs["call"]));
       st.obj(w).setInputs({*modArg});
       site.result = {w};
     } else {
