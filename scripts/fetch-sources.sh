@@ -7,7 +7,11 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 log() { printf '[sources] %s\n' "$*" >&2; }
-python="${SHARDLINT_SOURCES_PYTHON:-python3}"
+# The first interpreter that has pip: the one CMake was given (a pip build's), then python3.
+python=""
+for p in "${SHARDLINT_SOURCES_PYTHON:-}" python3 /usr/bin/python3; do
+  if [ -n "$p" ] && "$p" -m pip --version >/dev/null 2>&1; then python="$p"; break; fi
+done
 
 # --- pinned tree-sitter C sources from PyPI (third_party/sources.lock) -----------------------
 # pip downloads each source distribution (and checks its hash), then every archive's sha256 is checked
@@ -34,6 +38,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     if [ -z "$f" ] || [ "$(sha256sum "$f" | cut -d' ' -f1)" != "$sha" ]; then
       log "downloading $name $version (source distribution, pinned in $lock)"
       rm -f "$f"
+      [ -n "$python" ] || { log "error: no python3 with pip to download $name $version with"; exit 1; }
       "$python" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
         --require-hashes -d third_party/dist -r <(echo "$name==$version --hash=sha256:$sha")
       f="$(sdist "$name" "$version")"
