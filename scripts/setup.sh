@@ -10,9 +10,11 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 # --- Debian packages -------------------------------------------------------
 # (the second line: Clang LibTooling for the C++ frontend, LibTorch for the SL501 confirmation programs,
-# patch(1) for the test that applies a `--diff`)
+# patch(1) for the test that applies a `--diff`; debootstrap for the install test's clean Debian root,
+# zlib1g-dev for the portable build's static zlib)
 debs=(cmake g++ make ninja-build git ccache python3 python3-venv libyaml-cpp-dev nlohmann-json3-dev catch2 libcli11-dev libfmt-dev libtomlplusplus-dev libgoogle-perftools-dev pre-commit neovim
-      libclang-14-dev libclang-cpp14-dev llvm-14-dev libtorch-dev patch)
+      libclang-14-dev libclang-cpp14-dev llvm-14-dev libtorch-dev patch
+      debootstrap zlib1g-dev)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

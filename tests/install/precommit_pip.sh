@@ -15,6 +15,8 @@ set -uo pipefail
 src="$(cd "${1:?usage: precommit_pip.sh SOURCE_CHECKOUT}" && pwd)"
 command -v pre-commit >/dev/null && command -v git >/dev/null || { echo "skipped: needs pre-commit and git"; exit 77; }
 rev="$(git -C "$src" rev-parse HEAD 2>/dev/null)" || { echo "skipped: $src is not a git repository"; exit 77; }
+# ccache's folder as this user has it (HOME changes below).
+ccache_dir="$( (command -v ccache >/dev/null && ccache -k cache_dir) 2>/dev/null || true)"
 base="$(mktemp -d /tmp/shardlint-precommit-pip.XXXXXX)"
 trap 'rm -rf "$base"' EXIT
 export PRE_COMMIT_HOME="$base/home" HOME="$base" GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t GIT_COMMITTER_NAME=t \
@@ -22,7 +24,8 @@ export PRE_COMMIT_HOME="$base/home" HOME="$base" GIT_AUTHOR_NAME=t GIT_AUTHOR_EM
 export PATH="$(echo "$PATH" | tr ':' '\n' | while read -r d; do [ -x "$d/shardlint" ] || echo "$d"; done | paste -sd:)"
 if command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$PRE_COMMIT_HOME" \
-    CCACHE_NOHASHDIR=1 CCACHE_DIR="${CCACHE_DIR:-$(ccache -k cache_dir 2>/dev/null || echo /root/.cache/ccache)}"
+    CCACHE_NOHASHDIR=1
+  [ -n "$ccache_dir" ] && export CCACHE_DIR="$ccache_dir"
 fi
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 failed=0
