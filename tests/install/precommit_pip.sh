@@ -27,6 +27,7 @@ if command -v ccache >/dev/null; then
     CCACHE_NOHASHDIR=1
   [ -n "$ccache_dir" ] && export CCACHE_DIR="$ccache_dir"
 fi
+export CC=/usr/bin/cc CXX=/usr/bin/c++  # the compiler names of the other builds: ccache hashes them
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 failed=0
 ok() { echo "ok   $*"; }
