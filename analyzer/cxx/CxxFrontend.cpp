@@ -23,6 +23,8 @@
 
 #include <signal.h>
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -756,11 +758,27 @@ llvm::IntrusiveRefCntPtr<FileManager> fileManager(const CompileFlags& flags,
   return llvm::IntrusiveRefCntPtr<FileManager>(new FileManager(FileSystemOptions(), overlay));
 }
 
+// Clang's own headers (stddef.h, stdarg.h, the intrinsics): `clang/` beside this module when they were
+// installed with it (a wheel or release archive: `lib/shardlint/clang/include`), else the folder of
+// the Clang it was built with.
+std::string clangResourceDir() {
+  static const std::string dir = [] {
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<const void*>(&clangResourceDir), &info) && info.dli_fname) {
+      std::error_code ec;
+      fs::path beside = fs::path(info.dli_fname).parent_path() / "clang";
+      if (fs::is_directory(beside / "include", ec)) return beside.string();
+    }
+    return std::string(SHARDLINT_CLANG_RESOURCE_DIR);
+  }();
+  return dir;
+}
+
 // The driver command line up to the input: the resource folder, C++17 unless the flags choose a
 // standard, the flags, and no warnings (only errors matter here).
 std::vector<std::string> commandLine(const CompileFlags& flags) {
   std::vector<std::string> argv = {"clang++"};
-  std::string resourceDir = SHARDLINT_CLANG_RESOURCE_DIR;
+  std::string resourceDir = clangResourceDir();
   if (!resourceDir.empty()) argv.push_back("-resource-dir=" + resourceDir);
   bool hasStd = false;
   for (const auto& a : flags.args) hasStd = hasStd || a.rfind("-std=", 0) == 0;

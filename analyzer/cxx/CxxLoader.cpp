@@ -19,7 +19,11 @@ void load() {
   if (const char* env = std::getenv("SHARDLINT_CXX_FRONTEND"); env && *env) candidates.emplace_back(env);
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) candidates.push_back((exe.parent_path() / "libshardlint_cxx.so").string());
+  if (!ec) {
+    candidates.push_back((exe.parent_path() / "libshardlint_cxx.so").string());  // the build folder
+    // an install prefix (cmake --install, the wheel, the release archive): bin/shardlint, lib/shardlint/
+    candidates.push_back((exe.parent_path() / ".." / "lib" / "shardlint" / "libshardlint_cxx.so").string());
+  }
 #ifdef SHARDLINT_CXX_FRONTEND_PATH
   candidates.emplace_back(SHARDLINT_CXX_FRONTEND_PATH);
 #endif
