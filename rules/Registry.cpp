@@ -56,6 +56,11 @@ std::vector<Entry> makeEntries() {
         "HF `Trainer(..., optimizers=(opt, sched))` while FSDP is enabled (a RuntimeError in `Trainer.__init__`)",
         ruleDoc("SL202")},
        makeSL202},
+      {{"SL204", "rank-guarded-state-dict", Severity::Error,
+        "a collective state-dict gather (FSDP1 `state_dict()`, accelerate `get_state_dict` / `save_model`) run only "
+        "under a rank guard: the other ranks never join and the job hangs",
+        ruleDoc("SL204")},
+       makeSL204},
       {{"SL301", "unknown-fsdp-key", Severity::Error,
         "a key inside `fsdp_config` that the consumer ignores silently (typo, deprecated name)", ruleDoc("SL301")},
        makeSL301},

@@ -21,6 +21,7 @@ std::unique_ptr<Rule> makeSL105(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL106(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL201(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL202(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL204(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL301(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL302(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL303(const RuleInfo* info);
