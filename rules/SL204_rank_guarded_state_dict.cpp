@@ -86,6 +86,8 @@ std::string fsdpVersionOf(const Store& st, const ValueSet& model, semantic::Poin
     for (const Event* w : domainEvents(st, "wrap")) {
       if (w->target == semantic::kNoObj || !st.mayHappenBefore(w->point, p)) continue;
       if (!api.empty() && w->attr("api") != api) continue;
+      // Fabric's strategies are not all torch FSDP1 (Thunder's FSDP strategy wraps with its own sharding): not read.
+      if (w->attr("api") == "fabric") continue;
       Lineage t = lineageOf(st, w->target);
       if (t.root != l.root || !(within(l, t) || within(t, l))) continue;
       std::string v(w->attr("fsdp_version"));
