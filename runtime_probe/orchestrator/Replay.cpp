@@ -118,8 +118,15 @@ std::string shapeText(const std::string& shape) {
            "optimizer is built (a control: the rules found this correct)";
   if (shape == "blocks-without-root")
     return "fully_shard is applied to the blocks but not to the root; the optimizer takes the whole model's parameters";
+  if (shape == "state-dict-rank0-only")
+    return "only rank 0 calls the FSDP1 model's state_dict() (a collective), under a rank guard";
+  if (shape == "state-dict-all-ranks")
+    return "every rank calls the FSDP1 model's state_dict(); only rank 0 would save it";
   return "a trainable parameter the optimizer holds is excluded from FSDP (ignored)";
 }
+
+// SL204's replays: the collective timeout of the group the FSDP1 model runs on.
+constexpr int kStateDictTimeoutSeconds = 5;
 
 // Lines of the program body (inside `def replay(s):`), without indentation.
 using Lines = std::vector<std::string>;
@@ -484,6 +491,24 @@ Lines body(const ReplaySpec& spec) {
     shardBlocks(b);
     b.push_back("optimizer = s.make_optimizer(model.parameters())");
     b.push_back("s.run_first_step(model, optimizer)");
+  } else if (shape == "state-dict-rank0-only" || shape == "state-dict-all-ranks") {
+    // SL204: FSDP1 over a process group whose collectives time out after a few seconds, so that a
+    // state_dict() the other ranks never join ends in the group's timeout, not in a hang.
+    fsdp1Prelude(b);
+    b.push_back("group = s.short_timeout_group(" + std::to_string(kStateDictTimeoutSeconds) +
+                ")  # every rank; its collectives time out after seconds");
+    b.push_back("s.phase(\"wrap\")");
+    b.push_back("model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({rt.standin_block_class()}), "
+                "process_group=group, device_id=env.device_id)");
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("s.run_first_step(model, optimizer)");
+    if (shape == "state-dict-rank0-only") {
+      b.push_back("# The finding's rank guard: only rank 0 gathers the state dict; the others go on.");
+      b.push_back("s.state_dict_on(model, [0], " + std::to_string(kStateDictTimeoutSeconds) + ")");
+    } else {
+      b.push_back("# Every rank gathers the state dict (only rank 0 would save it).");
+      b.push_back("s.state_dict_on(model, None, " + std::to_string(kStateDictTimeoutSeconds) + ")");
+    }
   } else {  // ignored-trainable
     if (api == "fully_shard") {
       fullyShardPrelude(b, true);
@@ -537,7 +562,8 @@ const std::vector<std::string>& replayShapes() {
                                                   "forward-before-optimizer-all-kept", "optimizer-then-forward",
                                                   "forward-backward-before-optimizer",
                                                   "forward-reshard-before-optimizer",
-                                                  "forward-before-optimizer-resharded"};
+                                                  "forward-before-optimizer-resharded", "state-dict-rank0-only",
+                                                  "state-dict-all-ranks"};
   return shapes;
 }
 
@@ -577,6 +603,7 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
     ok = api != "trainer" && (spec.replacement == "get_peft_model" || spec.replacement == "peft_from_pretrained" ||
                               spec.replacement == "to_empty" || spec.replacement == "load_state_dict_assign");
   else if (shape.rfind("forward-", 0) == 0 || shape == "optimizer-then-forward") ok = api == "fully_shard";
+  else if (shape == "state-dict-rank0-only" || shape == "state-dict-all-ranks") ok = api == "fsdp1";
   if (api == "trainer" && shape.rfind("trainer-", 0) != 0) ok = false;  // the Trainer replays SL202 only
   if (!ok) return no("no replay of '" + shape + "' with wrap API '" + api + "'");
   return true;
