@@ -365,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 19);
+  CHECK(replayShapes().size() == 21);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -402,7 +402,8 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "optimizer-then-forward/fully_shard",
                                            "forward-backward-before-optimizer/fully_shard",
                                            "forward-reshard-before-optimizer/fully_shard",
-                                           "forward-before-optimizer-resharded/fully_shard"});
+                                           "forward-before-optimizer-resharded/fully_shard",
+                                           "state-dict-rank0-only/fsdp1", "state-dict-all-ranks/fsdp1"});
   std::string why;
   CHECK_FALSE(replaySupported(spec("SL101", "optimizer-before-wrap", "deepspeed"), &why));
   CHECK(why.find("deepspeed") != std::string::npos);
