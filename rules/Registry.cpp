@@ -56,6 +56,11 @@ std::vector<Entry> makeEntries() {
         "HF `Trainer(..., optimizers=(opt, sched))` while FSDP is enabled (a RuntimeError in `Trainer.__init__`)",
         ruleDoc("SL202")},
        makeSL202},
+      {{"SL204", "rank-guarded-state-dict", Severity::Error,
+        "a collective state-dict gather (FSDP1 `state_dict()`, accelerate `get_state_dict` / `save_model`) run only "
+        "under a rank guard: the other ranks never join and the job hangs",
+        ruleDoc("SL204")},
+       makeSL204},
       {{"SL205", "forward-bypasses-fsdp", Severity::Error,
         "`model.forward(x)` on a module that FSDP2 made an FSDP unit: the hook that all-gathers its parameters "
         "does not run",

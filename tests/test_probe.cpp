@@ -388,6 +388,8 @@ TEST_CASE("probe spec: every SL101-SL104, SL201, SL202 and SL402 fixture finding
         CHECK(replaySupported(*s));
         CHECK(!s->shape.empty());
         CHECK(s->code == d.code);
+      } else if (d.code == "SL204" && why.find("FSDP1 model's state_dict() only") != std::string::npos) {
+        // SL204's replay covers FSDP1 state_dict(); the optimizer-state and accelerate calls are not replayed yet.
       } else {
         ++reasons;
         FAIL_CHECK("no replay: " << why);  // every positive fixture's shape is replayed
@@ -463,6 +465,77 @@ TEST_CASE("probe spec: SL202 Trainer with a pre-built optimizer", "[probe]") {
   std::string program = replayProgram(*s);
   CHECK(program.find("s.require_transformers(") != std::string::npos);
   CHECK(program.find("optimizers=(optimizer, None)") != std::string::npos);
+}
+
+TEST_CASE("probe spec: SL204 FSDP1 state_dict() on rank 0 only", "[probe]") {
+  size_t replayed = 0, refused = 0;
+  for (const auto& d : lint(fixture("SL204_rank_guarded_state_dict.py"))) {
+    if (d.code != "SL204") continue;
+    std::string why;
+    auto s = replaySpecFor(d, &why);
+    if (d.message.find(".state_dict()` on an FSDP1 model") != std::string::npos) {
+      REQUIRE(s);
+      ++replayed;
+      CHECK(s->shape == "state-dict-rank0-only");
+      CHECK(s->wrapApi == "fsdp1");
+      CHECK(s->fsdpVersion == 1);
+      std::string program = replayProgram(*s);
+      CHECK(program.find("group = s.short_timeout_group(5)") != std::string::npos);
+      CHECK(program.find("process_group=group") != std::string::npos);
+      CHECK(program.find("s.state_dict_on(model, [0], 5)") != std::string::npos);
+    } else {
+      // FSDP.full_optim_state_dict under the guard: not replayed (said so, never a guessed shape).
+      CHECK_FALSE(s);
+      CHECK(why.find("FSDP1 model's state_dict() only") != std::string::npos);
+      ++refused;
+    }
+  }
+  CHECK(replayed >= 2);
+  CHECK(refused >= 1);
+  ReplaySpec control;
+  control.code = "SL204";
+  control.shape = "state-dict-all-ranks";
+  control.wrapApi = "fsdp1";
+  control.fsdpVersion = 1;
+  control.control = true;
+  REQUIRE(replaySupported(control));
+  CHECK(replayProgram(control).find("s.state_dict_on(model, None, 5)") != std::string::npos);
+  control.wrapApi = "fully_shard";
+  CHECK_FALSE(replaySupported(control));
+}
+
+TEST_CASE("probe decide: SL204 is confirmed by rank 0's collective timeout while the others skipped", "[probe]") {
+  RunOutcome run = outcome(2);
+  RankReport r0 = synthetic(0, 2, true), r1 = synthetic(1, 2, true);
+  r0.exceptionType = "RuntimeError";
+  r0.exceptionMessage = "[gloo/transport/tcp/unbound_buffer.cc:129] Timed out waiting 5000ms for recv operation to complete";
+  r0.notes = {"rank 0 waited 5.0 s in state_dict() (collective timeout 5 s)"};
+  r1.notes = {"rank 1 skipped state_dict()"};
+  ProbeResult res = decide("SL204", {r0, r1}, run);
+  CHECK(res.verdict == Verdict::Confirmed);
+  CHECK(res.evidence.find("rank 0 waited 5.0 s in state_dict()'s collective that rank 1 never joined") !=
+        std::string::npos);
+  CHECK(res.evidence.find("Timed out waiting 5000ms") != std::string::npos);
+  // A crash that is not a timeout confirms nothing.
+  RankReport crash = r0;
+  crash.exceptionMessage = "CUDA error: invalid device ordinal";
+  CHECK(decide("SL204", {crash, r1}, run).verdict != Verdict::Confirmed);
+  // A timeout with no rank saying it skipped the call (e.g. both called it) confirms nothing.
+  RankReport both = r1;
+  both.notes = {"rank 1 state_dict() returned 9 entries after 0.1 s"};
+  CHECK(decide("SL204", {r0, both}, run).verdict != Verdict::Confirmed);
+  // The skipping rank raised too: not this bug's signature.
+  RankReport r1err = r1;
+  r1err.exceptionType = "RuntimeError";
+  r1err.exceptionMessage = "Connection closed by peer";
+  CHECK(decide("SL204", {r0, r1err}, run).verdict != Verdict::Confirmed);
+  // The control: every rank's state_dict() returned.
+  RankReport c0 = synthetic(0, 2, true), c1 = synthetic(1, 2, true);
+  c0.notes = {"rank 0 state_dict() returned 9 entries after 0.1 s"};
+  c1.notes = {"rank 1 state_dict() returned 9 entries after 0.1 s"};
+  ProbeResult ok = decide("SL204", {c0, c1}, run);
+  CHECK(ok.verdict == Verdict::NotReproduced);
+  CHECK(ok.evidence.find("state_dict() returned on every rank") != std::string::npos);
 }
 
 TEST_CASE("probe decide: SL201 and SL202 are confirmed by the framework's refusal only", "[probe]") {
@@ -616,6 +689,7 @@ TEST_CASE("probe spec: other rules are not probed", "[probe]") {
   CHECK(probedCode("SL102"));
   CHECK(probedCode("SL201"));
   CHECK(probedCode("SL202"));
+  CHECK(probedCode("SL204"));
   CHECK(probedCode("SL105"));
   CHECK(probedCode("SL104"));
 }
@@ -1176,7 +1250,7 @@ TEST_CASE("probe cli: nothing to probe needs no torch", "[probe]") {
   CliResult r = runShardlint("probe --python /bin/false fixtures/python/SL101_alias_ok.py", dir.path() / "err.txt");
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.err.find("no SL101, SL102, SL103, SL104, SL105, SL201, SL202 or SL402 finding") != std::string::npos);
+  CHECK(r.err.find("no SL101, SL102, SL103, SL104, SL105, SL201, SL202, SL204 or SL402 finding") != std::string::npos);
 }
 
 TEST_CASE("probe cli: usage errors", "[probe]") {

@@ -365,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 28);
+  CHECK(replayShapes().size() == 30);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -407,7 +407,8 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "bypass-unshard/fully_shard", "bypass-call/fully_shard",
                                            "tied-split-root/fully_shard", "tied-split-root/fsdp1",
                                            "tied-split-roots/fully_shard", "tied-one-unit/fully_shard",
-                                           "tied-one-unit/fsdp1", "tied-group/fully_shard"});
+                                           "tied-one-unit/fsdp1", "tied-group/fully_shard",
+                                           "state-dict-rank0-only/fsdp1", "state-dict-all-ranks/fsdp1"});
   std::string why;
   CHECK_FALSE(replaySupported(spec("SL101", "optimizer-before-wrap", "deepspeed"), &why));
   CHECK(why.find("deepspeed") != std::string::npos);

@@ -779,11 +779,15 @@ void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out, bool 
         break;
       case Kind::comparison_operator:
         if (conditions) addCondition(c, neg, out);
+        if (conditions) addUndecided(c, neg, out);
         break;
       case Kind::call: {
         TSNode fn = syntax::field(c, "function");
         std::string f = kindOf(fn) == Kind::identifier ? text(fn) : std::string();
-        if (f != "isinstance" && f != "hasattr") break;
+        if (f != "isinstance" && f != "hasattr") {
+          if (conditions) addUndecided(c, neg, out);
+          break;
+        }
         std::vector<TSNode> args;
         for (TSNode a : syntax::namedChildren(syntax::field(c, "arguments")))
           if (kindOf(a) != Kind::comment) args.push_back(a);
@@ -802,11 +806,78 @@ void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out, bool 
           }
         }
         addTruthTest(c, neg, out);
+        if (conditions) addUndecided(c, neg, out);
         break;
-      case Kind::attribute: addTruthTest(c, neg, out); break;
+      case Kind::attribute:
+        addTruthTest(c, neg, out);
+        if (conditions) addUndecided(c, neg, out);
+        break;
       default: break;
     }
   }
+}
+
+ValueSet Interp::conditionOperand(TSNode n) {
+  while (!ts_node_is_null(n) && kindOf(n) == Kind::parenthesized_expression && ts_node_named_child_count(n) == 1)
+    n = ts_node_named_child(n, 0);
+  if (ts_node_is_null(n)) return {};
+  if (kindOf(n) == Kind::call) {
+    auto it = conditionCalls_.find(n.id);
+    return it == conditionCalls_.end() ? ValueSet{} : it->second;
+  }
+  return hasCall(n) ? ValueSet{} : eval(n);
+}
+
+void Interp::addUndecided(TSNode cond, bool negated, std::vector<Region>& out) {
+  auto oneLine = [&](TSNode node) {
+    std::string written;
+    for (char ch : text(node)) {
+      bool space = ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r' || ch == '\\';
+      if (!space) written += ch;
+      else if (!written.empty() && written.back() != ' ' && written.back() != '(' && written.back() != '[')
+        written += ' ';
+    }
+    while (!written.empty() && written.back() == ' ') written.pop_back();
+    return written;
+  };
+  Region r;
+  r.kind = "condition";
+  r.negated = negated;
+  if (kindOf(cond) == Kind::comparison_operator) {
+    std::vector<TSNode> operands;
+    std::vector<std::string> ops;
+    uint32_t count = ts_node_child_count(cond);
+    for (uint32_t i = 0; i < count; ++i) {
+      TSNode c = ts_node_child(cond, i);
+      if (ts_node_is_named(c)) {
+        if (kindOf(c) != Kind::comment) operands.push_back(c);
+      } else {
+        ops.emplace_back(ts_node_type(c));
+      }
+    }
+    if (operands.size() != 2 || ops.size() != 1) return;
+    auto constant = [&](TSNode c) {
+      Kind k = kindOf(c);
+      if (k == Kind::unary_operator) k = kindOf(syntax::field(c, "argument"));
+      return k == Kind::integer || k == Kind::float_ || k == Kind::string || k == Kind::none || k == Kind::true_ ||
+             k == Kind::false_;
+    };
+    std::string op = ops[0];
+    TSNode operand = operands[0], other = operands[1];
+    if (constant(operands[0]) && !constant(operands[1])) {
+      std::swap(operand, other);
+      static const std::pair<const char*, const char*> kFlip[] = {{"<", ">"}, {">", "<"}, {"<=", ">="}, {">=", "<="}};
+      for (const auto& [a, b] : kFlip)
+        if (op == a) op = b;
+    }
+    if (!constant(other)) return;
+    r.subject = conditionOperand(operand);
+    r.names = {oneLine(cond), op, oneLine(other)};
+  } else {
+    r.subject = conditionOperand(cond);
+    r.names = {oneLine(cond), "truth"};
+  }
+  if (!r.subject.empty()) out.push_back(std::move(r));
 }
 
 namespace {
@@ -1014,7 +1085,11 @@ void Interp::execIf(TSNode n) {
     }
     beginArm();
     frame_.reachable = true;
-    if (!ts_node_is_null(cond)) eval(cond);
+    if (!ts_node_is_null(cond)) {
+      ++recordConditionCalls_;
+      eval(cond);
+      --recordConditionCalls_;
+    }
     TSNode own = index == 0 ? syntax::field(n, "condition") : cond;
     std::vector<Region> guards;
     guardsOf(own, false, guards);
@@ -1031,7 +1106,9 @@ void Interp::execIf(TSNode n) {
     if (index == 0) firstTerminates = !frame_.reachable;
     earlier.push_back(own);
   };
+  ++recordConditionCalls_;
   eval(syntax::field(n, "condition"));
+  --recordConditionCalls_;
   runArm(0, TSNode{}, syntax::field(n, "consequence"));
   int index = 1;
   for (TSNode alt : syntax::fieldChildren(n, "alternative")) {
@@ -1462,7 +1539,12 @@ ValueSet Interp::eval(TSNode n) {
       for (ObjId v : eval(syntax::field(n, "object"))) addValues(out, getAttr(v, attr));
       return out;
     }
-    case Kind::call: return evalCall(n);
+    case Kind::call: {
+      if (recordConditionCalls_ == 0) return evalCall(n);
+      ValueSet v = evalCall(n);
+      conditionCalls_[n.id] = v;
+      return v;
+    }
     case Kind::subscript: {
       ValueSet base = eval(syntax::field(n, "value"));
       TSNode sub = syntax::field(n, "subscript");

@@ -211,6 +211,12 @@ class Interp {
   int conditionTerm(TSNode n, std::vector<Term>& terms, bool& bindable, int depth);
   void addTest(const std::string& kind, const ValueSet& subject, const ValueSet& what, bool negated,
                std::vector<Region>& out);
+  // A "condition" region (see Region) for one part of an `if` condition: a comparison of an operand
+  // with a constant, or an operand tested for truth (a name, an attribute, a call).
+  void addUndecided(TSNode cond, bool negated, std::vector<Region>& out);
+  // The values of a condition's operand: the ones recorded when the condition was evaluated for a
+  // call (a call is never evaluated twice), else the operand read again (no calls in it).
+  ValueSet conditionOperand(TSNode n);
   // Ends `regions` (their begin already set) at the current point and stores the non-empty ones.
   void closeRegions(std::vector<Region>& regions);
   // After a loop's or comprehension's target was bound: an "iteration" region (opened at the
@@ -255,6 +261,9 @@ class Interp {
   Summary* summary_ = nullptr;               // set while computing a summary
   std::vector<ValueSet> contexts_;
   std::vector<Region> pendingRest_;           // set by execIf for the rest of the enclosing block
+  // The values of the calls an `if` condition made (by syntax node), for its "condition" regions.
+  std::map<const void*, ValueSet> conditionCalls_;
+  int recordConditionCalls_ = 0;              // > 0 while an `if` condition is evaluated
   int evalDepth_ = 0;
   // Expressions and statements are followed at most this deep (per function); deeper ones are
   // unknown, with an SL002 note (README "Limits").

@@ -245,8 +245,16 @@ struct Term {
 // is the condition as written. A condition that is more than one flag (`mode == "fsdp2"`,
 // `a or b`, `x is None`, `not (a and b)`) keeps its parts in `terms` (terms[0] is the whole
 // condition); `subject` is then every object its parts read.
+//
+// A "condition" region is the code under one part of an `if` condition (an `and` is split in its
+// parts; `not` flips `negated`), also the rest of a block after `if <cond>: return`, whatever
+// the part reads (a call's result too): a comparison of an operand with a constant
+// (`names` = {the part as written, the operator, the constant as written}; the constant always
+// on the right: `0 == x` reads as `x == 0`, `0 < x` as `x > 0`), or an operand tested for truth
+// (`names` = {the part as written, "truth"}); `subject` is what the operand may be. Rules decide
+// what the operand means; the engine never decides such a condition.
 struct Region {
-  std::string kind;                // "isinstance", "hasattr", "with", "iteration" or "truth"
+  std::string kind;                // "isinstance", "hasattr", "with", "iteration", "truth" or "condition"
   ValueSet subject;                // the object tested (empty for "with")
   std::vector<std::string> names;  // class qualified names / the attribute / the context manager's callee
   bool negated = false;            // the code runs when the test is false

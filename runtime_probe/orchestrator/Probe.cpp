@@ -110,7 +110,7 @@ std::string_view verdictName(Verdict v) {
 
 bool probedCode(std::string_view code) {
   return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL104" || code == "SL105" || code == "SL201" ||
-         code == "SL202" || code == "SL402" || code == "SL205" || code == "SL207";
+         code == "SL202" || code == "SL204" || code == "SL402" || code == "SL205" || code == "SL207";
 }
 
 // ============================================================================================
@@ -150,7 +150,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     return std::nullopt;
   };
   if (!probedCode(d.code))
-    return fail(d.code + " is not a rule the probe tests (SL101-SL105, SL201, SL202, SL205, SL402)");
+    return fail(d.code + " is not a rule the probe tests (SL101-SL105, SL201, SL202, SL204, SL205, SL207, SL402)");
   ReplaySpec s;
   s.code = d.code;
   s.path = d.location.path;
@@ -215,6 +215,14 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     } else {
       return fail("cannot tell how this SL207 finding splits the tied modules from its message");
     }
+  } else if (d.code == "SL204") {
+    // A collective state dict under a rank guard: replayed for FSDP1 `state_dict()` (the message names it),
+    // on rank 0 only, over a group with a collective timeout of seconds.
+    if (!contains(text, ".state_dict()` on an FSDP1 model"))
+      return fail("the probe replays SL204 for an FSDP1 model's state_dict() only, not this call");
+    s.shape = "state-dict-rank0-only";
+    s.wrapApi = "fsdp1";
+    s.fsdpVersion = 1;
   } else if (d.code == "SL202") {
     // transformers' Trainer refuses `optimizers=` when FSDP is on (needs transformers on the rank): FSDP from
     // the TrainingArguments, or from the accelerate config the script is launched with.
@@ -1479,6 +1487,38 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
       }
       confirm.push_back("after the first step the tied embedding and head weights differ" + diff + onRank(tiedApart->rank));
     }
+  } else if (code == "SL204") {
+    // Confirmed only when a rank that called state_dict() ended in a collective timeout after waiting, and
+    // every other rank says it skipped the call and raised nothing.
+    static const std::regex waitedRe(R"(^rank (\d+) waited ([0-9.]+) s in state_dict\(\) \(collective timeout (\d+) s\))");
+    static const std::regex timeoutRe(R"(timed out|timeout)", std::regex::icase);
+    const RankReport* caller = nullptr;
+    std::string waited, limit;
+    std::vector<int> skipped;
+    bool othersClean = true;
+    for (const auto& r : reports) {
+      bool skip = false;
+      for (const auto& n : r.notes) {
+        std::smatch m;
+        if (std::regex_search(n, m, waitedRe) && std::stoi(m[1].str()) == r.rank && !r.exceptionType.empty() &&
+            std::regex_search(r.exceptionMessage, timeoutRe) && !caller) {
+          caller = &r, waited = m[2].str(), limit = m[3].str();
+        }
+        if (n == "rank " + std::to_string(r.rank) + " skipped state_dict()") skip = true;
+      }
+      if (skip) {
+        skipped.push_back(r.rank);
+        if (!r.exceptionType.empty()) othersClean = false;
+      }
+    }
+    if (caller && !skipped.empty() && othersClean && static_cast<int>(skipped.size()) + 1 == ranksReported) {
+      std::string who = skipped.size() == 1 ? "rank " + std::to_string(skipped[0]) : "ranks ";
+      if (skipped.size() > 1)
+        for (size_t i = 0; i < skipped.size(); ++i) who += (i ? ", " : "") + std::to_string(skipped[i]);
+      confirm.push_back("rank " + std::to_string(caller->rank) + " waited " + waited +
+                        " s in state_dict()'s collective that " + who + " never joined, until the group's " + limit +
+                        " s timeout: it raised " + exceptionText(*caller));
+    }
   } else if (code == "SL103") {
     if (unmanaged > 0)
       confirm.push_back("the optimizer held " + plural(unmanaged, "tensor", "tensors") + " that no FSDP unit manages" +
@@ -1556,6 +1596,14 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
                                    : "the trainable parameters the optimizer holds were not counted");
     facts.push_back(changedKnown ? (unchangedRank ? "the step left the parameters unchanged" : "the step changed the parameters")
                                  : "parameter change not measured");
+  } else if (code == "SL204") {
+    int returned = 0;
+    for (const auto& r : reports)
+      for (const auto& n : r.notes)
+        if (n.rfind("rank " + std::to_string(r.rank) + " state_dict() returned", 0) == 0) ++returned;
+    facts.push_back(returned == ranksReported ? "state_dict() returned on every rank"
+                                              : std::to_string(returned) + " of " + std::to_string(ranksReported) +
+                                                    " ranks' state_dict() returned, none timed out waiting for the others");
   } else if (code == "SL104") {
     facts.push_back(plural(stale + unmanaged, "optimizer entry", "optimizer entries") +
                     " outside the model's sharded parameters");
@@ -1994,7 +2042,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   for (size_t i = 0; i < diags.size(); ++i)
     if (probedCode(diags[i].code)) probed.push_back(i);
   if (probed.empty()) {
-    log_ << "shardlint probe: no SL101, SL102, SL103, SL104, SL105, SL201, SL202 or SL402 finding"
+    log_ << "shardlint probe: no SL101, SL102, SL103, SL104, SL105, SL201, SL202, SL204 or SL402 finding"
          << (controls_.empty() ? "" : " or control")
          << " to probe\n";
     return 0;
@@ -2180,7 +2228,8 @@ int Session::run(std::vector<Diagnostic>& diags) {
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
                       const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
     if (!choice.divergenceOnGloo || code == "SL101" || code == "SL104" || code == "SL402" || code == "SL105" ||
-        code == "SL201" || code == "SL202" || code == "SL205" || code == "SL207" || first.verdict == Verdict::Confirmed ||
+        code == "SL201" || code == "SL202" || code == "SL204" || code == "SL205" || code == "SL207" ||
+        first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;
     if (!g) {

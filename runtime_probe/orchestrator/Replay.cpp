@@ -146,8 +146,15 @@ std::string shapeText(const std::string& shape) {
            "unit, then the root is sharded (a control: the rules found this correct)";
   if (shape == "blocks-without-root")
     return "fully_shard is applied to the blocks but not to the root; the optimizer takes the whole model's parameters";
+  if (shape == "state-dict-rank0-only")
+    return "only rank 0 calls the FSDP1 model's state_dict() (a collective), under a rank guard";
+  if (shape == "state-dict-all-ranks")
+    return "every rank calls the FSDP1 model's state_dict(); only rank 0 would save it";
   return "a trainable parameter the optimizer holds is excluded from FSDP (ignored)";
 }
+
+// SL204's replays: the collective timeout of the group the FSDP1 model runs on.
+constexpr int kStateDictTimeoutSeconds = 5;
 
 // Lines of the program body (inside `def replay(s):`), without indentation.
 using Lines = std::vector<std::string>;
@@ -577,6 +584,24 @@ Lines body(const ReplaySpec& spec) {
     shardBlocks(b);
     b.push_back("optimizer = s.make_optimizer(model.parameters())");
     b.push_back("s.run_first_step(model, optimizer)");
+  } else if (shape == "state-dict-rank0-only" || shape == "state-dict-all-ranks") {
+    // SL204: FSDP1 over a process group whose collectives time out after a few seconds, so that a
+    // state_dict() the other ranks never join ends in the group's timeout, not in a hang.
+    fsdp1Prelude(b);
+    b.push_back("group = s.short_timeout_group(" + std::to_string(kStateDictTimeoutSeconds) +
+                ")  # every rank; its collectives time out after seconds");
+    b.push_back("s.phase(\"wrap\")");
+    b.push_back("model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({rt.standin_block_class()}), "
+                "process_group=group, device_id=env.device_id)");
+    b.push_back("optimizer = s.make_optimizer(model.parameters())");
+    b.push_back("s.run_first_step(model, optimizer)");
+    if (shape == "state-dict-rank0-only") {
+      b.push_back("# The finding's rank guard: only rank 0 gathers the state dict; the others go on.");
+      b.push_back("s.state_dict_on(model, [0], " + std::to_string(kStateDictTimeoutSeconds) + ")");
+    } else {
+      b.push_back("# Every rank gathers the state dict (only rank 0 would save it).");
+      b.push_back("s.state_dict_on(model, None, " + std::to_string(kStateDictTimeoutSeconds) + ")");
+    }
   } else {  // ignored-trainable
     if (api == "fully_shard") {
       fullyShardPrelude(b, true);
@@ -634,7 +659,8 @@ const std::vector<std::string>& replayShapes() {
                                                   "bypass-block", "bypass-registered", "bypass-unshard",
                                                   "bypass-call",
                                                    "tied-split-root",
-                                                  "tied-split-roots", "tied-one-unit", "tied-group"};
+                                                  "tied-split-roots", "tied-one-unit", "tied-group",
+                                                  "state-dict-rank0-only", "state-dict-all-ranks"};
   return shapes;
 }
 
@@ -677,6 +703,7 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   else if (shape.rfind("bypass-", 0) == 0) ok = api == "fully_shard";  // SL205
   else if (shape == "tied-split-root" || shape == "tied-one-unit") ok = api == "fully_shard" || api == "fsdp1";
   else if (shape == "tied-split-roots" || shape == "tied-group") ok = api == "fully_shard";
+  else if (shape == "state-dict-rank0-only" || shape == "state-dict-all-ranks") ok = api == "fsdp1";
   if (api == "trainer" && shape.rfind("trainer-", 0) != 0) ok = false;  // the Trainer replays SL202 only
   if (!ok) return no("no replay of '" + shape + "' with wrap API '" + api + "'");
   return true;

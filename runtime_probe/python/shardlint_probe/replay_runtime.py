@@ -36,6 +36,7 @@ import importlib
 import os
 import socket
 import sys
+import time
 import traceback
 from datetime import timedelta
 from typing import Any, Callable, Dict, Optional
@@ -752,6 +753,38 @@ class ReplaySession:
         self.report.tied_max_diff = diff
         self.report.add_note(f"after the step the tied weights are {'one parameter' if same_object else 'two parameters'}, "
                              f"largest difference {diff:.3g}")
+
+    # ---- SL204: a collective state dict under a rank guard ----
+
+    def short_timeout_group(self, seconds: int) -> Any:
+        """A process group over every rank whose collectives time out after `seconds` (every rank calls it)."""
+        import torch.distributed as dist
+        return dist.new_group(timeout=timedelta(seconds=seconds))
+
+    def state_dict_on(self, model: Any, ranks: Any, timeout_seconds: int) -> None:
+        """Calls model.state_dict() on `ranks` only (the finding's rank guard), or on every rank (None).
+
+        A rank that calls it and times out records the exception and how long it waited (it does not
+        raise: the launcher would kill the other ranks before they report); a rank that skips it says so.
+        Then every rank meets at a barrier on the default group (its long timeout), so that the ranks that
+        skipped the call stay alive, without joining it, until the caller gave up."""
+        import torch.distributed as dist
+        rank = dist.get_rank()
+        self.phase("checks")
+        if ranks is not None and rank not in ranks:
+            self.report.add_note(f"rank {rank} skipped state_dict()")
+        else:
+            started = time.monotonic()
+            try:
+                state = model.state_dict()
+                self.report.add_note(f"rank {rank} state_dict() returned {len(state)} entries "
+                                     f"after {time.monotonic() - started:.1f} s")
+            except Exception as exc:
+                waited = time.monotonic() - started
+                self.report.set_exception(exc, "checks")
+                self.report.add_note(f"rank {rank} waited {waited:.1f} s in state_dict() "
+                                     f"(collective timeout {timeout_seconds} s)")
+        dist.barrier()
 
     # ---- driving ----
 

@@ -1,0 +1,186 @@
+// SL204 rank-guarded-state-dict: a state-dict gather that is a collective (every rank must call it) run only
+// under a rank guard (`if rank == 0:`, `if accelerator.is_main_process:`, after `if rank != 0: return`): the other
+// ranks never join and rank 0 waits in the collective until the process group times out. What is collective was
+// measured on torch 2.15 / accelerate 1.15 (SL204_rank_guarded_state_dict.md).
+#include <set>
+
+#include "Registry.h"
+#include "fsdp/FsdpModel.h"
+
+namespace shardlint::rules {
+namespace {
+
+using namespace fsdp;
+using semantic::EventKind;
+using semantic::ObjKind;
+using semantic::Region;
+
+bool isIntegerText(std::string_view s) {
+  if (!s.empty() && s.front() == '-') s.remove_prefix(1);
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The rank of this process, as the code reads it: `torch.distributed.get_rank()`, `int(os.environ["RANK"])`
+// (or LOCAL_RANK), an attribute named as a rank by the frameworks (`accelerator.process_index`,
+// `self.global_rank`, `args.local_rank`).
+bool isRank(const Store& st, ObjId id, int depth = 0) {
+  if (id == semantic::kNoObj || depth > 4) return false;
+  const semantic::Obj& o = st.obj(id);
+  if (o.kind == ObjKind::Instance || o.kind == ObjKind::Ref) {
+    if (o.name == "torch.distributed.get_rank" || o.name == "torch.distributed.distributed_c10d.get_rank")
+      return true;
+    if (o.name == "int" && !o.inputs().empty())
+      for (ObjId in : o.inputs()[0]) {
+        const semantic::Obj& e = st.obj(in);
+        if (e.kind != ObjKind::Derived || (e.name != "['RANK']" && e.name != "['LOCAL_RANK']")) continue;
+        if (e.parent != semantic::kNoObj && st.obj(e.parent).name == "os.environ") return true;
+      }
+    return false;
+  }
+  if (o.kind == ObjKind::Derived)
+    return o.name == ".process_index" || o.name == ".local_process_index" || o.name == ".global_rank" ||
+           o.name == ".local_rank";
+  return false;
+}
+
+// A flag that is true on the main process only (accelerate, Lightning, HF Trainer).
+bool isMainFlag(const Store& st, ObjId id) {
+  const semantic::Obj& o = st.obj(id);
+  return o.kind == ObjKind::Derived &&
+         (o.name == ".is_main_process" || o.name == ".is_local_main_process" || o.name == ".is_global_zero" ||
+          o.name == ".is_world_process_zero" || o.name == ".is_local_process_zero");
+}
+
+bool all(const Store& st, const ValueSet& vs, bool (*pred)(const Store&, ObjId)) {
+  return !vs.empty() && std::all_of(vs.begin(), vs.end(), [&](ObjId v) { return pred(st, v); });
+}
+
+// The rank guard the code at `p` runs under (a "condition" region that lets one rank through and keeps the others
+// out), or null.
+const Region* rankGuard(const Store& st, semantic::PointId p) {
+  for (const Region* r : st.regionsAt(p)) {
+    if (r->kind != "condition" || r->names.size() < 2) continue;
+    const std::string& op = r->names[1];
+    auto rank = [](const Store& s, ObjId v) { return isRank(s, v); };
+    if (all(st, r->subject, rank)) {
+      bool one = r->names.size() > 2 && isIntegerText(r->names[2]) &&
+                 ((op == "==" && !r->negated) || (op == "!=" && r->negated));
+      if (one || (op == "truth" && r->negated)) return r;  // `if not rank:`
+    } else if (all(st, r->subject, isMainFlag)) {
+      if ((op == "truth" && !r->negated) || (op == "==" && r->names.size() > 2 && r->names[2] == "True" && !r->negated))
+        return r;
+    }
+  }
+  return nullptr;
+}
+
+// The FSDP version of the wrap that `model` (any of its values) was sharded by before `p`: "1", "2", or "" when
+// no wrap in evidence.
+std::string fsdpVersionOf(const Store& st, const ValueSet& model, semantic::PointId p, std::string_view api = {}) {
+  std::string found;
+  for (ObjId m : model) {
+    const semantic::Obj& o = st.obj(m);
+    if (api.empty() && o.tag("fsdp_wrapper") == "fsdp1") return "1";
+    Lineage l = lineageOf(st, m);
+    if (l.root == semantic::kNoObj) continue;
+    for (const Event* w : domainEvents(st, "wrap")) {
+      if (w->target == semantic::kNoObj || !st.mayHappenBefore(w->point, p)) continue;
+      if (!api.empty() && w->attr("api") != api) continue;
+      // Fabric's strategies are not all torch FSDP1 (Thunder's FSDP strategy wraps with its own sharding): not read.
+      if (w->attr("api") == "fabric") continue;
+      Lineage t = lineageOf(st, w->target);
+      if (t.root != l.root || !(within(l, t) || within(t, l))) continue;
+      std::string v(w->attr("fsdp_version"));
+      if (v == "1") return "1";
+      if (v == "2") found = "2";
+    }
+  }
+  return found;
+}
+
+struct Collective {
+  std::string call;  // as the message names it
+  std::string why;   // what the call gathers
+};
+
+std::optional<Collective> collectiveAt(const Store& st, const Event& e) {
+  if (e.kind == EventKind::MethodCall && e.name == "state_dict" && e.target != semantic::kNoObj &&
+      e.args.empty()) {
+    if (fsdpVersionOf(st, {e.target}, e.point) != "1") return std::nullopt;  // FSDP2's state_dict() gathers nothing
+    return Collective{"`" + render(st, writtenLineage(st, e.target)) + ".state_dict()` on an FSDP1 model",
+                      "all-gathers the flat parameters of every FSDP unit (with any state-dict type)"};
+  }
+  if (e.kind == EventKind::Call) {
+    size_t dot = e.name.rfind('.');
+    if (dot == std::string::npos || !isFsdp1Class(std::string_view(e.name).substr(0, dot))) return std::nullopt;
+    std::string_view m = std::string_view(e.name).substr(dot + 1);
+    if (m != "full_optim_state_dict" && m != "optim_state_dict" && m != "sharded_optim_state_dict")
+      return std::nullopt;
+    return Collective{"`FSDP." + std::string(m) + "(...)`", "gathers the optimizer state across ranks"};
+  }
+  if (e.kind == EventKind::MethodCall && e.target != semantic::kNoObj && st.obj(e.target).hasTag("accelerator") &&
+      (e.name == "get_state_dict" || e.name == "save_model" || e.name == "save_state")) {
+    if (e.name == "save_state") {
+      // save_state gathers the model and optimizer state; measured collective with FSDP1 only (see the .md).
+      ValueSet models;
+      for (const Event* w : domainEvents(st, "wrap"))
+        if (w->attr("api") == "accelerate" && w->attr("fsdp_version") == "1" && w->target != semantic::kNoObj &&
+            st.mayHappenBefore(w->point, e.point))
+          semantic::addValue(models, w->target);
+      if (models.empty()) return std::nullopt;
+      return Collective{"`" + render(st, writtenLineage(st, e.target)) + ".save_state(...)` with accelerate FSDP1",
+                        "gathers the model's state dict"};
+    }
+    if (e.args.empty() || fsdpVersionOf(st, e.args[0], e.point, "accelerate").empty()) return std::nullopt;
+    return Collective{"`" + render(st, writtenLineage(st, e.target)) + "." + e.name + "(...)` of an FSDP model",
+                      "gathers the full state dict (FSDP1: all-gather under FULL_STATE_DICT; FSDP2: "
+                      "`get_model_state_dict(full_state_dict=True)`)"};
+  }
+  return std::nullopt;
+}
+
+class RankGuardedStateDict final : public Rule {
+ public:
+  explicit RankGuardedStateDict(const RuleInfo* info) : info_(info) {}
+  const RuleInfo& info() const override { return *info_; }
+  std::vector<std::vector<std::string_view>> prescanTokens() const override {
+    return {{"state_dict", "save_model", "save_state"},
+            {"rank", "main_process", "global_zero", "process_index", "process_zero"}};
+  }
+
+  void finish(RuleContext& cx) override {
+    std::set<std::pair<uint32_t, uint32_t>> seen;
+    uint32_t self = cx.analysis().module().fileId();
+    for (const auto& root : cx.analysis().roots()) {
+      const Store& st = *root.store;
+      for (const Event& e : st.events) {
+        if (e.kind != EventKind::MethodCall && e.kind != EventKind::Call) continue;
+        if (e.point == semantic::kNoPoint || fsdp::neverRuns(st, e.point) || expectedToFail(st, e.point)) continue;
+        const Region* guard = rankGuard(st, e.point);
+        if (!guard) continue;
+        auto c = collectiveAt(st, e);
+        if (!c) continue;
+        semantic::Site primary = e.origin.siteIn(self);
+        if (primary.file != self || !seen.insert({primary.file, primary.range.begin}).second) continue;
+        std::string cond = "`" + guard->names.front() + "`" + (guard->negated ? " is false" : "");
+        std::string msg = c->call + " is a collective that every rank must call (it " + c->why +
+                          "), but it runs only when " + cond +
+                          ": the other ranks never join, and this rank waits in the collective until the process "
+                          "group times out (a hang); call it on every rank and guard only the save "
+                          "(`torch.save(state, path)` under the rank check)";
+        std::vector<Note> notes;
+        if (primary != e.origin.site()) notes.push_back(cx.note(e.origin.site(), "the state dict is gathered here"));
+        cx.report(info(), primary, std::move(msg), std::move(notes), std::nullopt);
+      }
+    }
+  }
+
+ private:
+  const RuleInfo* info_;
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> makeSL204(const RuleInfo* info) { return std::make_unique<RankGuardedStateDict>(info); }
+
+}  // namespace shardlint::rules
