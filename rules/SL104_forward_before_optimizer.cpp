@@ -19,8 +19,6 @@ using namespace fsdp;
 using semantic::EventKind;
 using semantic::kNoObj;
 
-bool sameLineage(const Lineage& a, const Lineage& b) { return a.root != kNoObj && within(a, b) && within(b, a); }
-
 // `reshard_after_forward` of a `fully_shard` call: "default", a constant, or "?" (unknown, or a
 // project helper's wrap with no such fact).
 std::string_view rafOf(const Event& wrap) {

@@ -19,8 +19,6 @@ using namespace fsdp;
 using semantic::EventKind;
 using semantic::kNoObj;
 
-bool sameLineage(const Lineage& a, const Lineage& b) { return a.root != kNoObj && within(a, b) && within(b, a); }
-
 // A wrap that makes its target an FSDP2 unit: `fully_shard` (also inside Fabric's ModelParallelStrategy),
 // or accelerate's `prepare` with FSDP2 (fsdp2_prepare_model always applies `fully_shard` to the root).
 bool fsdp2Unit(const Event& w) {
@@ -40,10 +38,6 @@ bool wrappedBefore(const Store& st, const Event& w, semantic::PointId p) {
     if (!arm.loop && !arm.alwaysTaken(st)) return false;
   }
   return true;
-}
-
-bool endsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 class ForwardBypassesFsdp final : public Rule {
@@ -70,7 +64,7 @@ class ForwardBypassesFsdp final : public Rule {
   // FSDP2 then runs its hooks around `m.forward`.
   static bool registered(const Store& st, const Lineage& l) {
     for (const Event& e : st.events) {
-      if (e.kind != EventKind::Call || !endsWith(e.name, "register_fsdp_forward_method") || e.args.empty()) continue;
+      if (e.kind != EventKind::Call || !std::string_view(e.name).ends_with("register_fsdp_forward_method") || e.args.empty()) continue;
       bool named = e.args.size() >= 2 && !e.args[1].empty() && std::all_of(e.args[1].begin(), e.args[1].end(), [&](ObjId n) {
         const semantic::Obj& o = st.obj(n);
         return o.kind == semantic::ObjKind::Literal && o.name != "forward";

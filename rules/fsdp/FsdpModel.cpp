@@ -1122,6 +1122,8 @@ static bool edgeMatches(const std::string& a, const std::string& b) {
   return ai && bi && (a == "[*]" || b == "[*]");
 }
 
+bool sameLineage(const Lineage& a, const Lineage& b) { return a.root != kNoObj && within(a, b) && within(b, a); }
+
 bool within(const Lineage& a, const Lineage& b) {
   if (a.root != b.root || a.root == kNoObj || b.edges.size() > a.edges.size()) return false;
   for (size_t i = 0; i < b.edges.size(); ++i)

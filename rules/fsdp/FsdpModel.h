@@ -77,6 +77,8 @@ ObjId objectAt(const Store& st, const Lineage& l);
 bool isPlainClass(const semantic::ClassDef& cls);
 // a is b or lies inside b (an attribute, element or parameter of it). "[*]" matches any index.
 bool within(const Lineage& a, const Lineage& b);
+// a and b stand for the same object: each lies within the other ("[*]" matching any index); never for no root.
+bool sameLineage(const Lineage& a, const Lineage& b);
 // The module a parameter source belongs to: `m.layers[0].parameters()[*]` -> `m.layers[0]`.
 Lineage moduleOfSource(const Lineage& src);
 // True when the source is all the parameters of its module (`m.parameters()`).
