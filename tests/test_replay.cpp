@@ -365,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 30);
+  CHECK(replayShapes().size() == 38);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -408,7 +408,14 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "tied-split-root/fully_shard", "tied-split-root/fsdp1",
                                            "tied-split-roots/fully_shard", "tied-one-unit/fully_shard",
                                            "tied-one-unit/fsdp1", "tied-group/fully_shard",
-                                           "state-dict-rank0-only/fsdp1", "state-dict-all-ranks/fsdp1"});
+                                           "state-dict-rank0-only/fsdp1", "state-dict-all-ranks/fsdp1",
+                                           "optim-state-dict-rank0-only/fsdp1", "optim-state-dict-all-ranks/fsdp1",
+                                           "full-optim-state-dict-rank0-only/fsdp1",
+                                           "full-optim-state-dict-all-ranks/fsdp1",
+                                           "accelerate-state-dict-rank0-only/accelerate",
+                                           "accelerate-state-dict-all-ranks/accelerate",
+                                           "accelerate-save-model-rank0-only/accelerate",
+                                           "accelerate-save-model-all-ranks/accelerate"});
   std::string why;
   CHECK_FALSE(replaySupported(spec("SL101", "optimizer-before-wrap", "deepspeed"), &why));
   CHECK(why.find("deepspeed") != std::string::npos);
