@@ -167,11 +167,11 @@ class RankGuardedStateDict final : public Rule {
       const Store& st = *root.store;
       for (const Event& e : st.events) {
         if (e.kind != EventKind::MethodCall && e.kind != EventKind::Call) continue;
-        if (e.point == semantic::kNoPoint || fsdp::neverRuns(st, e.point) || expectedToFail(st, e.point)) continue;
+        if (e.point == semantic::kNoPoint) continue;
+        auto c = collectiveAt(st, e);  // names first: cheaper than the regions around the call
+        if (!c || fsdp::neverRuns(st, e.point) || expectedToFail(st, e.point)) continue;
         const Region* guard = rankGuard(st, e.point);
         if (!guard && !cx.wantsControls()) continue;
-        auto c = collectiveAt(st, e);
-        if (!c) continue;
         semantic::Site primary = e.origin.siteIn(self);
         if (primary.file != self || !seen.insert({primary.file, primary.range.begin}).second) continue;
         if (!guard) {
