@@ -271,40 +271,39 @@ std::optional<bool> Store::conditionOf(const Region& r) const {
 }
 
 bool Store::neverRuns(PointId p) const {
-  if (p == kNoPoint || regions.empty()) return false;
-  for (const Region& r : regions) {
-    if (r.kind != "truth" || !r.covers(p)) continue;
+  return anyRegionAt(p, [&](const Region& r) {
+    if (r.kind != "truth") return false;
     auto v = conditionOf(r);
-    if (v && *v == r.negated) return true;
-  }
-  return false;
+    return v && *v == r.negated;
+  });
 }
 
 std::vector<std::string> Store::conditionsAt(PointId p) const {
   std::vector<std::string> out;
-  if (p == kNoPoint) return out;
-  for (const Region& r : regions) {
-    if (r.kind != "truth" || !r.covers(p) || r.names.empty()) continue;
+  anyRegionAt(p, [&](const Region& r) {
+    if (r.kind != "truth" || r.names.empty()) return false;
     // Known: a plain flag whose every value is a constant (true on some paths, false on others is
     // no condition a message could name); a condition whose value is known.
     bool known = r.terms.empty() ? !r.subject.empty() && std::all_of(r.subject.begin(), r.subject.end(),
                                                                      [&](ObjId v) { return truthOf(v).has_value(); })
                                  : conditionOf(r).has_value();
-    if (known) continue;
+    if (known) return false;
     // A plain flag is true or false; a comparison or combination reads as written.
     std::string c = "`" + r.names.front() + "`";
     if (r.terms.empty()) c += r.negated ? " is false" : " is true";
     else if (r.negated) c += " is false";
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(std::move(c));
-  }
+    return false;
+  });
   return out;
 }
 
 std::vector<const Region*> Store::regionsAt(PointId p) const {
   std::vector<const Region*> out;
-  if (p == kNoPoint) return out;
-  for (const Region& r : regions)
-    if (r.covers(p)) out.push_back(&r);
+  anyRegionAt(p, [&](const Region& r) {
+    out.push_back(&r);
+    return false;
+  });
   return out;
 }
 

@@ -3,6 +3,7 @@
 // (Interpreter.h) builds it. Nothing here knows FSDP: domain meaning is added by a
 // CallModel (see CallModel.h) through tags, inputs and domain events.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -103,6 +104,41 @@ class HeapPart {
 
  private:
   std::unique_ptr<T> p_;
+};
+
+// Which regions cover each point of a store, for the point queries the rules make (regionsAt, neverRuns,
+// conditionsAt) once the interpretation is over: without it each query walks every region of the store.
+// Built on the first query after the store's regions or points changed in number (regions are added
+// complete, never moved); a copy of the store builds its own. The first build may race between threads
+// reading a finished store (one wins, the other's is dropped); a rebuild after a change happens only
+// while the store is still being written, by the one thread that writes it.
+class RegionIndex {
+ public:
+  struct Data {
+    size_t regions = 0, points = 0;
+    std::vector<uint32_t> start;  // per point, where its regions begin in `ids` (points + 1 entries)
+    std::vector<uint32_t> ids;    // region indexes, each point's in the store's order
+  };
+  RegionIndex() = default;
+  RegionIndex(const RegionIndex&) {}
+  RegionIndex& operator=(const RegionIndex&) {
+    reset();
+    return *this;
+  }
+  RegionIndex(RegionIndex&& o) noexcept : p_(o.p_.exchange(nullptr)) {}
+  RegionIndex& operator=(RegionIndex&& o) noexcept {
+    if (this != &o) delete p_.exchange(o.p_.exchange(nullptr));
+    return *this;
+  }
+  ~RegionIndex() { reset(); }
+  void reset() { delete p_.exchange(nullptr); }
+  // The index for `regions` over `points` points, or null when it would be too large to build (then
+  // the caller walks the regions).
+  template <class Regions>
+  const Data* get(const Regions& regions, size_t points) const;
+
+ private:
+  mutable std::atomic<Data*> p_{nullptr};
 };
 
 // The fields most objects leave empty (containers, domain annotations, ownership edges),
@@ -342,7 +378,66 @@ class Store {
 
  private:
   std::vector<int> armChain(int arm) const;  // root first
+  // Calls f(region) for each region covering `p`, in the store's order, until f returns true.
+  template <class F>
+  bool anyRegionAt(PointId p, F&& f) const;
   HeapPart<Memo> memo_;
+  RegionIndex regionIndex_;
 };
+
+template <class Regions>
+const RegionIndex::Data* RegionIndex::get(const Regions& regions, size_t points) const {
+  Data* d = p_.load(std::memory_order_acquire);
+  if (d && d->regions == regions.size() && d->points == points) return d;
+  constexpr size_t kMaxEntries = size_t{1} << 23;  // 32 MiB of ids: beyond, the queries walk the regions
+  auto fresh = std::make_unique<Data>();
+  fresh->regions = regions.size();
+  fresh->points = points;
+  fresh->start.assign(points + 1, 0);
+  size_t total = 0;
+  for (const auto& r : regions) {
+    if (r.begin < 0 || r.end <= r.begin) continue;
+    size_t b = static_cast<size_t>(r.begin), e = std::min(static_cast<size_t>(r.end), points);
+    if (b >= e) continue;
+    total += e - b;
+    if (total > kMaxEntries) return nullptr;
+    for (size_t q = b; q < e; ++q) ++fresh->start[q + 1];
+  }
+  for (size_t q = 0; q < points; ++q) fresh->start[q + 1] += fresh->start[q];
+  fresh->ids.resize(total);
+  std::vector<uint32_t> fill(fresh->start.begin(), fresh->start.end() - 1);
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const auto& r = regions[i];
+    if (r.begin < 0 || r.end <= r.begin) continue;
+    size_t b = static_cast<size_t>(r.begin), e = std::min(static_cast<size_t>(r.end), points);
+    for (size_t q = b; q < e; ++q) fresh->ids[fill[q]++] = static_cast<uint32_t>(i);
+  }
+  if (d) {  // stale: only while the one writer of the store queries it (see above)
+    Data* mine = fresh.release();
+    delete p_.exchange(mine, std::memory_order_acq_rel);
+    return mine;
+  }
+  Data* expected = nullptr;
+  Data* mine = fresh.get();
+  if (p_.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) {
+    fresh.release();
+    return mine;
+  }
+  return expected;  // another thread built it first
+}
+
+template <class F>
+bool Store::anyRegionAt(PointId p, F&& f) const {
+  if (p == kNoPoint || p < 0 || regions.empty()) return false;
+  if (const RegionIndex::Data* d = regionIndex_.get(regions, points.size());
+      d && static_cast<size_t>(p) < points.size()) {
+    for (uint32_t k = d->start[static_cast<size_t>(p)]; k < d->start[static_cast<size_t>(p) + 1]; ++k)
+      if (f(regions[d->ids[k]])) return true;
+    return false;
+  }
+  for (const Region& r : regions)
+    if (r.covers(p) && f(r)) return true;
+  return false;
+}
 
 }  // namespace shardlint::semantic
