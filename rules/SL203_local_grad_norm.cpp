@@ -323,21 +323,23 @@ class LocalGradNorm final : public Rule {
     if (primary == own && rootWrapper(st, src)) fix = fixFor(cx, own, receiver);
     semantic::Site wrapAt = w.origin.primaryIn(e.origin);
     std::string wrap = shortCall(text(cx, wrapAt));
-    std::string how = w.attr("api") == "accelerate" ? "accelerate FSDP1 `prepare`, " + strategyText(w)
-                                                    : "`" + wrap + "`, " + strategyText(w);
+    std::string how = w.attr("api") == "accelerate" ? "accelerate FSDP1 `prepare`" : "`" + shortCall(text(cx, w.origin.site())) + "`";
+    if (wrapAt != w.origin.site()) how += " through `" + wrap + "`";
+    how += ", " + strategyText(w);
     std::string head = primary == own ? "`" + call + "`"
                                       : "`" + shortCall(text(cx, primary)) + "` calls `" + call + "`, which";
     std::string use = fix ? "`" + oneLine(receiver) + ".clip_grad_norm_(max_norm)`"
                           : "the FSDP1 root's `clip_grad_norm_(max_norm)`";
     std::string params = render(st, writtenLineage(st, src));
-    std::string msg = head + " computes the norm of the gradients of `" + params + "`, which FSDP1 shards (" + how +
+    std::string msg = head + " computes the norm of the gradients of `" + params + "`, sharded by FSDP1 (" + how +
                       "): each rank holds only its shard of every gradient, so each rank clips by the norm of its own "
                       "shard, a different and partial total, and the ranks' updates silently diverge; call " + use +
                       " instead (FSDP1's method, which all-reduces the norm across ranks)";
     std::string when = onlyWhen(st, {e.point, w.point});
     if (!when.empty()) msg += " (this holds " + when + ")";
     std::vector<Note> notes;
-    notes.push_back(cx.note(wrapAt, "`" + model + "` is sharded here (" + std::string(wrapApiName(w)) + ")"));
+    std::string named = model.find('(') == std::string::npos ? "`" + model + "`" : "the model";
+    notes.push_back(cx.note(wrapAt, named + " is sharded here (" + std::string(wrapApiName(w)) + ")"));
     if (primary != own) notes.push_back(cx.note(own, "torch's clip runs here"));
     cx.report(info(), primary, std::move(msg), std::move(notes), std::move(fix));
   }
