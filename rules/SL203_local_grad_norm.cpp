@@ -376,6 +376,7 @@ class LocalGradNorm final : public Rule {
     std::map<std::string, std::string> facts{{"shape", shape}};
     facts["wrap_api"] = shape == "clip-fsdp2" ? "fully_shard" : shape == "clip-accelerate-full" ? "accelerate" : "fsdp1";
     facts["fsdp_version"] = shape == "clip-fsdp2" ? "2" : "1";
+    if (shape == "clip-accelerate-full") facts["use_orig_params"] = "1";  // as the finding's replay
     cx.control(info(), e.origin.primary(), std::move(how), std::move(facts));
   }
 

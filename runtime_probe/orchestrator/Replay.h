@@ -34,6 +34,12 @@
 // | "bypass-registered"          | register_fsdp_forward_method(model, "forward"), then model.forward (SL205 control) | yes | - | - |
 // | "bypass-unshard"             | root only: model.unshard(), a no_grad model.forward, a step (SL205 control) | yes | - | -          |
 // | "bypass-call"                | blocks and root, the step calls model(inputs) (SL205 control) | yes         | -     | -            |
+// | "clip-torch"                 | FSDP1 FULL_SHARD, torch's clip_grad_norm_ after the backward (SL203) | -  | yes   | -            |
+// | "clip-accelerate-subset"     | prepare, accelerator.clip_grad_norm_(all but one parameter) (SL203) | -   | -     | FSDP1        |
+// | "clip-fsdp1-method"          | FSDP1 FULL_SHARD, model.clip_grad_norm_ (SL203 control)       | -           | yes   | -            |
+// | "clip-no-shard"              | FSDP1 NO_SHARD, torch's clip_grad_norm_ (SL203 control)       | -           | yes   | -            |
+// | "clip-fsdp2"                 | blocks and root, torch's clip_grad_norm_ (SL203 control)      | yes         | -     | -            |
+// | "clip-accelerate-full"       | prepare, accelerator.clip_grad_norm_(model.parameters()) (SL203 control) | - | -  | FSDP1        |
 //
 // The free parameter multiplies the logits, so it gets a gradient (and diverges when unreduced).
 //

@@ -347,9 +347,17 @@ def enable_accelerate_fsdp_on_cpu(accelerator: Any, plugin: Any) -> Optional[str
 
     import torch
 
+    from accelerate.state import PartialState
+
     state = accelerator.state
     state.distributed_type = DistributedType.FSDP
     state.fsdp_plugin = plugin
+    # As AcceleratorState.__init__ does after its own switch (accelerate/state.py, 1.15.0:1037): every later
+    # AcceleratorState() (AcceleratedOptimizer's, when prepare() wraps an optimizer) copies PartialState's shared
+    # state over its own, which would put MULTI_CPU back (clip_grad_norm_ then skips its FSDP branch).
+    shared = getattr(PartialState, "_shared_state", None)
+    if isinstance(shared, dict) or hasattr(shared, "__setitem__"):
+        shared["distributed_type"] = DistributedType.FSDP
     note = (f"accelerate {compat.accelerate_version()} enables FSDP only on accelerators (distributed_type "
             f"MULTI_CPU in CPU processes): the probe set distributed_type FSDP with the plugin, as accelerate "
             f"does on GPUs")
@@ -358,6 +366,8 @@ def enable_accelerate_fsdp_on_cpu(accelerator: Any, plugin: Any) -> Optional[str
         # accelerate names the CPU `cpu:<rank>`; FSDP1 passes it as device_id and then refuses it
         # ("Inconsistent compute device and `device_id`: cpu vs cpu:0").
         state.device = torch.device("cpu")
+        if shared is not None and "device" in shared:
+            shared["device"] = torch.device("cpu")
         note += f", and its device `cpu` instead of `{device}`, which FSDP1 rejects as another device"
     return note
 
@@ -438,6 +448,26 @@ def fabric_fsdp_strategy(env: DistEnv, use_orig_params: bool) -> Any:
 
 
 # ---- optimizers -----------------------------------------------------------------------------------
+
+
+CLIP_MAX_NORM = 1.0  # SL203's replays clip with this max_norm
+
+
+def _norm_value(norm: Any) -> float:
+    """A norm a clip returned (a tensor, a DTensor, a float) as a float on this rank."""
+    if hasattr(norm, "full_tensor"):
+        norm = norm.full_tensor()
+    return float(norm)
+
+
+def full_gradient_norm(model: Any) -> Any:
+    """The 2-norm of all of `model`'s gradients as whole tensors: FSDP2's DTensor gradients gathered with
+    full_tensor() (a collective every rank runs). SL203's reference for FSDP2."""
+    import torch
+
+    grads = [p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+             for p in model.parameters() if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
 
 
 def resolve_class(qualified: str) -> Any:
@@ -753,6 +783,38 @@ class ReplaySession:
         self.report.tied_max_diff = diff
         self.report.add_note(f"after the step the tied weights are {'one parameter' if same_object else 'two parameters'}, "
                              f"largest difference {diff:.3g}")
+
+    # ---- SL203: the gradient norm a clip computes on each rank ----
+
+    def clip_step(self, model: Any, optimizer: Any, clip: Callable[[], Any], reference: Callable[[], Any], *,
+                  backward: Optional[Callable[[Any], None]] = None, device: Any = None) -> None:
+        """The first step with the finding's clip between the backward and optimizer.step().
+
+        After the backward, `reference()` (the global norm: FSDP1's own clip_grad_norm_, or the norm of the
+        full FSDP2 gradients) and then `clip()` (the finding's clip) run on the same gradients (they are saved
+        first and restored in between), with max_norm CLIP_MAX_NORM. Each rank notes
+        "rank R clip norm X; global norm Y", which the orchestrator compares across ranks."""
+        import torch
+
+        params = [p for p in model.parameters()]
+
+        def clipped_backward(loss: Any) -> None:
+            if backward is None:
+                loss.backward()
+            else:
+                backward(loss)
+            self.phase("clip")
+            saved = [None if p.grad is None else p.grad.detach().clone() for p in params]
+            ref = _norm_value(reference())
+            for p, g in zip(params, saved):
+                if g is not None:
+                    p.grad.copy_(g)
+            norm = _norm_value(clip())
+            rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+            self.report.add_note(f"rank {rank} clip norm {norm:.6g}; global norm {ref:.6g}")
+            self.phase("backward")
+
+        self.run_first_step(model, optimizer, backward=clipped_backward, device=device)
 
     # ---- SL204: a collective state dict under a rank guard ----
 
