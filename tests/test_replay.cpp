@@ -365,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 30);
+  CHECK(replayShapes().size() == 36);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -408,7 +408,10 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "tied-split-root/fully_shard", "tied-split-root/fsdp1",
                                            "tied-split-roots/fully_shard", "tied-one-unit/fully_shard",
                                            "tied-one-unit/fsdp1", "tied-group/fully_shard",
-                                           "state-dict-rank0-only/fsdp1", "state-dict-all-ranks/fsdp1"});
+                                           "state-dict-rank0-only/fsdp1", "state-dict-all-ranks/fsdp1",
+                                           "clip-torch/fsdp1", "clip-accelerate-subset/accelerate",
+                                           "clip-fsdp1-method/fsdp1", "clip-no-shard/fsdp1", "clip-fsdp2/fully_shard",
+                                           "clip-accelerate-full/accelerate"});
   std::string why;
   CHECK_FALSE(replaySupported(spec("SL101", "optimizer-before-wrap", "deepspeed"), &why));
   CHECK(why.find("deepspeed") != std::string::npos);
