@@ -759,8 +759,8 @@ int runCli(int argc, char** argv, const RuleCatalog& catalog) {
   bool preflight = false;
   int masterPort = 0;
   CLI::App* probeCmd = app.add_subcommand(
-      "probe", "Lint, then check every SL101, SL102, SL103, SL104, SL105, SL201, SL202 and SL402 finding at runtime (torch.distributed.run), or "
-               "SL501 findings on a LibTorch program (--mode cxx)");
+      "probe", "Lint, then check every " + probe::probedCodesText("and") +
+                   " finding at runtime (torch.distributed.run), or SL501 findings on a LibTorch program (--mode cxx)");
   probeCmd->add_option("paths", pa.paths, "Files or directories to lint (--mode script runs the first)");
   probeCmd->add_option("--mode", po.mode,
                        "replay (a generated program per finding, default), script, or cxx (SL501 findings, on your "

@@ -99,8 +99,11 @@ std::string fsdpVersionOf(const Store& st, const ValueSet& model, semantic::Poin
 }
 
 struct Collective {
-  std::string call;  // as the message names it
-  std::string why;   // what the call gathers
+  std::string call;   // as the message names it
+  std::string why;    // what the call gathers
+  std::string shape;  // the probe's replay of the call under a rank guard ("-rank0-only") or on every rank
+                      // ("-all-ranks"); empty: no replay (RuleContext::control facts)
+  std::string wrapApi, fsdpVersion;
 };
 
 std::optional<Collective> collectiveAt(const Store& st, const Event& e) {
@@ -108,7 +111,8 @@ std::optional<Collective> collectiveAt(const Store& st, const Event& e) {
       e.args.empty()) {
     if (fsdpVersionOf(st, {e.target}, e.point) != "1") return std::nullopt;  // FSDP2's state_dict() gathers nothing
     return Collective{"`" + render(st, writtenLineage(st, e.target)) + ".state_dict()` on an FSDP1 model",
-                      "all-gathers the flat parameters of every FSDP unit (with any state-dict type)"};
+                      "all-gathers the flat parameters of every FSDP unit (with any state-dict type)", "state-dict",
+                      "fsdp1", "1"};
   }
   if (e.kind == EventKind::Call) {
     size_t dot = e.name.rfind('.');
@@ -116,7 +120,9 @@ std::optional<Collective> collectiveAt(const Store& st, const Event& e) {
     std::string_view m = std::string_view(e.name).substr(dot + 1);
     if (m != "full_optim_state_dict" && m != "optim_state_dict" && m != "sharded_optim_state_dict")
       return std::nullopt;
-    return Collective{"`FSDP." + std::string(m) + "(...)`", "gathers the optimizer state across ranks"};
+    return Collective{"`FSDP." + std::string(m) + "(...)`", "gathers the optimizer state across ranks",
+                      m == "sharded_optim_state_dict" ? "" : (m == "optim_state_dict" ? "optim-state-dict" : "full-optim-state-dict"),
+                      "fsdp1", "1"};
   }
   if (e.kind == EventKind::MethodCall && e.target != semantic::kNoObj && st.obj(e.target).hasTag("accelerator") &&
       (e.name == "get_state_dict" || e.name == "save_model" || e.name == "save_state")) {
@@ -131,10 +137,16 @@ std::optional<Collective> collectiveAt(const Store& st, const Event& e) {
       return Collective{"`" + render(st, writtenLineage(st, e.target)) + ".save_state(...)` with accelerate FSDP1",
                         "gathers the model's state dict"};
     }
-    if (e.args.empty() || fsdpVersionOf(st, e.args[0], e.point, "accelerate").empty()) return std::nullopt;
-    return Collective{"`" + render(st, writtenLineage(st, e.target)) + "." + e.name + "(...)` of an FSDP model",
-                      "gathers the full state dict (FSDP1: all-gather under FULL_STATE_DICT; FSDP2: "
-                      "`get_model_state_dict(full_state_dict=True)`)"};
+    if (e.args.empty()) return std::nullopt;
+    std::string version = fsdpVersionOf(st, e.args[0], e.point, "accelerate");
+    if (version.empty()) return std::nullopt;
+    // The replay prepares an accelerate FSDP2 model (FSDP1's prepare on CPU is not replayed for this rule).
+    std::string shape = version != "2" ? "" : e.name == "get_state_dict" ? "accelerate-state-dict" : "accelerate-save-model";
+    return Collective{"`" + render(st, writtenLineage(st, e.target)) + "." + e.name + "(...)` of an accelerate FSDP" +
+                          version + " model",
+                      version == "1" ? "all-gathers the parameters under FULL_STATE_DICT"
+                                     : "gathers the full state dict with `get_model_state_dict(full_state_dict=True)`",
+                      shape, "accelerate", version};
   }
   return std::nullopt;
 }
@@ -155,13 +167,20 @@ class RankGuardedStateDict final : public Rule {
       const Store& st = *root.store;
       for (const Event& e : st.events) {
         if (e.kind != EventKind::MethodCall && e.kind != EventKind::Call) continue;
-        if (e.point == semantic::kNoPoint || fsdp::neverRuns(st, e.point) || expectedToFail(st, e.point)) continue;
+        if (e.point == semantic::kNoPoint) continue;
+        auto c = collectiveAt(st, e);  // names first: cheaper than the regions around the call
+        if (!c || fsdp::neverRuns(st, e.point) || expectedToFail(st, e.point)) continue;
         const Region* guard = rankGuard(st, e.point);
-        if (!guard) continue;
-        auto c = collectiveAt(st, e);
-        if (!c) continue;
+        if (!guard && !cx.wantsControls()) continue;
         semantic::Site primary = e.origin.siteIn(self);
         if (primary.file != self || !seen.insert({primary.file, primary.range.begin}).second) continue;
+        if (!guard) {
+          // A control: the collective with no rank guard in sight, so every rank makes the call.
+          if (!c->shape.empty())
+            cx.control(info(), primary, c->call + " on every rank",
+                       {{"shape", c->shape + "-all-ranks"}, {"wrap_api", c->wrapApi}, {"fsdp_version", c->fsdpVersion}});
+          continue;
+        }
         std::string cond = "`" + guard->names.front() + "`" + (guard->negated ? " is false" : "");
         std::string msg = c->call + " is a collective that every rank must call (it " + c->why +
                           "), but it runs only when " + cond +

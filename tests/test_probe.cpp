@@ -23,6 +23,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -388,8 +389,6 @@ TEST_CASE("probe spec: every SL101-SL104, SL201, SL202 and SL402 fixture finding
         CHECK(replaySupported(*s));
         CHECK(!s->shape.empty());
         CHECK(s->code == d.code);
-      } else if (d.code == "SL204" && why.find("FSDP1 model's state_dict() only") != std::string::npos) {
-        // SL204's replay covers FSDP1 state_dict(); the optimizer-state and accelerate calls are not replayed yet.
       } else {
         ++reasons;
         FAIL_CHECK("no replay: " << why);  // every positive fixture's shape is replayed
@@ -468,30 +467,32 @@ TEST_CASE("probe spec: SL202 Trainer with a pre-built optimizer", "[probe]") {
 }
 
 TEST_CASE("probe spec: SL204 FSDP1 state_dict() on rank 0 only", "[probe]") {
-  size_t replayed = 0, refused = 0;
+  size_t stateDicts = 0, optimStates = 0;
   for (const auto& d : lint(fixture("SL204_rank_guarded_state_dict.py"))) {
     if (d.code != "SL204") continue;
     std::string why;
     auto s = replaySpecFor(d, &why);
+    INFO(d.message << " " << why);
+    REQUIRE(s);
+    CHECK(s->wrapApi == "fsdp1");
+    CHECK(s->fsdpVersion == 1);
+    std::string program = replayProgram(*s);
+    CHECK(program.find("group = s.short_timeout_group(5)") != std::string::npos);
+    CHECK(program.find("process_group=group") != std::string::npos);
     if (d.message.find(".state_dict()` on an FSDP1 model") != std::string::npos) {
-      REQUIRE(s);
-      ++replayed;
+      ++stateDicts;
       CHECK(s->shape == "state-dict-rank0-only");
-      CHECK(s->wrapApi == "fsdp1");
-      CHECK(s->fsdpVersion == 1);
-      std::string program = replayProgram(*s);
-      CHECK(program.find("group = s.short_timeout_group(5)") != std::string::npos);
-      CHECK(program.find("process_group=group") != std::string::npos);
-      CHECK(program.find("s.state_dict_on(model, [0], 5)") != std::string::npos);
+      CHECK(program.find("s.collective_on(\"state_dict()\", model.state_dict, [0], 5, watchdog=False)") !=
+            std::string::npos);
     } else {
-      // FSDP.full_optim_state_dict under the guard: not replayed (said so, never a guessed shape).
-      CHECK_FALSE(s);
-      CHECK(why.find("FSDP1 model's state_dict() only") != std::string::npos);
-      ++refused;
+      ++optimStates;
+      CHECK(s->shape == "full-optim-state-dict-rank0-only");
+      CHECK(program.find("FSDP.full_optim_state_dict(model, optimizer, group=group), [0], 5, watchdog=False)") !=
+            std::string::npos);
     }
   }
-  CHECK(replayed >= 2);
-  CHECK(refused >= 1);
+  CHECK(stateDicts >= 2);
+  CHECK(optimStates >= 1);
   ReplaySpec control;
   control.code = "SL204";
   control.shape = "state-dict-all-ranks";
@@ -499,9 +500,34 @@ TEST_CASE("probe spec: SL204 FSDP1 state_dict() on rank 0 only", "[probe]") {
   control.fsdpVersion = 1;
   control.control = true;
   REQUIRE(replaySupported(control));
-  CHECK(replayProgram(control).find("s.state_dict_on(model, None, 5)") != std::string::npos);
+  CHECK(replayProgram(control).find("model.state_dict, None, 5, watchdog=False)") != std::string::npos);
   control.wrapApi = "fully_shard";
   CHECK_FALSE(replaySupported(control));
+}
+
+TEST_CASE("probe spec: SL204 accelerate FSDP2 get_state_dict and save_model with the watchdog", "[probe]") {
+  std::set<std::string> shapes;
+  for (const auto& d : lint(fixture("SL204_helper_is_main_process.py"))) {
+    if (d.code != "SL204") continue;
+    std::string why;
+    auto s = replaySpecFor(d, &why);
+    INFO(d.message << " " << why);
+    REQUIRE(s);
+    shapes.insert(s->shape);
+    CHECK(s->wrapApi == "accelerate");
+    CHECK(s->fsdpVersion == 2);
+    std::string program = replayProgram(*s);
+    CHECK(program.find("model, optimizer = accelerator.prepare(model, optimizer)") != std::string::npos);
+    CHECK(program.find(", [0], 5, watchdog=True)") != std::string::npos);
+  }
+  CHECK(shapes == std::set<std::string>{"accelerate-state-dict-rank0-only", "accelerate-save-model-rank0-only"});
+  // accelerate FSDP1 is not replayed for this rule (said so, never a guessed shape).
+  Diagnostic d;
+  d.code = "SL204";
+  d.message = "`accelerator.get_state_dict(...)` of an accelerate FSDP1 model is a collective ...";
+  std::string why;
+  CHECK_FALSE(replaySpecFor(d, &why));
+  CHECK(why.find("accelerate FSDP1 and save_state are not replayed") != std::string::npos);
 }
 
 TEST_CASE("probe decide: SL204 is confirmed by rank 0's collective timeout while the others skipped", "[probe]") {
@@ -536,6 +562,18 @@ TEST_CASE("probe decide: SL204 is confirmed by rank 0's collective timeout while
   ProbeResult ok = decide("SL204", {c0, c1}, run);
   CHECK(ok.verdict == Verdict::NotReproduced);
   CHECK(ok.evidence.find("state_dict() returned on every rank") != std::string::npos);
+  // accelerate's call, ended by the probe's watchdog (no exception: the call was still blocked).
+  RankReport w0 = synthetic(0, 2, true), w1 = synthetic(1, 2, true);
+  w0.notes = {"rank 0 was still waiting in accelerator.get_state_dict() after 5.0 s (the probe's watchdog, 5 s)"};
+  w1.notes = {"rank 1 skipped accelerator.get_state_dict()"};
+  ProbeResult watched = decide("SL204", {w0, w1}, run);
+  CHECK(watched.verdict == Verdict::Confirmed);
+  CHECK(watched.evidence.find("rank 0 was still waiting in accelerator.get_state_dict()'s collective after 5.0 s, "
+                              "which rank 1 never joined") != std::string::npos);
+  // The watchdog note on both ranks (nobody skipped): not this bug's signature.
+  RankReport w1b = w1;
+  w1b.notes = {"rank 1 was still waiting in accelerator.get_state_dict() after 5.0 s (the probe's watchdog, 5 s)"};
+  CHECK(decide("SL204", {w0, w1b}, run).verdict != Verdict::Confirmed);
 }
 
 TEST_CASE("probe decide: SL201 and SL202 are confirmed by the framework's refusal only", "[probe]") {
@@ -1251,7 +1289,7 @@ TEST_CASE("probe cli: nothing to probe needs no torch", "[probe]") {
   CliResult r = runShardlint("probe --python /bin/false fixtures/python/SL101_alias_ok.py", dir.path() / "err.txt");
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.err.find("no SL101-SL105, SL201-SL205, SL207 or SL402 finding") != std::string::npos);
+  CHECK(r.err.find("no SL101, SL102, SL103, SL104, SL105, SL201, SL202, SL203, SL204, SL205, SL207 or SL402 finding") != std::string::npos);
 }
 
 TEST_CASE("probe cli: usage errors", "[probe]") {

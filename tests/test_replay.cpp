@@ -365,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 36);
+  CHECK(replayShapes().size() == 44);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -409,6 +409,13 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "tied-split-roots/fully_shard", "tied-one-unit/fully_shard",
                                            "tied-one-unit/fsdp1", "tied-group/fully_shard",
                                            "state-dict-rank0-only/fsdp1", "state-dict-all-ranks/fsdp1",
+                                           "optim-state-dict-rank0-only/fsdp1", "optim-state-dict-all-ranks/fsdp1",
+                                           "full-optim-state-dict-rank0-only/fsdp1",
+                                           "full-optim-state-dict-all-ranks/fsdp1",
+                                           "accelerate-state-dict-rank0-only/accelerate",
+                                           "accelerate-state-dict-all-ranks/accelerate",
+                                           "accelerate-save-model-rank0-only/accelerate",
+                                           "accelerate-save-model-all-ranks/accelerate",
                                            "clip-torch/fsdp1", "clip-accelerate-subset/accelerate",
                                            "clip-fsdp1-method/fsdp1", "clip-no-shard/fsdp1", "clip-fsdp2/fully_shard",
                                            "clip-accelerate-full/accelerate"});

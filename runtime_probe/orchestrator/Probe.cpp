@@ -108,9 +108,24 @@ std::string_view verdictName(Verdict v) {
   return "probe-error";
 }
 
+const std::vector<std::string_view>& probedCodes() {
+  static const std::vector<std::string_view> codes = {"SL101", "SL102", "SL103", "SL104", "SL105", "SL201",
+                                                      "SL202", "SL203", "SL204", "SL205", "SL207", "SL402"};
+  return codes;
+}
+
 bool probedCode(std::string_view code) {
-  return code == "SL101" || code == "SL102" || code == "SL103" || code == "SL104" || code == "SL105" || code == "SL201" ||
-         code == "SL202" || code == "SL203" || code == "SL204" || code == "SL402" || code == "SL205" || code == "SL207";
+  return std::find(probedCodes().begin(), probedCodes().end(), code) != probedCodes().end();
+}
+
+std::string probedCodesText(std::string_view conjunction) {
+  std::string out;
+  const auto& codes = probedCodes();
+  for (size_t i = 0; i < codes.size(); ++i) {
+    if (i) out += i + 1 == codes.size() ? " " + std::string(conjunction) + " " : ", ";
+    out += codes[i];
+  }
+  return out;
 }
 
 // ============================================================================================
@@ -150,7 +165,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     return std::nullopt;
   };
   if (!probedCode(d.code))
-    return fail(d.code + " is not a rule the probe tests (SL101-SL105, SL201-SL205, SL207, SL402)");
+    return fail(d.code + " is not a rule the probe tests (" + probedCodesText("and") + ")");
   ReplaySpec s;
   s.code = d.code;
   s.path = d.location.path;
@@ -230,13 +245,19 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
       return fail("cannot tell how this SL207 finding splits the tied modules from its message");
     }
   } else if (d.code == "SL204") {
-    // A collective state dict under a rank guard: replayed for FSDP1 `state_dict()` (the message names it),
-    // on rank 0 only, over a group with a collective timeout of seconds.
-    if (!contains(text, ".state_dict()` on an FSDP1 model"))
-      return fail("the probe replays SL204 for an FSDP1 model's state_dict() only, not this call");
-    s.shape = "state-dict-rank0-only";
+    // A collective state dict under a rank guard, on rank 0 only: the call the message names. FSDP1's over a
+    // group with a collective timeout of seconds; accelerate's on an FSDP2 model, with the probe's watchdog.
     s.wrapApi = "fsdp1";
     s.fsdpVersion = 1;
+    if (contains(d.message, ".state_dict()` on an FSDP1 model")) s.shape = "state-dict-rank0-only";
+    else if (d.message.rfind("`FSDP.full_optim_state_dict(", 0) == 0) s.shape = "full-optim-state-dict-rank0-only";
+    else if (d.message.rfind("`FSDP.optim_state_dict(", 0) == 0) s.shape = "optim-state-dict-rank0-only";
+    else if (contains(d.message, ".get_state_dict(...)` of an accelerate FSDP2 model")) s.shape = "accelerate-state-dict-rank0-only";
+    else if (contains(d.message, ".save_model(...)` of an accelerate FSDP2 model")) s.shape = "accelerate-save-model-rank0-only";
+    else
+      return fail("the probe replays SL204 for FSDP1 state_dict() and optimizer state dicts and accelerate FSDP2's "
+                  "get_state_dict and save_model, not this call (accelerate FSDP1 and save_state are not replayed)");
+    if (s.shape.rfind("accelerate-", 0) == 0) s.wrapApi = "accelerate", s.fsdpVersion = 2;
   } else if (d.code == "SL202") {
     // transformers' Trainer refuses `optimizers=` when FSDP is on (needs transformers on the rank): FSDP from
     // the TrainingArguments, or from the accelerate config the script is launched with.
@@ -1547,23 +1568,29 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
       confirm.push_back("after the first step the tied embedding and head weights differ" + diff + onRank(tiedApart->rank));
     }
   } else if (code == "SL204") {
-    // Confirmed only when a rank that called state_dict() ended in a collective timeout after waiting, and
-    // every other rank says it skipped the call and raised nothing.
-    static const std::regex waitedRe(R"(^rank (\d+) waited ([0-9.]+) s in state_dict\(\) \(collective timeout (\d+) s\))");
+    // Confirmed only when a rank that made the call ended in a collective timeout after waiting (or was still
+    // waiting when the probe's watchdog gave up), and every other rank says it skipped the call and raised nothing.
+    static const std::regex waitedRe(R"(^rank (\d+) waited ([0-9.]+) s in (.+) \(collective timeout (\d+) s\)$)");
+    static const std::regex watchedRe(R"(^rank (\d+) was still waiting in (.+) after ([0-9.]+) s \(the probe's watchdog)");
+    static const std::regex skippedRe(R"(^rank (\d+) skipped (.+)$)");
     static const std::regex timeoutRe(R"(timed out|timeout)", std::regex::icase);
     const RankReport* caller = nullptr;
-    std::string waited, limit;
+    std::string waited, limit, call;
+    bool watched = false;
     std::vector<int> skipped;
     bool othersClean = true;
     for (const auto& r : reports) {
       bool skip = false;
       for (const auto& n : r.notes) {
         std::smatch m;
-        if (std::regex_search(n, m, waitedRe) && std::stoi(m[1].str()) == r.rank && !r.exceptionType.empty() &&
-            std::regex_search(r.exceptionMessage, timeoutRe) && !caller) {
-          caller = &r, waited = m[2].str(), limit = m[3].str();
+        if (caller) {
+        } else if (std::regex_search(n, m, waitedRe) && std::stoi(m[1].str()) == r.rank && !r.exceptionType.empty() &&
+                   std::regex_search(r.exceptionMessage, timeoutRe)) {
+          caller = &r, waited = m[2].str(), call = m[3].str(), limit = m[4].str();
+        } else if (std::regex_search(n, m, watchedRe) && std::stoi(m[1].str()) == r.rank && r.exceptionType.empty()) {
+          caller = &r, call = m[2].str(), waited = m[3].str(), watched = true;
         }
-        if (n == "rank " + std::to_string(r.rank) + " skipped state_dict()") skip = true;
+        if (std::regex_search(n, m, skippedRe) && std::stoi(m[1].str()) == r.rank) skip = true;
       }
       if (skip) {
         skipped.push_back(r.rank);
@@ -1574,9 +1601,14 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
       std::string who = skipped.size() == 1 ? "rank " + std::to_string(skipped[0]) : "ranks ";
       if (skipped.size() > 1)
         for (size_t i = 0; i < skipped.size(); ++i) who += (i ? ", " : "") + std::to_string(skipped[i]);
-      confirm.push_back("rank " + std::to_string(caller->rank) + " waited " + waited +
-                        " s in state_dict()'s collective that " + who + " never joined, until the group's " + limit +
-                        " s timeout: it raised " + exceptionText(*caller));
+      if (watched)
+        confirm.push_back("rank " + std::to_string(caller->rank) + " was still waiting in " + call + "'s collective after " +
+                          waited + " s, which " + who + " never joined (the probe's watchdog ended the wait; the "
+                          "default group's timeout is far longer)");
+      else
+        confirm.push_back("rank " + std::to_string(caller->rank) + " waited " + waited + " s in " + call +
+                          "'s collective that " + who + " never joined, until the group's " + limit +
+                          " s timeout: it raised " + exceptionText(*caller));
     }
   } else if (code == "SL103") {
     if (unmanaged > 0)
@@ -1666,13 +1698,17 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
     facts.push_back(changedKnown ? (unchangedRank ? "the step left the parameters unchanged" : "the step changed the parameters")
                                  : "parameter change not measured");
   } else if (code == "SL204") {
+    static const std::regex returnedRe(R"(^rank (\d+) (.+) returned( \d+ entries)? after )");
     int returned = 0;
+    std::string call = "the call";
     for (const auto& r : reports)
-      for (const auto& n : r.notes)
-        if (n.rfind("rank " + std::to_string(r.rank) + " state_dict() returned", 0) == 0) ++returned;
-    facts.push_back(returned == ranksReported ? "state_dict() returned on every rank"
+      for (const auto& n : r.notes) {
+        std::smatch m;
+        if (std::regex_search(n, m, returnedRe) && std::stoi(m[1].str()) == r.rank) ++returned, call = m[2].str();
+      }
+    facts.push_back(returned == ranksReported ? call + " returned on every rank"
                                               : std::to_string(returned) + " of " + std::to_string(ranksReported) +
-                                                    " ranks' state_dict() returned, none timed out waiting for the others");
+                                                    " ranks' " + call + " returned, none timed out waiting for the others");
   } else if (code == "SL104") {
     facts.push_back(plural(stale + unmanaged, "optimizer entry", "optimizer entries") +
                     " outside the model's sharded parameters");
@@ -2111,7 +2147,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   for (size_t i = 0; i < diags.size(); ++i)
     if (probedCode(diags[i].code)) probed.push_back(i);
   if (probed.empty()) {
-    log_ << "shardlint probe: no SL101-SL105, SL201-SL205, SL207 or SL402 finding"
+    log_ << "shardlint probe: no " << probedCodesText("or") << " finding"
          << (controls_.empty() ? "" : " or control")
          << " to probe\n";
     return 0;

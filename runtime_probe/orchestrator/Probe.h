@@ -21,7 +21,11 @@ std::string_view verdictName(Verdict v);
 // ---- What to replay -------------------------------------------------------------------------
 
 // Whether the probe tests findings of this rule (SL101, SL102, SL103, SL105, SL201, SL202, SL402).
+// The rules whose findings the probe replays, in order.
+const std::vector<std::string_view>& probedCodes();
 bool probedCode(std::string_view code);
+// "SL101, SL102, ... <conjunction> SL402".
+std::string probedCodesText(std::string_view conjunction);
 
 // The replay spec of one finding, from its code, its message and notes, and the source text at
 // its location (`source`: the whole file, or empty when unreadable). std::nullopt with `whyNot`

@@ -71,6 +71,45 @@ std::string commentText(std::string_view text) {
 
 std::string pyBool(bool b) { return b ? "True" : "False"; }
 
+// SL204's replays: a collective state-dict gather that a rank guard keeps from the other ranks. Each is a pair of
+// shapes, `<name>-rank0-only` (the finding: rank 0 calls it, the others skip it) and `<name>-all-ranks` (a control).
+// The FSDP1 calls run over a group whose collectives time out after kCollectiveSeconds, so rank 0's wait ends
+// in torch's own timeout; accelerate's calls run on the default group (accelerate shards over it), whose
+// timeout is long: the probe's watchdog then ends rank 0's wait after kCollectiveSeconds and says so.
+struct GuardedCollective {
+  const char* name;
+  const char* wrapApi;
+  const char* call;   // Python, in the replay (model, optimizer, group, accelerator are bound)
+  const char* label;  // how the rank reports name the call
+  const char* what;   // in a sentence
+  bool watchdog;
+};
+constexpr int kCollectiveSeconds = 5;
+const GuardedCollective kGuardedCollectives[] = {
+    {"state-dict", "fsdp1", "model.state_dict", "state_dict()", "the FSDP1 model's state_dict()", false},
+    {"optim-state-dict", "fsdp1", "lambda: FSDP.optim_state_dict(model, optimizer, group=group)",
+     "FSDP.optim_state_dict()", "FSDP.optim_state_dict(model, optimizer) of the FSDP1 model", false},
+    {"full-optim-state-dict", "fsdp1", "lambda: FSDP.full_optim_state_dict(model, optimizer, group=group)",
+     "FSDP.full_optim_state_dict()", "FSDP.full_optim_state_dict(model, optimizer) of the FSDP1 model", false},
+    {"accelerate-state-dict", "accelerate", "lambda: accelerator.get_state_dict(model)", "accelerator.get_state_dict()",
+     "accelerator.get_state_dict(model) of the accelerate FSDP2 model", true},
+    {"accelerate-save-model", "accelerate", "lambda: accelerator.save_model(model, s.scratch_dir(\"saved-model\"))",
+     "accelerator.save_model()", "accelerator.save_model(model, path) of the accelerate FSDP2 model", true},
+};
+
+bool rankZeroOnly(std::string_view shape) { return shape.ends_with("-rank0-only"); }
+
+// The collective of an SL204 shape, or null.
+const GuardedCollective* guardedCollective(std::string_view shape) {
+  for (std::string_view suffix : {"-rank0-only", "-all-ranks"}) {
+    if (!shape.ends_with(suffix)) continue;
+    std::string_view name = shape.substr(0, shape.size() - suffix.size());
+    for (const auto& g : kGuardedCollectives)
+      if (name == g.name) return &g;
+  }
+  return nullptr;
+}
+
 std::string shapeText(const std::string& shape) {
   if (shape == "optimizer-before-wrap")
     return "the optimizer is built from the model's parameters before the model is wrapped";
@@ -165,15 +204,14 @@ std::string shapeText(const std::string& shape) {
            "unit, then the root is sharded (a control: the rules found this correct)";
   if (shape == "blocks-without-root")
     return "fully_shard is applied to the blocks but not to the root; the optimizer takes the whole model's parameters";
-  if (shape == "state-dict-rank0-only")
-    return "only rank 0 calls the FSDP1 model's state_dict() (a collective), under a rank guard";
-  if (shape == "state-dict-all-ranks")
-    return "every rank calls the FSDP1 model's state_dict(); only rank 0 would save it";
+  if (const GuardedCollective* g = guardedCollective(shape)) {
+    if (rankZeroOnly(shape)) return std::string("only rank 0 calls ") + g->what + " (a collective), under a rank guard";
+    return std::string("every rank calls ") + g->what + "; only rank 0 would save it (a control: the rules found this "
+                                                          "correct)";
+  }
   return "a trainable parameter the optimizer holds is excluded from FSDP (ignored)";
 }
 
-// SL204's replays: the collective timeout of the group the FSDP1 model runs on.
-constexpr int kStateDictTimeoutSeconds = 5;
 
 // Lines of the program body (inside `def replay(s):`), without indentation.
 using Lines = std::vector<std::string>;
@@ -659,24 +697,29 @@ Lines body(const ReplaySpec& spec) {
     shardBlocks(b);
     b.push_back("optimizer = s.make_optimizer(model.parameters())");
     b.push_back("s.run_first_step(model, optimizer)");
-  } else if (shape == "state-dict-rank0-only" || shape == "state-dict-all-ranks") {
-    // SL204: FSDP1 over a process group whose collectives time out after a few seconds, so that a
-    // state_dict() the other ranks never join ends in the group's timeout, not in a hang.
-    fsdp1Prelude(b);
-    b.push_back("group = s.short_timeout_group(" + std::to_string(kStateDictTimeoutSeconds) +
-                ")  # every rank; its collectives time out after seconds");
-    b.push_back("s.phase(\"wrap\")");
-    b.push_back("model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({rt.standin_block_class()}), "
-                "process_group=group, device_id=env.device_id)");
-    b.push_back("optimizer = s.make_optimizer(model.parameters())");
-    b.push_back("s.run_first_step(model, optimizer)");
-    if (shape == "state-dict-rank0-only") {
-      b.push_back("# The finding's rank guard: only rank 0 gathers the state dict; the others go on.");
-      b.push_back("s.state_dict_on(model, [0], " + std::to_string(kStateDictTimeoutSeconds) + ")");
+  } else if (const GuardedCollective* g = guardedCollective(shape)) {
+    // SL204: the state-dict gather on rank 0 only (the finding's rank guard) or on every rank (a control).
+    const std::string seconds = std::to_string(kCollectiveSeconds);
+    if (std::string_view(g->wrapApi) == "fsdp1") {
+      fsdp1Prelude(b);
+      b.push_back("group = s.short_timeout_group(" + seconds + ")  # every rank; its collectives time out after seconds");
+      b.push_back("s.phase(\"wrap\")");
+      b.push_back("model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({rt.standin_block_class()}), "
+                  "process_group=group, device_id=env.device_id)");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("s.run_first_step(model, optimizer)");
     } else {
-      b.push_back("# Every rank gathers the state dict (only rank 0 would save it).");
-      b.push_back("s.state_dict_on(model, None, " + std::to_string(kStateDictTimeoutSeconds) + ")");
+      acceleratePrelude(b, spec);
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("s.phase(\"prepare\")");
+      b.push_back("model, optimizer = accelerator.prepare(model, optimizer)");
+      b.push_back(kAccelerateStep);
     }
+    std::string ranks = rankZeroOnly(shape) ? "[0]" : "None";
+    b.push_back(rankZeroOnly(shape) ? "# The finding's rank guard: only rank 0 makes the call; the others go on."
+                                    : "# Every rank makes the call (only rank 0 would save what it returns).");
+    b.push_back(std::string("s.collective_on(") + pythonStringLiteral(g->label) + ", " + g->call + ", " + ranks + ", " +
+                seconds + ", watchdog=" + pyBool(g->watchdog) + ")");
   } else {  // ignored-trainable
     if (api == "fully_shard") {
       fullyShardPrelude(b, true);
@@ -735,9 +778,13 @@ const std::vector<std::string>& replayShapes() {
                                                   "bypass-call",
                                                    "tied-split-root",
                                                   "tied-split-roots", "tied-one-unit", "tied-group",
-                                                  "state-dict-rank0-only", "state-dict-all-ranks", "clip-torch",
-                                                  "clip-accelerate-subset", "clip-fsdp1-method", "clip-no-shard",
-                                                  "clip-fsdp2", "clip-accelerate-full"};
+                                                  "state-dict-rank0-only", "state-dict-all-ranks",
+                                                  "optim-state-dict-rank0-only", "optim-state-dict-all-ranks",
+                                                  "full-optim-state-dict-rank0-only", "full-optim-state-dict-all-ranks",
+                                                  "accelerate-state-dict-rank0-only", "accelerate-state-dict-all-ranks",
+                                                  "accelerate-save-model-rank0-only", "accelerate-save-model-all-ranks",
+                                                  "clip-torch", "clip-accelerate-subset", "clip-fsdp1-method",
+                                                  "clip-no-shard", "clip-fsdp2", "clip-accelerate-full"};
   return shapes;
 }
 
@@ -780,7 +827,8 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   else if (shape.rfind("bypass-", 0) == 0) ok = api == "fully_shard";  // SL205
   else if (shape == "tied-split-root" || shape == "tied-one-unit") ok = api == "fully_shard" || api == "fsdp1";
   else if (shape == "tied-split-roots" || shape == "tied-group") ok = api == "fully_shard";
-  else if (shape == "state-dict-rank0-only" || shape == "state-dict-all-ranks") ok = api == "fsdp1";
+  else if (const GuardedCollective* g = guardedCollective(shape))  // SL204 (accelerate: FSDP2)
+    ok = api == g->wrapApi && (api != "accelerate" || spec.fsdpVersion == 2);
   else if (shape == "clip-torch" || shape == "clip-fsdp1-method" || shape == "clip-no-shard") ok = api == "fsdp1";
   else if (shape == "clip-fsdp2") ok = api == "fully_shard";
   else if (shape == "clip-accelerate-subset" || shape == "clip-accelerate-full")

@@ -18,7 +18,11 @@ and max per checkout and the slowest files; --json writes the same for scripts/b
 The files on disk are only read.
 
     scripts/bench/lsp_latency.py --corpus DIR [--corpus DIR...] [--sample 30] [--edits-per-file 4]
-                                 [--seed 12] [--json FILE]
+                                 [--largest 3] [--edit-kind comment|code|both] [--seed 12] [--json FILE]
+
+--largest adds the checkout's largest files (up to 5,000 lines: issue 34's editor goal covers every file up
+to that size) to the sample; --edit-kind code types `_` after an identifier in the code line nearest the
+middle of the file (then deletes it), so the analysis really changes, not only a comment.
 
 The server runs with SHARDLINT_LSP_TRACE=1, which makes it print the time of each parse and
 lint to stderr; the table splits the latency into incremental parse, lint (the analysis
@@ -102,9 +106,10 @@ INTERESTING = re.compile(r"optim|fully_shard|FSDP|FullyShardedDataParallel|\bpre
 MAX_FILE_BYTES = 2 * 1024 * 1024  # shardlint skips larger files
 
 
-def sample_files(root, n, seed):
+def sample_files(root, n, seed, largest=0, max_lines=5000):
     """[(path, text, interesting)]: a deterministic sample of the .py files shardlint's discovery finds
-    under root that shardlint would lint (at most 2 MiB, no NUL byte, UTF-8), sorted by path."""
+    under root that shardlint would lint (at most 2 MiB, no NUL byte, UTF-8), sorted by path; plus the
+    `largest` files of at most `max_lines` lines (the editor's worst case), whether sampled or not."""
     candidates = []
     for p in harness.discover(root):
         try:
@@ -121,11 +126,38 @@ def sample_files(root, n, seed):
     cold = [c for c in candidates if not c[2]]
     n_hot = min(len(hot), max(n - n // 3, n - len(cold)))
     picked = rng.sample(hot, n_hot) + rng.sample(cold, min(len(cold), n - n_hot))
+    if largest:
+        sized = sorted((c for c in candidates if c[1].count("\n") + 1 <= max_lines),
+                       key=lambda c: (-(c[1].count("\n") + 1), c[0]))
+        seen = {c[0] for c in picked}
+        picked += [c for c in sized[:largest] if c[0] not in seen]
     return sorted(picked, key=lambda c: c[0])
 
 
 def utf16_len(s):
     return len(s.encode("utf-16-le")) // 2
+
+
+IDENT_END = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?=\s*[.(\[=,)])")
+
+
+def code_edit_site(text):
+    """(line, character) at the end of an identifier in code (not a comment, not a string-looking line), in the
+    indented line nearest the middle of the file: typing `_` there renames what the code reads or writes,
+    so the analysis really changes (the findings may change too); deleting it restores the file. None when
+    the file has no such line."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    best = None
+    for i, l in enumerate(lines):
+        body = l.lstrip(" \t")
+        if not body or body == l or body.startswith(("#", "\"", "'", "@")) or "#" in body or '"' in body or "'" in body:
+            continue
+        m = IDENT_END.search(body)
+        if not m:
+            continue
+        if best is None or abs(i - len(lines) // 2) < abs(best[0] - len(lines) // 2):
+            best = (i, utf16_len(l[:len(l) - len(body) + m.end()]))
+    return best
 
 
 def edit_site(text):
@@ -140,11 +172,12 @@ def edit_site(text):
     return len(lines) - 1, utf16_len(lines[-1])
 
 
-def measure_corpus(binary, root, n, seed, edits_per_file, wait_s, log):
+def measure_corpus(binary, root, n, seed, edits_per_file, wait_s, log, largest=0, edit_kind="comment"):
     root = os.path.abspath(root)
     name = os.path.basename(root.rstrip("/"))
-    result = {"name": name, "root": root, "sample": n, "seed": seed, "edits_per_file": edits_per_file, "files": []}
-    files = sample_files(root, n, seed)
+    result = {"name": name, "root": root, "sample": n, "seed": seed, "edits_per_file": edits_per_file,
+              "largest": largest, "edit_kind": edit_kind, "files": []}
+    files = sample_files(root, n, seed, largest)
     if not files:
         result["error"] = "no .py file to open"
         return result
@@ -170,13 +203,20 @@ def measure_corpus(binary, root, n, seed, edits_per_file, wait_s, log):
             at, msg = client.wait(published(version), f"the diagnostics of didOpen {rel}", wait_s)
             entry = {"path": rel, "interesting": hot, "lines": text.count("\n") + 1, "bytes": len(text.encode()),
                      "open_ms": (at - t0) * 1000, "findings": len(msg["params"]["diagnostics"]), "edits_ms": []}
-            line, ch = edit_site(text)
+            sites = [("comment", edit_site(text))]
+            code = code_edit_site(text)
+            if edit_kind in ("code", "both") and code:
+                sites = [("code", code)] if edit_kind == "code" else sites + [("code", code)]
             mark = len(client.trace_paths)
+            entry["edit_kinds"] = []
             for k in range(edits_per_file):
                 version += 1
+                kind, (line, ch) = sites[(k // 2) % len(sites)]
+                entry["edit_kinds"].append(kind)
+                typed = "_" if kind == "code" else " "
                 if k % 2 == 0:
                     change = {"range": {"start": {"line": line, "character": ch}, "end": {"line": line, "character": ch}},
-                              "text": " "}
+                              "text": typed}
                 else:
                     change = {"range": {"start": {"line": line, "character": ch},
                                         "end": {"line": line, "character": ch + 1}}, "text": ""}
@@ -185,7 +225,7 @@ def measure_corpus(binary, root, n, seed, edits_per_file, wait_s, log):
                                              "contentChanges": [change]}})
                 at, msg = client.wait(published(version), f"the diagnostics of edit {k + 1} of {rel}", wait_s)
                 entry["edits_ms"].append((at - t0) * 1000)
-                if len(msg["params"]["diagnostics"]) != entry["findings"]:
+                if kind == "comment" and len(msg["params"]["diagnostics"]) != entry["findings"]:
                     entry["findings_changed"] = True
             lints = [ms for kind, p, ms in client.trace_paths[mark:] if kind == "lint" and p in (path, os.path.realpath(path))]
             if lints:
@@ -223,6 +263,14 @@ def summarize(result):
          "edits": len(edits)}
     if edits:
         s.update(edit_p50_ms=statistics.median(edits), edit_p95_ms=percentile(edits, 95), edit_max_ms=max(edits))
+    for kind in ("comment", "code"):
+        mine = [x for f in result["files"] for x, k in zip(f["edits_ms"], f.get("edit_kinds", [])) if k == kind]
+        if mine:
+            s[f"edit_{kind}_p95_ms"] = percentile(mine, 95)
+            s[f"edit_{kind}_count"] = len(mine)
+    big = [x for f in result["files"] if f["lines"] >= 2000 for x in f["edits_ms"]]
+    if big:
+        s.update(edit_large_p95_ms=percentile(big, 95), edit_large_files=sum(1 for f in result["files"] if f["lines"] >= 2000))
     if opens:
         s.update(open_p50_ms=statistics.median(opens), open_max_ms=max(opens))
     result["summary"] = s
@@ -238,20 +286,30 @@ def corpus_main(args):
         if args.verbose:
             print(msg, file=sys.stderr, flush=True)
 
-    results = [measure_corpus(args.binary, d, args.sample, args.seed, args.edits_per_file, args.timeout, log)
+    results = [measure_corpus(args.binary, d, args.sample, args.seed, args.edits_per_file, args.timeout, log,
+                              args.largest, args.edit_kind)
                for d in args.corpus]
     print(f"shardlint server: edit -> publishDiagnostics on real files; sample of {args.sample} files per checkout "
-          f"(seed {args.seed}), {args.edits_per_file} one-character edits per file")
+          f"(seed {args.seed}) plus its {args.largest} largest files of at most 5,000 lines, {args.edits_per_file} "
+          f"one-character edits per file ({args.edit_kind}: a space after a comment's `#`, and/or `_` typed after an "
+          f"identifier in code, each deleted again)")
     print()
-    print("| checkout | files (optim/FSDP/prepare) | edits | didOpen p50 ms | edit p50 ms | edit p95 ms | edit max ms |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| checkout | files (optim/FSDP/prepare) | edits | didOpen p50 ms | edit p50 ms | edit p95 ms | edit max ms "
+          "| comment-edit p95 ms | code-edit p95 ms | files >= 2,000 lines: edit p95 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+    def ms(s, key):
+        return f"{s[key]:.1f}" if key in s else ""
+
     for r in results:
         s = r["summary"]
         if not s["edits"]:
-            print(f"| {r['name']} | {s['files']} | 0 | | | | |")
+            print(f"| {r['name']} | {s['files']} | 0 | | | | | | | |")
             continue
+        big = f"{ms(s, 'edit_large_p95_ms')} ({s['edit_large_files']} files)" if "edit_large_p95_ms" in s else ""
         print(f"| {r['name']} | {s['files']} ({s['files_interesting']}) | {s['edits']} | {s['open_p50_ms']:.1f} | "
-              f"{s['edit_p50_ms']:.1f} | {s['edit_p95_ms']:.1f} | {s['edit_max_ms']:.1f} |")
+              f"{s['edit_p50_ms']:.1f} | {s['edit_p95_ms']:.1f} | {s['edit_max_ms']:.1f} | "
+              f"{ms(s, 'edit_comment_p95_ms')} | {ms(s, 'edit_code_p95_ms')} | {big} |")
     for r in results:
         if r["slowest"]:
             print()
@@ -281,6 +339,10 @@ def main():
     ap.add_argument("--sample", type=int, default=30, help="corpus mode: files per checkout (default 30)")
     ap.add_argument("--seed", type=int, default=12, help="corpus mode: the sample's random seed (default 12)")
     ap.add_argument("--edits-per-file", type=int, default=4, help="corpus mode: edits per file (default 4)")
+    ap.add_argument("--largest", type=int, default=0,
+                    help="corpus mode: also open the N largest files of at most 5,000 lines (default 0)")
+    ap.add_argument("--edit-kind", choices=("comment", "code", "both"), default="comment",
+                    help="corpus mode: where the edits are typed (default comment; both alternates pairs)")
     ap.add_argument("--timeout", type=float, default=60.0, help="corpus mode: seconds to wait for one answer")
     ap.add_argument("--json", metavar="FILE", help="corpus mode: also write the results as JSON")
     ap.add_argument("-v", "--verbose", action="store_true", help="corpus mode: print every file's latencies")

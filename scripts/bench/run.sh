@@ -414,6 +414,7 @@ if [ "${BENCH_LSP:-1}" = 1 ] && [ "${#ECO_MEASURED[@]}" -gt 0 ]; then
     wait_quiet "lsp/$n"
     log "editor latency: shardlint server on $n (sample of ${BENCH_LSP_SAMPLE:-30} files)"
     if ! "$PY" "$bench/lsp_latency.py" --binary "$SL" --corpus "$ECO_COPY/$n" --sample "${BENCH_LSP_SAMPLE:-30}" \
+         --largest "${BENCH_LSP_LARGEST:-3}" --edits-per-file "${BENCH_LSP_EDITS:-20}" --edit-kind both \
          --json "$RAW/lsp/$n.json" > "$RAW/lsp/$n.txt" 2> "$RAW/lsp/$n.err"; then
       log "editor latency on $n failed (see $RAW/lsp/$n.err and $n.txt)"
       [ -s "$RAW/lsp/$n.json" ] || { tail -n 3 "$RAW/lsp/$n.err"; echo "lsp_latency.py exited without a result"; } > "$RAW/lsp/$n.failed"

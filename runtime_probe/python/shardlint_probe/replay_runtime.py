@@ -36,6 +36,8 @@ import importlib
 import os
 import socket
 import sys
+import tempfile
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -352,12 +354,13 @@ def enable_accelerate_fsdp_on_cpu(accelerator: Any, plugin: Any) -> Optional[str
     state = accelerator.state
     state.distributed_type = DistributedType.FSDP
     state.fsdp_plugin = plugin
-    # As AcceleratorState.__init__ does after its own switch (accelerate/state.py, 1.15.0:1037): every later
-    # AcceleratorState() (AcceleratedOptimizer's, when prepare() wraps an optimizer) copies PartialState's shared
-    # state over its own, which would put MULTI_CPU back (clip_grad_norm_ then skips its FSDP branch).
-    shared = getattr(PartialState, "_shared_state", None)
-    if isinstance(shared, dict) or hasattr(shared, "__setitem__"):
-        shared["distributed_type"] = DistributedType.FSDP
+    # Every AcceleratorState() made later (prepare() makes one for each AcceleratedOptimizer) copies
+    # PartialState's shared fields back over its own: switch them there too, or the optimizer's preparation
+    # turns the run back into MULTI_CPU (and get_state_dict, save_model, clip_grad_norm_ stop taking the
+    # FSDP paths).
+    partial = PartialState._shared_state
+    if "distributed_type" in partial:
+        partial["distributed_type"] = DistributedType.FSDP
     note = (f"accelerate {compat.accelerate_version()} enables FSDP only on accelerators (distributed_type "
             f"MULTI_CPU in CPU processes): the probe set distributed_type FSDP with the plugin, as accelerate "
             f"does on GPUs")
@@ -366,8 +369,8 @@ def enable_accelerate_fsdp_on_cpu(accelerator: Any, plugin: Any) -> Optional[str
         # accelerate names the CPU `cpu:<rank>`; FSDP1 passes it as device_id and then refuses it
         # ("Inconsistent compute device and `device_id`: cpu vs cpu:0").
         state.device = torch.device("cpu")
-        if shared is not None and "device" in shared:
-            shared["device"] = torch.device("cpu")
+        if "device" in partial:
+            partial["device"] = torch.device("cpu")
         note += f", and its device `cpu` instead of `{device}`, which FSDP1 rejects as another device"
     return note
 
@@ -506,6 +509,7 @@ class ReplaySession:
         self.wrap_api = wrap_api
         self.optimizer_name = optimizer or DEFAULT_OPTIMIZER
         self.env: Optional[DistEnv] = None
+        self.leave_at_once = False  # a collective is still pending (collective_on's watchdog)
 
     # ---- steps the program calls ----
 
@@ -823,30 +827,66 @@ class ReplaySession:
         import torch.distributed as dist
         return dist.new_group(timeout=timedelta(seconds=seconds))
 
-    def state_dict_on(self, model: Any, ranks: Any, timeout_seconds: int) -> None:
-        """Calls model.state_dict() on `ranks` only (the finding's rank guard), or on every rank (None).
+    def scratch_dir(self, name: str) -> str:
+        """A fresh folder for what a replay writes (under the run's output folder when there is one)."""
+        base = os.environ.get("SHARDLINT_PROBE_OUT") or tempfile.gettempdir()
+        path = os.path.join(base, f"scratch-rank{self.report.rank}", name)
+        os.makedirs(path, exist_ok=True)
+        return path
 
-        A rank that calls it and times out records the exception and how long it waited (it does not
-        raise: the launcher would kill the other ranks before they report); a rank that skips it says so.
-        Then every rank meets at a barrier on the default group (its long timeout), so that the ranks that
-        skipped the call stay alive, without joining it, until the caller gave up."""
+    def collective_on(self, label: str, call: Callable[[], Any], ranks: Any, timeout_seconds: int,
+                      watchdog: bool = False) -> None:
+        """Makes a collective state-dict call (`label` names it in the notes) on `ranks` only (the finding's
+        rank guard), or on every rank (None).
+
+        A rank that calls it and times out records the exception and how long it waited (it does not raise:
+        the launcher would kill the other ranks before they report); a rank that skips it says so. With
+        `watchdog` (a call on the default group, whose timeout is long) the call runs in a thread and the
+        probe stops waiting after `timeout_seconds`, noting that the call had not returned; the rank then
+        leaves without tearing down the process group (a collective is still pending). The ranks that skip
+        the call wait on the store until the caller is done, so that they stay alive without joining it."""
         import torch.distributed as dist
         rank = dist.get_rank()
         self.phase("checks")
+        key = "shardlint-probe-collective-done"
+        store = dist.distributed_c10d._get_default_store()
         if ranks is not None and rank not in ranks:
-            self.report.add_note(f"rank {rank} skipped state_dict()")
-        else:
-            started = time.monotonic()
+            self.report.add_note(f"rank {rank} skipped {label}")
+            store.wait([key], timedelta(seconds=timeout_seconds * 12 + 60))
+            return
+        started = time.monotonic()
+        outcome: Dict[str, Any] = {}
+
+        def target() -> None:
             try:
-                state = model.state_dict()
-                self.report.add_note(f"rank {rank} state_dict() returned {len(state)} entries "
-                                     f"after {time.monotonic() - started:.1f} s")
-            except Exception as exc:
-                waited = time.monotonic() - started
-                self.report.set_exception(exc, "checks")
-                self.report.add_note(f"rank {rank} waited {waited:.1f} s in state_dict() "
-                                     f"(collective timeout {timeout_seconds} s)")
-        dist.barrier()
+                outcome["value"] = call()
+            except BaseException as exc:  # recorded below
+                outcome["error"] = exc
+
+        if watchdog:
+            worker = threading.Thread(target=target, name="shardlint-collective", daemon=True)
+            worker.start()
+            worker.join(timeout_seconds)
+            if worker.is_alive():
+                self.report.add_note(f"rank {rank} was still waiting in {label} after "
+                                     f"{time.monotonic() - started:.1f} s (the probe's watchdog, {timeout_seconds} s)")
+                self.leave_at_once = True
+                store.set(key, "1")
+                return
+        else:
+            target()
+        waited = time.monotonic() - started
+        if "error" in outcome:
+            self.report.set_exception(outcome["error"], "checks")
+            self.report.add_note(f"rank {rank} waited {waited:.1f} s in {label} (collective timeout {timeout_seconds} s)")
+        else:
+            value = outcome.get("value")
+            entries = f" {len(value)} entries" if hasattr(value, "__len__") else ""
+            self.report.add_note(f"rank {rank} {label} returned{entries} after {waited:.1f} s")
+        if ranks is not None:
+            store.set(key, "1")
+        else:
+            dist.barrier()
 
     # ---- driving ----
 
@@ -879,9 +919,9 @@ class ReplaySession:
         except Exception as exc:
             print(f"shardlint probe: could not write the rank report: {type(exc).__name__}: {exc}", file=sys.stderr)
             code, failed = report_mod.EXIT_NO_REPORT, True
-        if failed:
-            # After a failure a collective may be half done: tearing the process group down
-            # can hang, so leave at once (the report is written).
+        if failed or self.leave_at_once:
+            # After a failure (or a call the watchdog gave up on) a collective may be half done: tearing
+            # the process group down can hang, so leave at once (the report is written).
             instrument.flush_std_streams()
             os._exit(code)
         _destroy_process_group()
