@@ -56,6 +56,11 @@ std::vector<Entry> makeEntries() {
         "HF `Trainer(..., optimizers=(opt, sched))` while FSDP is enabled (a RuntimeError in `Trainer.__init__`)",
         ruleDoc("SL202")},
        makeSL202},
+      {{"SL203", "local-grad-norm", Severity::Error,
+        "`torch.nn.utils.clip_grad_norm_` on an FSDP1 sharded model, or accelerate's `clip_grad_norm_` with FSDP1 and "
+        "not the prepared model's parameters: each rank clips by its own shard's norm and the ranks diverge",
+        ruleDoc("SL203")},
+       makeSL203},
       {{"SL204", "rank-guarded-state-dict", Severity::Error,
         "a collective state-dict gather (FSDP1 `state_dict()`, accelerate `get_state_dict` / `save_model`) run only "
         "under a rank guard: the other ranks never join and the job hangs",

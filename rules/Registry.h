@@ -21,6 +21,7 @@ std::unique_ptr<Rule> makeSL105(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL106(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL201(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL202(const RuleInfo* info);
+std::unique_ptr<Rule> makeSL203(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL204(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL205(const RuleInfo* info);
 std::unique_ptr<Rule> makeSL206(const RuleInfo* info);

@@ -26,20 +26,6 @@ bool fsdp2Unit(const Event& w) {
   return w.target != kNoObj && (api == "fully_shard" || (api == "accelerate" && w.attr("fsdp_version") == "2"));
 }
 
-// The wrap runs before `p` on every path, counting a loop over a model's parts (`for b in model.blocks:
-// fully_shard(b)`) as run: `dominates`, or only loop arms (and arms known to be taken) lie between the wrap
-// and the code around `p`, and the wrap comes first.
-bool wrappedBefore(const Store& st, const Event& w, semantic::PointId p) {
-  if (st.dominates(w.point, p)) return true;
-  if (!st.precedes(w.point, p)) return false;
-  for (int a = st.points[static_cast<size_t>(w.point)].arm; a >= 0 && !st.insideArm(p, a);
-       a = st.arms[static_cast<size_t>(a)].parent) {
-    const semantic::Arm& arm = st.arms[static_cast<size_t>(a)];
-    if (!arm.loop && !arm.alwaysTaken(st)) return false;
-  }
-  return true;
-}
-
 class ForwardBypassesFsdp final : public Rule {
  public:
   const RuleInfo& info() const override { return *info_; }

@@ -722,7 +722,8 @@ TEST_CASE("probe spec: other rules are not probed", "[probe]") {
   CHECK_FALSE(replaySpecFor(d, "", &why));
   CHECK(why.find("SL305") != std::string::npos);
   CHECK_FALSE(probedCode("SL305"));
-  CHECK_FALSE(probedCode("SL203"));
+  CHECK(probedCode("SL203"));
+  CHECK_FALSE(probedCode("SL206"));
   CHECK_FALSE(probedCode("SL403"));
   CHECK(probedCode("SL102"));
   CHECK(probedCode("SL201"));
@@ -1288,7 +1289,7 @@ TEST_CASE("probe cli: nothing to probe needs no torch", "[probe]") {
   CliResult r = runShardlint("probe --python /bin/false fixtures/python/SL101_alias_ok.py", dir.path() / "err.txt");
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.err.find("no SL101, SL102, SL103, SL104, SL105, SL201, SL202, SL204, SL205, SL207 or SL402 finding") != std::string::npos);
+  CHECK(r.err.find("no SL101, SL102, SL103, SL104, SL105, SL201, SL202, SL203, SL204, SL205, SL207 or SL402 finding") != std::string::npos);
 }
 
 TEST_CASE("probe cli: usage errors", "[probe]") {
@@ -2101,4 +2102,101 @@ TEST_CASE("probe controls: SL205's controls name why the forward runs FSDP's hoo
   Linter l2(rules::catalog(), o2);
   CHECK_FALSE(l2.lintPath(fixture("SL205_root_forward.py")).empty());
   for (const auto& c : o2.controls->take()) CHECK((c.code != "SL205" || c.facts.at("shape") != "bypass-call"));
+}
+
+// ---- SL203 local-grad-norm ----
+
+TEST_CASE("probe spec: SL203 shapes, torch's clip on FSDP1 or accelerate's with a subset", "[probe]") {
+  struct Expect {
+    const char* file;
+    const char* shape;
+    const char* api;
+  };
+  for (const Expect& e : {Expect{"SL203_torch_clip.py", "clip-torch", "fsdp1"},
+                          Expect{"SL203_wrapped_module.py", "clip-torch", "fsdp1"},
+                          Expect{"SL203_accelerate_subset.py", "clip-accelerate-subset", "accelerate"}}) {
+    INFO(e.file);
+    auto s = replaySpecFor(findingOf(e.file, "SL203"));
+    REQUIRE(s);
+    CHECK(s->shape == e.shape);
+    CHECK(s->wrapApi == e.api);
+    CHECK(s->fsdpVersion == 1);
+    CHECK_FALSE(s->control);
+    REQUIRE(replaySupported(*s));
+    std::string program = replayProgram(*s);
+    CHECK(program.find("s.clip_step(model, optimizer, clip, reference") != std::string::npos);
+    if (s->wrapApi == "fsdp1") {
+      CHECK(program.find("return torch.nn.utils.clip_grad_norm_(model.parameters(), rt.CLIP_MAX_NORM)") !=
+            std::string::npos);
+      CHECK(program.find("ShardingStrategy") == std::string::npos);  // FULL_SHARD, the default
+    } else {
+      CHECK(s->useOrigParams);  // the original parameters, so the subset holds gradients
+      CHECK(program.find("accelerator.clip_grad_norm_(list(model.parameters())[1:]") != std::string::npos);
+    }
+  }
+  ReplaySpec other;
+  other.code = "SL203";
+  other.shape = "clip-torch";
+  other.wrapApi = "fully_shard";
+  CHECK_FALSE(replaySupported(other));
+  other.shape = "clip-accelerate-subset";
+  other.wrapApi = "accelerate";
+  other.fsdpVersion = 2;
+  CHECK_FALSE(replaySupported(other));
+}
+
+namespace {
+RankReport clipReport(int rank, const std::string& norm, const std::string& global) {
+  RankReport r = synthetic(rank, 2, true);
+  r.notes.push_back("rank " + std::to_string(rank) + " clip norm " + norm + "; global norm " + global);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("probe verdict: SL203 compares the clip's norm across ranks", "[probe]") {
+  // Each rank's own shard: different norms (measured on torch 2.15, FULL_SHARD, 2 gloo ranks).
+  ProbeResult r = decide("SL203", {clipReport(0, "0.221555", "0.85488"), clipReport(1, "0.825672", "0.85488")}, outcome(2));
+  CHECK(r.verdict == Verdict::Confirmed);
+  CHECK(r.evidence.find("the clip returned 0.221555 on rank 0 and 0.825672 on rank 1, where the global norm is 0.85488") !=
+        std::string::npos);
+  CHECK(r.evidence.find("clip norm") == std::string::npos);  // the notes are read, not repeated
+
+  // The global norm on every rank (a control): not reproduced, saying so.
+  r = decide("SL203", {clipReport(0, "0.85488", "0.85488"), clipReport(1, "0.854881", "0.85488")}, outcome(2));
+  CHECK(r.verdict == Verdict::NotReproduced);
+  CHECK(r.evidence.find("the clip returned 0.85488 on every rank, the global norm") != std::string::npos);
+
+  // One rank cannot show a difference.
+  r = decide("SL203", {clipReport(0, "0.3", "0.85")}, outcome(1));
+  CHECK(r.verdict != Verdict::Confirmed);
+
+  // A rank's note about another rank counts for nothing; a crash before the step is not reached.
+  RankReport odd = synthetic(1, 2, true);
+  odd.notes.push_back("rank 0 clip norm 0.5; global norm 0.85");
+  r = decide("SL203", {clipReport(0, "0.2", "0.85"), odd}, outcome(2));
+  CHECK(r.verdict != Verdict::Confirmed);
+  RankReport a = synthetic(0, 2, false), b = synthetic(1, 2, false);
+  a.exceptionType = b.exceptionType = "RuntimeError";
+  a.exceptionMessage = b.exceptionMessage = "something else";
+  CHECK(decide("SL203", {a, b}, outcome(2)).verdict == Verdict::NotReached);
+}
+
+TEST_CASE("probe controls: SL203's controls are replayed clips the rule found right", "[probe]") {
+  std::set<std::string> shapes;
+  for (const char* file : {"SL203_torch_clip_ok.py", "SL203_accelerate_subset_ok.py"}) {
+    LintOptions o;
+    o.controls = std::make_shared<ControlSink>();
+    Linter l(rules::catalog(), o);
+    INFO(file);
+    CHECK(l.lintPath(fixture(file)).empty());
+    for (auto& c : o.controls->take()) {
+      if (c.code != "SL203") continue;
+      shapes.insert(c.facts.at("shape"));
+      auto s = replaySpecFor(c);
+      REQUIRE(s);
+      CHECK(s->control);
+      CHECK(replaySupported(*s));
+    }
+  }
+  CHECK(shapes == std::set<std::string>{"clip-fsdp1-method", "clip-no-shard", "clip-fsdp2", "clip-accelerate-full"});
 }

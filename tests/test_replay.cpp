@@ -365,7 +365,7 @@ std::string noTorchEnv(const fs::path& out) {
 }  // namespace
 
 TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
-  CHECK(replayShapes().size() == 38);
+  CHECK(replayShapes().size() == 44);
   CHECK(replayWrapApis().size() == 5);
   std::set<std::string> supported;
   for (const auto& shape : replayShapes()) {
@@ -415,7 +415,10 @@ TEST_CASE("replay: supported shapes and wrap APIs", "[probe][replay]") {
                                            "accelerate-state-dict-rank0-only/accelerate",
                                            "accelerate-state-dict-all-ranks/accelerate",
                                            "accelerate-save-model-rank0-only/accelerate",
-                                           "accelerate-save-model-all-ranks/accelerate"});
+                                           "accelerate-save-model-all-ranks/accelerate",
+                                           "clip-torch/fsdp1", "clip-accelerate-subset/accelerate",
+                                           "clip-fsdp1-method/fsdp1", "clip-no-shard/fsdp1", "clip-fsdp2/fully_shard",
+                                           "clip-accelerate-full/accelerate"});
   std::string why;
   CHECK_FALSE(replaySupported(spec("SL101", "optimizer-before-wrap", "deepspeed"), &why));
   CHECK(why.find("deepspeed") != std::string::npos);

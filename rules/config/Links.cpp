@@ -24,6 +24,8 @@ Facts accelerateConfigFacts(const SourceFile& file, const std::vector<shardlint:
     } else {
       f["use_orig_params"] = "";  // the launcher's default (true) applies
     }
+    // SL203: the FSDP1 sharding strategy the launcher exports (FSDP_SHARDING_STRATEGY), as written.
+    if (const YNode* v = s->value("sharding_strategy"); v && v->isScalar()) f["sharding_strategy"] = v->value;
     LineCol lc = file.index.resolve(decide->range.begin);
     f["config_line"] = std::to_string(lc.line + 1);
     f["config_col"] = std::to_string(lc.codepointColumn + 1);
@@ -140,6 +142,7 @@ std::vector<LaunchLink> accelerateLaunchLinks(const SourceFile& file) {
         flags.entries.emplace_back(scalar(key, {keyRange.begin, keyRange.end}), scalar(v, valueRange));
         flags.range.end = valueRange.end;
         if (key == "fsdp_version") link.facts["accelerate_fsdp"] = v;
+        if (key == "fsdp_sharding_strategy") link.facts["sharding_strategy"] = v;
         if (key == "fsdp_use_orig_params") {
           std::string lower = v;
           for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

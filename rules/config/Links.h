@@ -11,7 +11,8 @@ namespace shardlint::rules::config {
 
 // {"accelerate_fsdp": "1"|"2", "use_orig_params": "true"|"false"|"" (absent),
 //  "config": path, "config_line"/"config_col": where the deciding key is (1-based),
-//  "config_value": the written `use_orig_params` value, when there is one (encodeLocation)}.
+//  "config_value": the written `use_orig_params` value, when there is one (encodeLocation),
+//  "sharding_strategy": the written `fsdp_sharding_strategy`, when there is one}.
 Facts accelerateConfigFacts(const SourceFile& file, const std::vector<shardlint::config::YNode>& docs);
 std::vector<LaunchLink> accelerateLaunchLinks(const SourceFile& file);
 // Words that make a script worth analysing under these facts: accelerate scripts when an

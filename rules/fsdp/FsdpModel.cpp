@@ -48,6 +48,37 @@ std::optional<std::string> literalOf(const Store& st, const ValueSet* vs) {
   return name;
 }
 
+// SL203's fact: an FSDP1 sharding strategy as torch names it (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD,
+// _HYBRID_SHARD_ZERO2), from `ShardingStrategy.X`, a string (accelerate's plugin takes "no_shard" in any case) or
+// the enum's number (accelerate: `FSDP_SHARDING_STRATEGY.index(name) + 1`); "?" when it is not one of those.
+std::string shardingName(std::string_view written) {
+  static const char* const kNames[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"};
+  if (auto dot = written.rfind('.'); dot != std::string_view::npos) written = written.substr(dot + 1);
+  if (written.size() == 1 && written[0] >= '1' && written[0] <= '5') return kNames[written[0] - '1'];
+  std::string upper(written);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper == "HYBRID_SHARD_ZERO2") upper = "_HYBRID_SHARD_ZERO2";
+  for (const char* n : kNames)
+    if (upper == n) return upper;
+  return "?";
+}
+
+// The strategy a `sharding_strategy=` argument gives: every value one known strategy (a constant, or
+// `ShardingStrategy.X`, which the engine reads as a qualified name or an attribute), else "?".
+std::string shardingOf(const Store& st, const ValueSet* vs) {
+  if (!vs || vs->empty()) return "?";
+  std::string found;
+  for (ObjId id : *vs) {
+    const Obj& o = st.obj(id);
+    std::string name = o.kind == ObjKind::Literal || o.kind == ObjKind::Ref || o.kind == ObjKind::Derived
+                           ? shardingName(o.name)
+                           : "?";
+    if (name == "?" || (!found.empty() && found != name)) return "?";
+    found = name;
+  }
+  return found;
+}
+
 bool anyTagged(const Store& st, const ValueSet& vs, std::string_view tag) {
   return std::any_of(vs.begin(), vs.end(), [&](ObjId id) { return st.obj(id).hasTag(tag); });
 }
@@ -203,6 +234,7 @@ bool handlePrepare(CallSite& site, const Obj& acc) {
                                                             {"call", call},            {"orig_from", origFrom}};
       for (const char* k : {"config", "config_line", "config_col", "config_value", "plugin_call", "plugin_args"})
         if (acc.hasTag(k)) attrs[k] = std::string(acc.tag(k));
+      if (fsdp == "1") attrs["sharding"] = acc.hasTag("sharding") ? std::string(acc.tag("sharding")) : "?";
       site.in.domainEvent("wrap", m, site.origin, std::move(attrs));
       if (fsdp == "2") {
         semantic::addValue(out, m);
@@ -712,6 +744,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
       for (ObjId m : *modArg)
         if (st.obj(m).kind == ObjKind::Instance && st.obj(m).name == "torch.compile") attrs["wraps_compiled"] = "1";
       if (site.kwarg("auto_wrap_policy")) attrs["auto_wrap"] = "1";
+      // SL203: "FULL_SHARD" (also when not given: FSDP1's default), another strategy, or "?" (not known here).
+      const ValueSet* strategy = site.kwarg("sharding_strategy");
+      attrs["sharding"] = strategy ? shardingOf(st, strategy) : site.splat ? "?" : "FULL_SHARD";
       for (const char* k : {"ignored_modules", "ignored_states"})
         if (const ValueSet* v = site.kwarg(k)) semantic::addValues(ignored, flattenModules(st, *v));
     } else {
@@ -749,6 +784,10 @@ bool FsdpCallModel::onCall(CallSite& site) {
     obj.setTag("fsdp_plugin", "1");
     obj.setTag("fsdp_version", literalOf(st, site.kwarg("fsdp_version")).value_or("1"));
     obj.setTag("use_orig_params", literalOf(st, site.kwarg("use_orig_params")).value_or(""));
+    // SL203: FSDP1's strategy: the keyword, else the launcher's FSDP_SHARDING_STRATEGY (a linked config), else
+    // FULL_SHARD (accelerate's FullyShardedDataParallelPlugin.__post_init__); "?" for `**kwargs` without it.
+    if (const ValueSet* strategy = site.kwarg("sharding_strategy")) obj.setTag("sharding", shardingOf(st, strategy));
+    else if (site.splat) obj.setTag("sharding", "?");
     // Where the call ends (a fix adds `use_orig_params=True` there): "file:end", and whether it has arguments.
     obj.setTag("plugin_call", std::to_string(site.origin.file) + ":" + std::to_string(site.origin.range.end));
     obj.setTag("plugin_args", site.args.empty() && site.kwargs.empty() ? "0" : "1");
@@ -783,6 +822,9 @@ bool FsdpCallModel::onCall(CallSite& site) {
           continue;
         }
         fromPlugin = true;
+        if (po.hasTag("sharding")) st.obj(o).setTag("sharding", std::string(po.tag("sharding")));
+        else if (!fact("sharding_strategy").empty()) st.obj(o).setTag("sharding", shardingName(fact("sharding_strategy")));
+        else st.obj(o).setTag("sharding", "FULL_SHARD");
         std::string version(po.tag("fsdp_version")), orig(po.tag("use_orig_params"));
         st.obj(o).setTag("fsdp", version);
         if (orig == "True" || orig == "False") {
@@ -807,6 +849,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
     }
     if (!fromPlugin && !fact("accelerate_fsdp").empty()) {  // FSDP comes from a linked config
       st.obj(o).setTag("fsdp", fact("accelerate_fsdp"));
+      st.obj(o).setTag("sharding", fact("sharding_strategy").empty() ? "FULL_SHARD" : shardingName(fact("sharding_strategy")));
       std::string orig = fact("use_orig_params");
       st.obj(o).setTag("use_orig_params", orig == "false" ? "False" : "True");  // launcher default: true
       st.obj(o).setTag("orig_from", "config");
@@ -1350,6 +1393,17 @@ Lineage alreadyShardedBy(const Store& st, const Event& wrap) {
 static bool isFalseLiteral(const Store& st, const ValueSet* vs) {
   auto lit = literalOf(st, vs);
   return lit && *lit == "False";
+}
+
+bool wrappedBefore(const Store& st, const Event& w, semantic::PointId p) {
+  if (st.dominates(w.point, p)) return true;
+  if (!st.precedes(w.point, p)) return false;
+  for (int a = st.points[static_cast<size_t>(w.point)].arm; a >= 0 && !st.insideArm(p, a);
+       a = st.arms[static_cast<size_t>(a)].parent) {
+    const semantic::Arm& arm = st.arms[static_cast<size_t>(a)];
+    if (!arm.loop && !arm.alwaysTaken(st)) return false;
+  }
+  return true;
 }
 
 bool frozen(const Store& st, const Lineage& l) {

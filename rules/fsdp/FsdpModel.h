@@ -109,6 +109,10 @@ bool neverRuns(const Store& st, semantic::PointId p);
 // The conditions (Store::conditionsAt) under which the code at any of `points` runs, as a clause for
 // a message ("only when `ignore_head` is true"); empty when none is unknown.
 std::string onlyWhen(const Store& st, std::initializer_list<semantic::PointId> points);
+// The wrap runs before `p` on every path, counting a loop over a model's parts (`for b in model.blocks:
+// fully_shard(b)`) as run: `dominates`, or only loop arms (and arms known to be taken) lie between the wrap
+// and the code around `p`, and the wrap comes first (SL205, SL203).
+bool wrappedBefore(const Store& st, const Event& wrap, semantic::PointId p);
 // Code that a test expects to fail: the body of `with pytest.raises(...)` or
 // `with self.assertRaises(...)`. Nothing in it is a finding or evidence for one.
 bool expectedToFail(const Store& st, semantic::PointId p);

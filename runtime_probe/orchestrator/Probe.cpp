@@ -110,7 +110,7 @@ std::string_view verdictName(Verdict v) {
 
 const std::vector<std::string_view>& probedCodes() {
   static const std::vector<std::string_view> codes = {"SL101", "SL102", "SL103", "SL104", "SL105", "SL201",
-                                                      "SL202", "SL204", "SL205", "SL207", "SL402"};
+                                                      "SL202", "SL203", "SL204", "SL205", "SL207", "SL402"};
   return codes;
 }
 
@@ -207,6 +207,20 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     // the same `fully_shard` to the root, so its findings replay with fully_shard too.
     s.wrapApi = "fully_shard";
     s.shape = contains(d.message, "` made here (`") ? "bypass-block" : "bypass-root";
+  } else if (d.code == "SL203") {
+    // A clip by each rank's shard norm: torch's clip on an FSDP1 model (replayed as FULL_SHARD, whatever
+    // sharding strategy the finding names), or accelerate's clip given less than the prepared model's parameters.
+    s.fsdpVersion = 1;
+    if (contains(d.message, "with FSDP1 accelerate uses the model's own `clip_grad_norm_`")) {
+      s.wrapApi = "accelerate";
+      s.shape = "clip-accelerate-subset";
+      s.useOrigParams = true;  // the original parameters, so that the subset holds gradients
+    } else if (contains(d.message, "sharded by FSDP1 (")) {
+      s.wrapApi = "fsdp1";
+      s.shape = "clip-torch";
+    } else {
+      return fail("cannot tell the shape of this SL203 finding from its message");
+    }
   } else if (d.code == "SL201") {
     // accelerate FSDP2 refuses a model and an optimizer prepared apart, and prepare_model: the replay
     // makes the same calls and expects accelerate's ValueError.
@@ -1330,6 +1344,37 @@ std::string stderrTail(const std::string& tail) {
   return out.empty() ? "(no output)" : out;
 }
 
+// SL203: what each rank's replay noted after the backward ("rank R clip norm X; global norm Y").
+struct ClipNorm {
+  int rank = 0;
+  double norm = 0, global = 0;
+  std::string normText, globalText;
+};
+
+const std::regex& clipNormRe() {
+  static const std::regex re(R"(^rank (\d+) clip norm ([0-9.eE+-]+|nan|inf); global norm ([0-9.eE+-]+|nan|inf)$)");
+  return re;
+}
+
+bool isClipNormNote(const std::string& n) { return std::regex_match(n, clipNormRe()); }
+
+std::vector<ClipNorm> clipNormsOf(const std::vector<RankReport>& reports) {
+  std::vector<ClipNorm> out;
+  for (const auto& r : reports)
+    for (const auto& n : r.notes) {
+      std::smatch m;
+      if (!std::regex_match(n, m, clipNormRe()) || std::stoi(m[1].str()) != r.rank) continue;
+      ClipNorm c{r.rank, std::strtod(m[2].str().c_str(), nullptr), std::strtod(m[3].str().c_str(), nullptr),
+                 m[2].str(), m[3].str()};
+      out.push_back(c);
+      break;
+    }
+  return out;
+}
+
+// Two norms differ beyond float rounding (relative 1e-4).
+bool normsDiffer(double a, double b) { return std::fabs(a - b) > 1e-4 * std::max({std::fabs(a), std::fabs(b), 1e-12}); }
+
 // decide(); `nodeRanks` > 0: a multi-node probe with one orchestrator per node, whose report folder
 // holds this node's `nodeRanks` ranks only (every node judges its own ranks).
 ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>& reports, const RunOutcome& run,
@@ -1353,9 +1398,11 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
   // The ranks' notes (what the replay adapted, e.g. accelerate's FSDP switched on in CPU
   // processes) travel with the evidence, each once.
   std::vector<std::string> rankNotes;
+  std::vector<ClipNorm> clipNorms = clipNormsOf(reports);  // SL203: read off below, not repeated as notes
   for (const auto& r : reports)
     for (const auto& n : r.notes)
-      if (std::find(rankNotes.begin(), rankNotes.end(), n) == rankNotes.end()) rankNotes.push_back(n);
+      if (std::find(rankNotes.begin(), rankNotes.end(), n) == rankNotes.end() && !isClipNormNote(n))
+        rankNotes.push_back(n);
   std::string nodeScope;  // multi-node: which ranks this node judged
   if (nodeRanks > 0 && !reports.empty()) {
     nodeScope = std::string("multi-node: judged from this node's ") + (reports.size() == 1 ? "rank " : "ranks ");
@@ -1493,6 +1540,18 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
   } else if (code == "SL205") {
     if (mixed)
       confirm.push_back("the forward called as `.forward(...)` raised " + exceptionText(*mixed) + onRank(mixed->rank));
+  } else if (code == "SL203") {
+    // Confirmed when the clip returned different norms on different ranks (each rank's own shards).
+    bool differ = false;
+    for (const auto& c : clipNorms) differ = differ || normsDiffer(c.norm, clipNorms.front().norm);
+    if (clipNorms.size() >= 2 && differ) {
+      std::string each;
+      for (size_t i = 0; i < clipNorms.size(); ++i)
+        each += std::string(i == 0 ? "" : i + 1 == clipNorms.size() ? " and " : ", ") + clipNorms[i].normText +
+                " on rank " + std::to_string(clipNorms[i].rank);
+      confirm.push_back("the clip returned " + each + ", where the global norm is " + clipNorms.front().globalText +
+                        " on every rank: each rank clipped by its own shard's norm");
+    }
   } else if (code == "SL201" || code == "SL202") {
     if (refused)
       confirm.push_back(std::string(code == "SL201" ? "accelerate" : "the Trainer") + " raised " +
@@ -1612,7 +1671,17 @@ ProbeResult decideOnNode(const std::string& code, const std::vector<RankReport>&
                           : "all " + std::to_string(ranksReported) + " ranks") +
       " with no sign of the bug: ";
   std::vector<std::string> facts;
-  if (code == "SL205") {
+  if (code == "SL203") {
+    if (clipNorms.size() < 2) {
+      facts.push_back(plural(static_cast<int>(clipNorms.size()), "rank", "ranks") +
+                      " noted the clip's norm (comparing ranks needs 2 or more)");
+    } else {
+      bool global = std::all_of(clipNorms.begin(), clipNorms.end(),
+                                [](const ClipNorm& c) { return !normsDiffer(c.norm, c.global); });
+      facts.push_back("the clip returned " + clipNorms.front().normText + " on every rank" +
+                      (global ? ", the global norm" : ", not the global norm " + clipNorms.front().globalText));
+    }
+  } else if (code == "SL205") {
     facts.push_back("no rank raised the mixed torch.Tensor / DTensor error");
     facts.push_back(changedKnown ? (unchangedRank ? "the step left the parameters unchanged" : "the step changed the parameters")
                                  : "parameter change not measured");
@@ -2264,7 +2333,7 @@ int Session::run(std::vector<Diagnostic>& diags) {
   auto withGloo = [&](const std::string& code, ProbeResult first, const std::vector<std::string>& program,
                       const fs::path& dir, const std::string& id, std::optional<Pass>& g) {
     if (!choice.divergenceOnGloo || code == "SL101" || code == "SL104" || code == "SL402" || code == "SL105" ||
-        code == "SL201" || code == "SL202" || code == "SL204" || code == "SL205" || code == "SL207" ||
+        code == "SL201" || code == "SL202" || code == "SL203" || code == "SL204" || code == "SL205" || code == "SL207" ||
         first.verdict == Verdict::Confirmed ||
         first.verdict == Verdict::ProbeError || gInterrupted)
       return first;

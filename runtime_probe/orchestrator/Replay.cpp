@@ -170,6 +170,25 @@ std::string shapeText(const std::string& shape) {
   if (shape == "bypass-call")
     return "fully_shard on the blocks and the root, then the training step calls model(inputs) (a control: the rules "
            "found this correct)";
+  // SL203: a clip between the backward and the step; the norm it returns on each rank is compared.
+  if (shape == "clip-torch")
+    return "FSDP1 (FULL_SHARD) on the blocks and the root; after the backward, torch.nn.utils.clip_grad_norm_ over the "
+           "model's parameters (SL203)";
+  if (shape == "clip-accelerate-subset")
+    return "accelerate FSDP1 (FULL_SHARD) prepare; after the backward, accelerator.clip_grad_norm_ over all but the "
+           "first of the prepared model's parameters (SL203)";
+  if (shape == "clip-fsdp1-method")
+    return "FSDP1 (FULL_SHARD) on the blocks and the root; after the backward, the model's own clip_grad_norm_ (a "
+           "control: the rules found this correct)";
+  if (shape == "clip-no-shard")
+    return "FSDP1 with NO_SHARD on the blocks and the root; after the backward, torch.nn.utils.clip_grad_norm_ over "
+           "the model's parameters (a control: the rules found this correct)";
+  if (shape == "clip-fsdp2")
+    return "fully_shard on the blocks and the root; after the backward, torch.nn.utils.clip_grad_norm_ over the "
+           "model's parameters (a control: the rules found this correct)";
+  if (shape == "clip-accelerate-full")
+    return "accelerate FSDP1 (FULL_SHARD) prepare; after the backward, accelerator.clip_grad_norm_ over the prepared "
+           "model's parameters (a control: the rules found this correct)";
   // SL207: the stand-in's head tied to its embedding (`model.head.weight = model.embed.weight`).
   if (shape == "tied-split-root")
     return "the head's weight is tied to the embedding's; the embedding gets an FSDP unit of its own while the head "
@@ -585,6 +604,62 @@ Lines body(const ReplaySpec& spec) {
     } else {
       b.push_back("s.run_first_step(model, optimizer)");
     }
+  } else if (shape.rfind("clip-", 0) == 0) {
+    // SL203: the finding's clip (or a control's) between the backward and the step; s.clip_step notes the norm
+    // it returns and the global norm on each rank.
+    const std::string max = "rt.CLIP_MAX_NORM";
+    std::string why = "# torch's clip over the parameters: on FSDP1 each rank's own shards";
+    std::string clip = "return torch.nn.utils.clip_grad_norm_(model.parameters(), " + max + ")";
+    std::string reference = "return model.clip_grad_norm_(" + max + ")";
+    std::string refWhy = "# FSDP1's own clip_grad_norm_ all-reduces the norm: the global norm";
+    if (api == "accelerate") {
+      acceleratePrelude(b, spec);
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      b.push_back("s.phase(\"prepare\")");
+      b.push_back("model, optimizer = accelerator.prepare(model, optimizer)");
+      if (shape == "clip-accelerate-subset") {
+        why = "# not the prepared model's whole list: accelerate falls through to torch's clip";
+        clip = "return accelerator.clip_grad_norm_(list(model.parameters())[1:], " + max + ")";
+      } else {
+        why = "# the prepared model's own parameters: accelerate calls the FSDP1 model's clip_grad_norm_";
+        clip = "return accelerator.clip_grad_norm_(model.parameters(), " + max + ")";
+      }
+    } else if (api == "fully_shard") {
+      fullyShardPrelude(b, false);
+      b.push_back("s.phase(\"wrap\")");
+      shardBlocks(b);
+      b.push_back("fully_shard(model, mesh=env.mesh)");
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      why = "# torch's clip over FSDP2's DTensor gradients";
+      refWhy = "# the norm of the gathered (full) gradients";
+      reference = "return rt.full_gradient_norm(model)";
+    } else {
+      fsdp1Prelude(b);
+      b.push_back("s.phase(\"wrap\")");
+      std::string wrap = fsdp1Wrap(spec, false);
+      if (shape == "clip-no-shard") {
+        b.push_back("from torch.distributed.fsdp import ShardingStrategy");
+        wrap.insert(wrap.size() - 1, ", sharding_strategy=ShardingStrategy.NO_SHARD");
+        why = "# torch's clip over the parameters: NO_SHARD keeps whole, all-reduced gradients";
+      } else {
+        b.push_back("# sharding_strategy not given: FULL_SHARD");
+      }
+      b.push_back(wrap);
+      b.push_back("optimizer = s.make_optimizer(model.parameters())");
+      if (shape == "clip-fsdp1-method") {
+        why = "# FSDP1's own clip_grad_norm_";
+        clip = "return model.clip_grad_norm_(" + max + ")";
+      }
+    }
+    b.push_back("def clip():");
+    b.push_back("    " + why);
+    b.push_back("    " + clip);
+    b.push_back("def reference():");
+    b.push_back("    " + refWhy);
+    b.push_back("    " + reference);
+    b.push_back(api == "accelerate"
+                    ? "s.clip_step(model, optimizer, clip, reference, backward=accelerator.backward, device=accelerator.device)"
+                    : "s.clip_step(model, optimizer, clip, reference)");
   } else if (shape.rfind("tied-", 0) == 0) {
     // SL207: a tied stand-in, wrapped as the finding (or the control) says; one step, then the tie is read off.
     bool fsdp2 = api == "fully_shard";
@@ -707,7 +782,9 @@ const std::vector<std::string>& replayShapes() {
                                                   "optim-state-dict-rank0-only", "optim-state-dict-all-ranks",
                                                   "full-optim-state-dict-rank0-only", "full-optim-state-dict-all-ranks",
                                                   "accelerate-state-dict-rank0-only", "accelerate-state-dict-all-ranks",
-                                                  "accelerate-save-model-rank0-only", "accelerate-save-model-all-ranks"};
+                                                  "accelerate-save-model-rank0-only", "accelerate-save-model-all-ranks",
+                                                  "clip-torch", "clip-accelerate-subset", "clip-fsdp1-method",
+                                                  "clip-no-shard", "clip-fsdp2", "clip-accelerate-full"};
   return shapes;
 }
 
@@ -752,6 +829,10 @@ bool replaySupported(const ReplaySpec& spec, std::string* whyNot) {
   else if (shape == "tied-split-roots" || shape == "tied-group") ok = api == "fully_shard";
   else if (const GuardedCollective* g = guardedCollective(shape))  // SL204 (accelerate: FSDP2)
     ok = api == g->wrapApi && (api != "accelerate" || spec.fsdpVersion == 2);
+  else if (shape == "clip-torch" || shape == "clip-fsdp1-method" || shape == "clip-no-shard") ok = api == "fsdp1";
+  else if (shape == "clip-fsdp2") ok = api == "fully_shard";
+  else if (shape == "clip-accelerate-subset" || shape == "clip-accelerate-full")
+    ok = api == "accelerate" && spec.fsdpVersion == 1;
   if (api == "trainer" && shape.rfind("trainer-", 0) != 0) ok = false;  // the Trainer replays SL202 only
   if (!ok) return no("no replay of '" + shape + "' with wrap API '" + api + "'");
   return true;

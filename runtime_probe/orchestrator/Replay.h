@@ -37,6 +37,12 @@
 // | "tied-split-root" / "tied-split-roots" / "tied-one-unit" / "tied-group" | the head tied to the embedding, split or kept together (SL207; controls: the last two) | yes | root, one-unit | - |
 // | "<call>-rank0-only"          | a step, then only rank 0 makes a collective state-dict call (SL204)  | -    | yes   | FSDP2        |
 // | "<call>-all-ranks"           | a step, then every rank makes it (SL204 control)              | -           | yes   | FSDP2        |
+// | "clip-torch"                 | FSDP1 FULL_SHARD, torch's clip_grad_norm_ after the backward (SL203) | -  | yes   | -            |
+// | "clip-accelerate-subset"     | prepare, accelerator.clip_grad_norm_(all but one parameter) (SL203) | -   | -     | FSDP1        |
+// | "clip-fsdp1-method"          | FSDP1 FULL_SHARD, model.clip_grad_norm_ (SL203 control)       | -           | yes   | -            |
+// | "clip-no-shard"              | FSDP1 NO_SHARD, torch's clip_grad_norm_ (SL203 control)       | -           | yes   | -            |
+// | "clip-fsdp2"                 | blocks and root, torch's clip_grad_norm_ (SL203 control)      | yes         | -     | -            |
+// | "clip-accelerate-full"       | prepare, accelerator.clip_grad_norm_(model.parameters()) (SL203 control) | - | -  | FSDP1        |
 //
 // SL204's <call>: "state-dict" (model.state_dict()), "optim-state-dict" / "full-optim-state-dict"
 // (FSDP.optim_state_dict / full_optim_state_dict(model, optimizer)) on FSDP1 over a group whose collectives time

@@ -453,6 +453,26 @@ def fabric_fsdp_strategy(env: DistEnv, use_orig_params: bool) -> Any:
 # ---- optimizers -----------------------------------------------------------------------------------
 
 
+CLIP_MAX_NORM = 1.0  # SL203's replays clip with this max_norm
+
+
+def _norm_value(norm: Any) -> float:
+    """A norm a clip returned (a tensor, a DTensor, a float) as a float on this rank."""
+    if hasattr(norm, "full_tensor"):
+        norm = norm.full_tensor()
+    return float(norm)
+
+
+def full_gradient_norm(model: Any) -> Any:
+    """The 2-norm of all of `model`'s gradients as whole tensors: FSDP2's DTensor gradients gathered with
+    full_tensor() (a collective every rank runs). SL203's reference for FSDP2."""
+    import torch
+
+    grads = [p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+             for p in model.parameters() if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
+
+
 def resolve_class(qualified: str) -> Any:
     """'torch.optim.AdamW' -> the class, importing the longest importable module prefix."""
     parts = [p for p in qualified.split(".") if p]
@@ -767,6 +787,38 @@ class ReplaySession:
         self.report.tied_max_diff = diff
         self.report.add_note(f"after the step the tied weights are {'one parameter' if same_object else 'two parameters'}, "
                              f"largest difference {diff:.3g}")
+
+    # ---- SL203: the gradient norm a clip computes on each rank ----
+
+    def clip_step(self, model: Any, optimizer: Any, clip: Callable[[], Any], reference: Callable[[], Any], *,
+                  backward: Optional[Callable[[Any], None]] = None, device: Any = None) -> None:
+        """The first step with the finding's clip between the backward and optimizer.step().
+
+        After the backward, `reference()` (the global norm: FSDP1's own clip_grad_norm_, or the norm of the
+        full FSDP2 gradients) and then `clip()` (the finding's clip) run on the same gradients (they are saved
+        first and restored in between), with max_norm CLIP_MAX_NORM. Each rank notes
+        "rank R clip norm X; global norm Y", which the orchestrator compares across ranks."""
+        import torch
+
+        params = [p for p in model.parameters()]
+
+        def clipped_backward(loss: Any) -> None:
+            if backward is None:
+                loss.backward()
+            else:
+                backward(loss)
+            self.phase("clip")
+            saved = [None if p.grad is None else p.grad.detach().clone() for p in params]
+            ref = _norm_value(reference())
+            for p, g in zip(params, saved):
+                if g is not None:
+                    p.grad.copy_(g)
+            norm = _norm_value(clip())
+            rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+            self.report.add_note(f"rank {rank} clip norm {norm:.6g}; global norm {ref:.6g}")
+            self.phase("backward")
+
+        self.run_first_step(model, optimizer, backward=clipped_backward, device=device)
 
     # ---- SL204: a collective state dict under a rank guard ----
 
