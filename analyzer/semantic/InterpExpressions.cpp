@@ -62,7 +62,10 @@ ValueSet Interp::eval(TSNode n) {
           for (const auto& e : o.elements()) addValues(out, e);
           continue;
         }
-        auto it = frame_.env.find("#" + std::to_string(v) + edge);
+        std::string key(1, '#');  // (not "#" + ...: GCC 12 warns falsely about that)
+        key += std::to_string(v);
+        key += edge;
+        auto it = frame_.env.find(key);
         if (it != frame_.env.end()) addValues(out, it->second);
         else addValue(out, derive(v, edge));
       }

@@ -128,7 +128,11 @@ Origin Interp::originOf(TSNode n) const { return Origin{mod_.fileId(), syntax::r
 std::string Interp::text(TSNode n) const { return std::string(syntax::textOf(n, mod_.file().text)); }
 
 std::string Interp::envKeyFor(ObjId obj, std::string_view attr) const {
-  return "#" + std::to_string(obj) + "." + std::string(attr);
+  std::string key(1, '#');  // (not "#" + ...: GCC 12 warns falsely about that)
+  key += std::to_string(obj);
+  key += '.';
+  key += attr;
+  return key;
 }
 
 int Interp::openArm(int construct, int index, bool loop) {
@@ -211,7 +215,9 @@ ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
   if (o.kind == ObjKind::Container && o.hasTag("config_attrs") && isConfigMapping(obj))
     if (std::optional<ValueSet> v = configKey(obj, attr)) return *v;  // OmegaConf: `cfg.key` is `cfg["key"]`
   bool options = o.kind == ObjKind::Instance && o.name == "argparse.Namespace";
-  ObjId d = derive(obj, "." + std::string(attr));  // may move the objects: `o` is not read after it
+  std::string edge(1, '.');  // (not "." + ...: GCC 12 warns falsely about that)
+  edge += attr;
+  ObjId d = derive(obj, std::move(edge));  // may move the objects: `o` is not read after it
   // An option the engine has no value for, of an `argparse.Namespace` (one built from a dict,
   // `argparse.Namespace(**config)`, or one `parse_args` made): what the run's command line (or a
   // config file it names) gives. A rule may read a default such a value joins with as the default.
