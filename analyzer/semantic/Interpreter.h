@@ -4,7 +4,8 @@
 // abstract objects and ordered events with their branch structure. Calls of
 // functions defined in the project use their summaries (semantic/Summaries.h), or
 // interpret the body in the caller's context. The module's index is
-// semantic/ModuleIndex.h.
+// semantic/ModuleIndex.h. Defined in FileAnalysis.cpp and Interpreter.cpp with the
+// Interp*.cpp files beside it (Interpreter.cpp's first comment lists them).
 #pragma once
 #include <tree_sitter/api.h>
 

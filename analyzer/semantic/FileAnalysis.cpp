@@ -1,0 +1,323 @@
+// FileAnalysis (semantic/Interpreter.h): one linted file's analysis. The module body, then the classes
+// a framework drives (their hooks in its order), the constructors nothing here runs (with a trainer
+// class's lifecycle after them) and the functions nothing here calls, each in its own exclusive arm.
+#include "semantic/Interpreter.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "semantic/InterpreterImpl.h"
+#include "syntax/TreeSitter.h"
+
+namespace shardlint::semantic {
+
+namespace {
+
+// ---- a trainer class's lifecycle (FileAnalysis::run): what its methods read and assign on `self`
+
+// What one method's body does with `self` (its first parameter), read from the syntax: the attributes it
+// names (`self.X` anywhere) and those it assigns (`self.X = ...`, also inside tuple targets).
+struct SelfUse {
+  const FunctionDef* def = nullptr;
+  std::set<std::string> mentioned, assigned;
+};
+
+void selfTargets(TSNode target, std::string_view self, std::string_view src, std::set<std::string>& out) {
+  if (ts_node_is_null(target)) return;
+  Kind k = kindOf(target);
+  if (k == Kind::attribute) {
+    TSNode obj = syntax::field(target, "object");
+    if (kindOf(obj) == Kind::identifier && syntax::textOf(obj, src) == self)
+      out.emplace(syntax::textOf(syntax::field(target, "attribute"), src));
+  } else if (k == Kind::pattern_list || k == Kind::tuple_pattern || k == Kind::list_pattern || k == Kind::tuple ||
+             k == Kind::list || k == Kind::parenthesized_expression || k == Kind::list_splat_pattern ||
+             k == Kind::list_splat || k == Kind::expression_list) {
+    for (TSNode c : syntax::namedChildren(target)) selfTargets(c, self, src, out);
+  }
+}
+
+SelfUse selfUseOf(const FunctionDef& def) {
+  SelfUse u;
+  u.def = &def;
+  if (def.params.empty() || !def.owner) return u;
+  std::string_view src = def.owner->file().text, self = def.params[0];
+  syntax::walk(syntax::field(def.node, "body"), [&](TSNode n) {
+    Kind k = kindOf(n);
+    if (k == Kind::attribute) {
+      TSNode obj = syntax::field(n, "object");
+      if (kindOf(obj) == Kind::identifier && syntax::textOf(obj, src) == self)
+        u.mentioned.emplace(syntax::textOf(syntax::field(n, "attribute"), src));
+    } else if (k == Kind::assignment || k == Kind::augmented_assignment) {
+      selfTargets(syntax::field(n, "left"), self, src, u.assigned);
+    }
+    return true;
+  });
+  return u;
+}
+
+// A method the lifecycle does not run on its own: a classmethod, a property (getter or setter).
+bool decoratedAway(const FunctionDef& def) {
+  TSNode parent = ts_node_parent(def.node);
+  if (ts_node_is_null(parent) || kindOf(parent) != Kind::decorated_definition) return false;
+  std::string_view src = def.owner->file().text;
+  for (TSNode d : syntax::namedChildren(parent)) {
+    if (kindOf(d) != Kind::decorator) continue;
+    std::string_view t = syntax::textOf(d, src);
+    for (std::string_view w : {"classmethod", "property", ".setter", ".deleter", "staticmethod"})
+      if (t.find(w) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+
+}  // namespace
+
+// ---------------------------------------------------------------- FileAnalysis
+
+void FileAnalysis::run() {
+  Frame frame;
+  frame.isModule = true;
+  Interp in(module_, session_, moduleStore_, frame);
+  in.execBlock(module_.root());
+  // Every function's summary, which also tells which functions something calls. A function
+  // whose name the file mentions only where it defines it (a test method) cannot be called
+  // from here, so its summary is dropped as soon as its flags are known: big test files keep
+  // one such summary at a time, not hundreds.
+  std::map<const FunctionDef*, bool> worthInPlace;
+  // How often each word (a maximal run of letters, digits and `_`) occurs in the text, counted
+  // once per file on first use: a name mentioned once is mentioned only where it is defined.
+  std::unordered_map<std::string_view, int> wordCounts;
+  auto mentionedOnce = [&](const FunctionDef& f) {
+    if (wordCounts.empty()) {
+      std::string_view text = module_.file().text;
+      auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+      for (size_t i = 0; i < text.size();) {
+        if (!word(text[i])) {
+          ++i;
+          continue;
+        }
+        size_t j = i;
+        while (j < text.size() && word(text[j])) ++j;
+        ++wordCounts[text.substr(i, j - i)];
+        i = j;
+      }
+    }
+    auto it = wordCounts.find(f.name);
+    return it != wordCounts.end() && it->second == 1;
+  };
+  for (const auto& f : module_.functions()) {
+    const Summary* s = session_.summary(f.get());
+    if (!s || f->nested || !session_.mayRelease(f.get()) || !mentionedOnce(*f)) continue;
+    worthInPlace[f.get()] = s->contextDependent || s->hasDomainFacts || s->truncated;
+    session_.release(f.get());
+  }
+  int construct = moduleStore_.constructs++;
+  int index = 0;
+  // Classes a framework drives: their hooks run in the framework's order on one instance.
+  std::set<const FunctionDef*> driven;
+  for (const auto& c : module_.classes()) {
+    std::vector<const FunctionDef*> hooks;
+    for (const auto& name : session_.model().frameworkOrder(c->allBases()))
+      if (const FunctionDef* f = c->findMethod(name); f && !session_.called(f)) hooks.push_back(f);
+    if (hooks.empty()) continue;
+    // The instance is constructed before the framework calls any hook.
+    if (const FunctionDef* init = c->findMethod("__init__"))
+      hooks.insert(hooks.begin(), init);
+    frame.arm = in.openArm(construct, index++, false);
+    frame.reachable = true;
+    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
+    ObjId self = in.newObject(ObjKind::Arg, "self", origin);
+    moduleStore_.obj(self).argIndex = 0;
+    moduleStore_.obj(self).cls = c.get();
+    for (const FunctionDef* f : hooks) {
+      std::vector<ValueSet> args{{self}};
+      for (size_t i = 1; i < f->params.size(); ++i) {
+        ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
+        moduleStore_.obj(id).argIndex = static_cast<int>(i);
+        args.push_back({id});
+      }
+      in.analyzeInPlace(*f, args);
+      driven.insert(f);
+    }
+    frame.arm = -1;
+  }
+  // Classes whose constructor nothing here runs (instantiated in another file, through a registry, by
+  // Hydra): `__init__` runs on a fresh instance of the class, in its own arm, its other parameters
+  // unknown, so the methods it calls on `self` and the base-class `__init__` it reaches through
+  // `super()` run in its order. No other method runs after it: nothing here says in which order they do.
+  for (const auto& c : module_.classes()) {
+    auto own = c->methods.find("__init__");
+    if (own == c->methods.end()) continue;
+    const FunctionDef* init = own->second;
+    if (init->nested || init->isStatic || init->params.empty() || session_.called(init) || driven.count(init))
+      continue;
+    const Summary* s = session_.summary(init);
+    if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
+    frame.arm = in.openArm(construct, index++, false);
+    frame.reachable = true;
+    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
+    ObjId self = in.newObject(ObjKind::Instance, c->qualname, origin);
+    moduleStore_.obj(self).cls = c.get();
+    std::vector<ValueSet> args{{self}};
+    for (size_t i = 1; i < init->params.size(); ++i) {
+      ObjId id = in.newObject(ObjKind::Arg, init->params[i], origin);
+      moduleStore_.obj(id).argIndex = static_cast<int>(i);
+      args.push_back({id});
+    }
+    size_t eventsBefore = moduleStore_.events.size(), objectsBefore = moduleStore_.objects.size();
+    in.analyzeInPlace(*init, args);
+    driven.insert(init);
+    bool constructorActs = std::any_of(moduleStore_.events.begin() + static_cast<std::ptrdiff_t>(eventsBefore),
+                                       moduleStore_.events.end(),
+                                       [](const Event& e) { return e.kind == EventKind::Domain; });
+    // Only a constructor that acts (a domain event) or makes what the model calls an anchor (an
+    // optimizer) gives the later methods something to say; other classes (most of a model zoo's) skip the
+    // lifecycle and the summaries of their public methods.
+    bool anchored = constructorActs;
+    for (size_t i = objectsBefore; !anchored && i < moduleStore_.objects.size(); ++i)
+      anchored = session_.model().lifecycleAnchor(moduleStore_.objects[i]);
+    if (frame.reachable && anchored) runLifecycle(in, frame, *c, self, origin, constructorActs);
+    frame.arm = -1;
+  }
+  for (const auto& f : module_.functions()) {
+    if (f->nested || session_.called(f.get()) || driven.count(f.get())) continue;
+    if (auto w = worthInPlace.find(f.get()); w != worthInPlace.end()) {
+      if (!w->second) continue;
+    } else {
+      const Summary* s = session_.summary(f.get());
+      if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
+    }
+    frame.arm = in.openArm(construct, index++, false);
+    frame.reachable = true;
+    std::vector<ValueSet> args;
+    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(f->node, "name")), {}};
+    for (size_t i = 0; i < f->params.size(); ++i) {
+      ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
+      moduleStore_.obj(id).argIndex = static_cast<int>(i);
+      args.push_back({id});
+    }
+    in.analyzeInPlace(*f, args);
+    frame.arm = -1;
+  }
+}
+
+void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, ObjId self, const Origin& origin,
+                                bool constructorActs) {
+  // The class's methods and its project bases' (another module's through the module provider), the
+  // class's own first; `byName` is the one a call on the instance runs.
+  std::vector<const ClassDef*> chain;
+  std::function<void(const ClassDef&, int)> collect = [&](const ClassDef& c, int depth) {
+    if (std::find(chain.begin(), chain.end(), &c) != chain.end()) return;
+    chain.push_back(&c);
+    if (depth >= 8) return;
+    for (const std::string& q : c.bases) {
+      const ClassDef* base = nullptr;
+      for (const ClassDef* b : c.localBases)
+        if (b->qualname == q) base = b;
+      if (!base && session_.provider() && !session_.opaque(q) && c.owner)
+        base = session_.provider()->resolve(q, *c.owner).cls;
+      if (base && base != &c) collect(*base, depth + 1);
+    }
+  };
+  collect(cls, 0);
+  std::map<std::string, const FunctionDef*, std::less<>> byName;
+  std::vector<SelfUse> uses;
+  for (const ClassDef* c : chain) {
+    if (c->owner && c->owner != &module_ && session_.provider()) session_.provider()->use(*c->owner);
+    for (const auto& [name, def] : c->methods) {
+      if (def->nested || def->isStatic || def->params.empty()) continue;
+      byName.emplace(name, def);
+      uses.push_back(selfUseOf(*def));
+    }
+  }
+  // Construction: every `__init__` of the chain, and the private helpers (`_build_optimizer`) that only
+  // construction names on `self`. What any other method assigns on `self` (`self.optimizer = ...` in a
+  // `setup_optimizers()`) has an unknown value when another method starts: nothing here says in which
+  // order they run, so each method starts with those attributes unknown.
+  std::set<const FunctionDef*> construction;
+  for (const SelfUse& u : uses)
+    if (u.def->name == "__init__") construction.insert(u.def);
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const SelfUse& u : uses) {
+      const std::string& n = u.def->name;
+      bool isPrivate = n.size() > 1 && n[0] == '_' && !(n.size() > 4 && n.compare(0, 2, "__") == 0 &&
+                                                         n.compare(n.size() - 2, 2, "__") == 0);
+      if (construction.count(u.def) || !isPrivate) continue;
+      bool named = false, onlyThere = true;
+      for (const SelfUse& v : uses) {
+        if (!v.mentioned.count(n) || v.def == u.def) continue;
+        named = true;
+        onlyThere = onlyThere && construction.count(v.def) > 0;
+      }
+      if (named && onlyThere) {
+        construction.insert(u.def);
+        grew = true;
+      }
+    }
+  }
+  // What the methods other than `m` and construction assign (`m`'s own assignments are its own flow).
+  auto unknownAt = [&](const FunctionDef* m) {
+    std::set<std::string> out;
+    for (const SelfUse& u : uses)
+      if (u.def != m && u.def->name != m->name && !construction.count(u.def))
+        out.insert(u.assigned.begin(), u.assigned.end());
+    return out;
+  };
+  // The lifecycle: each public method (`train`, `fit`, `step`, ...) on the constructed instance, in its
+  // own arm under the constructor's, so one method's effects never reach another's (the methods it calls
+  // on `self` run inside it, in its order).
+  constexpr size_t kMaxLifecycleMethods = 32;
+  std::vector<const FunctionDef*> methods;
+  for (const auto& [name, def] : byName) {
+    if (name.empty() || name[0] == '_' || decoratedAway(*def)) continue;
+    // Only a method that reads or sets something on `self` can see what the constructor did.
+    auto u = std::find_if(uses.begin(), uses.end(), [&](const SelfUse& v) { return v.def == def; });
+    if (u == uses.end() || u->mentioned.empty()) continue;
+    // And only when the constructor or the method itself records a domain fact (a model-wrapping
+    // call, say): otherwise the run tells nothing the method's own arm does not.
+    if (!constructorActs) {
+      const Summary* s = session_.summary(def);
+      if (!s || (!s->hasDomainFacts && !s->truncated)) continue;
+    }
+    methods.push_back(def);
+    if (methods.size() >= kMaxLifecycleMethods) break;
+  }
+  if (methods.empty()) return;
+  int constructed = frame.arm;
+  int construct = moduleStore_.constructs++;
+  std::unordered_map<std::string, ValueSet> after = frame.env;
+  std::string selfKey = "#" + std::to_string(self) + ".";
+  int index = 0;
+  for (const FunctionDef* m : methods) {
+    frame.env = after;
+    frame.arm = constructed;
+    frame.arm = in.openArm(construct, index++, false);
+    frame.reachable = true;
+    for (const std::string& attr : unknownAt(m)) {
+      ObjId id = in.newObject(ObjKind::Derived, "." + attr, origin);
+      moduleStore_.obj(id).parent = self;
+      frame.env[selfKey + attr] = {id};
+    }
+    std::vector<ValueSet> args{{self}};
+    for (size_t i = 1; i < m->params.size(); ++i) {
+      ObjId id = in.newObject(ObjKind::Arg, m->params[i], origin);
+      moduleStore_.obj(id).argIndex = static_cast<int>(i);
+      args.push_back({id});
+    }
+    in.analyzeInPlace(*m, args);
+  }
+  frame.env = std::move(after);
+  frame.arm = constructed;
+  frame.reachable = true;
+}
+
+std::vector<FileAnalysis::Root> FileAnalysis::roots() const { return {{"<module>", &moduleStore_}}; }
+
+}  // namespace shardlint::semantic

@@ -1,0 +1,264 @@
+// Calls of the project's functions (Interp, semantic/Interpreter.h): callFunction uses the callee's
+// summary (instantiate puts its objects, events, arms and regions into this store as if the function
+// ran here) or interprets its body in the caller's context; analyzeInPlace runs a function nothing
+// calls.
+#include "semantic/Interpreter.h"
+
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shardlint::semantic {
+
+namespace {
+const Summary kInPlace{};  // stands for the summary of a function analysed in place
+}  // namespace
+
+ValueSet Interp::analyzeInPlace(const FunctionDef& def, const std::vector<ValueSet>& args) {
+  return callFunction(def, args, Origin{}, true);
+}
+
+ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
+                              bool inPlace) {
+  const Module& owner = def.owner ? *def.owner : mod_;
+  bool cutByDepth = ses_.atDepthLimit();
+  // Analysed in place, the body runs here: its summary is not needed (recursion is cut by `inlining_`).
+  const Summary* s = inPlace && !summary_ ? &kInPlace : ses_.summary(&def);
+  ValueSet result;
+  if (!s) {  // recursion, or past the depth limit: its effects are unknown here
+    if (summary_) {
+      summary_->truncated = true;
+      summary_->pure = false;  // what was cut depends on where the chain was entered
+    }
+    if (cutByDepth && !inPlace)
+      ses_.noteCut(Cut{callsite.site(), def.qualname,
+                       "calls nest more than " + std::to_string(kMaxSummaryDepth) + " functions deep"});
+    return result;
+  }
+  if (summary_) {
+    summary_->pure = summary_->pure && s->pure;
+    if (!inPlace) summary_->calls.insert(&def);
+    summary_->calls.insert(s->calls.begin(), s->calls.end());
+  }
+  if (!inPlace) ses_.markCalled(&def);
+  if (!inPlace && ses_.budget().work > Budget::kWorkBudget) {
+    if (summary_) summary_->truncated = true;
+    return result;
+  }
+  constexpr size_t kMaxInlineDepth = 8;
+  if (!inPlace && (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth ||
+                   ses_.budget().work > Budget::kInlineBudget)) {
+    if (summary_ && s->contextDependent) summary_->contextDependent = true;
+    instantiate(*s, args, callsite, result);
+    return result;
+  }
+  // Interpret the body in the caller's context: parameters bound to the actual
+  // values, module globals visible, attribute stores shared.
+  if (ses_.provider()) ses_.provider()->use(owner);  // its tree is needed
+  Frame callee;
+  callee.arm = frame_.arm;
+  callee.baseArm = frame_.arm;
+  size_t armsBefore = st_.arms.size();
+  callee.globalsFrame = frame_.isModule ? &frame_ : frame_.globalsFrame;
+  for (const auto& [k, v] : frame_.env)
+    if (!k.empty() && k[0] == '#') callee.env.emplace(k, v);
+  for (size_t i = 0; i < def.params.size() && i < args.size(); ++i) callee.env[def.params[i]] = args[i];
+  Interp in(owner, ses_, st_, callee);
+  in.via_ = callsite.via;
+  if (!inPlace) in.via_.push_back(callsite.site());
+  in.inlining_ = inlining_;
+  in.inlining_.insert(&def);
+  in.execBody(def);
+  // Its returns resume here, after the call's last point.
+  for (size_t i = armsBefore; i < st_.arms.size(); ++i)
+    if (st_.arms[i].returns && st_.arms[i].resumeAt < 0) st_.arms[i].resumeAt = static_cast<PointId>(st_.points.size());
+  for (const auto& [k, v] : callee.env)
+    if (!k.empty() && k[0] == '#') setVar(k, v);
+  return callee.returns;
+}
+
+void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite,
+                         ValueSet& result, bool recordVia) {
+  const Store& ss = s.store;
+  size_t size = ss.objects.size() + ss.events.size();
+  if (st_.objects.size() + ss.objects.size() > kMaxStoreObjects || size > Budget::kMaxInstantiated ||
+      ses_.budget().copied + size > Budget::kCopyBudget) {
+    if (summary_) summary_->truncated = true;
+    return;
+  }
+  ses_.budget().copied += size;
+  auto via = [&](const Origin& o) {
+    if (!recordVia) return o;
+    Origin out;
+    out.file = o.file;
+    out.range = o.range;
+    out.via = callsite.via;
+    out.via.push_back(callsite.site());
+    out.via.insert(out.via.end(), o.via.begin(), o.via.end());
+    return out;
+  };
+  std::vector<int> armMap(ss.arms.size());
+  std::map<int, int> constructMap;
+  for (size_t i = 0; i < ss.arms.size(); ++i) {
+    const Arm& a = ss.arms[i];
+    auto [it, fresh] = constructMap.emplace(a.construct, 0);
+    if (fresh) it->second = st_.constructs++;
+    Arm copy;
+    copy.construct = it->second;
+    copy.index = a.index;
+    copy.loop = a.loop;
+    copy.parent = a.parent < 0 ? frame_.arm : armMap[static_cast<size_t>(a.parent)];
+    copy.terminates = a.terminates;
+    copy.returns = a.returns;
+    copy.testNegated = a.testNegated;
+    st_.arms.push_back(std::move(copy));
+    armMap[i] = static_cast<int>(st_.arms.size() - 1);
+  }
+  std::vector<PointId> pointMap(ss.points.size());
+  for (size_t i = 0; i < ss.points.size(); ++i) {
+    int arm = ss.points[i].arm < 0 ? frame_.arm : armMap[static_cast<size_t>(ss.points[i].arm)];
+    st_.points.push_back(Point{static_cast<int>(st_.points.size()), arm});
+    pointMap[i] = static_cast<PointId>(st_.points.size() - 1);
+  }
+  // Returns resume after the copied points: the function's own, at the end of this call; those of calls
+  // inside it, where their call ended there.
+  for (size_t i = 0; i < ss.arms.size(); ++i) {
+    Arm& copy = st_.arms[static_cast<size_t>(armMap[i])];
+    PointId r = ss.arms[i].resumeAt;
+    if (!copy.returns) continue;
+    copy.resumeAt = r >= 0 && static_cast<size_t>(r) < ss.points.size() ? pointMap[static_cast<size_t>(r)]
+                                                                         : static_cast<PointId>(st_.points.size());
+  }
+  auto mapPoint = [&](PointId p) { return p < 0 ? newPoint() : pointMap[static_cast<size_t>(p)]; };
+  std::vector<ValueSet> map(ss.objects.size());
+  auto mapSet = [&](const ValueSet& vs) {
+    ValueSet out;
+    for (ObjId id : vs) addValues(out, map[static_cast<size_t>(id)]);
+    return out;
+  };
+  for (size_t i = 0; i < ss.objects.size(); ++i) {
+    const Obj& o = ss.objects[i];
+    switch (o.kind) {
+      case ObjKind::Arg:
+        if (o.argIndex >= 0 && static_cast<size_t>(o.argIndex) < args.size())
+          map[i] = args[static_cast<size_t>(o.argIndex)];
+        break;
+      case ObjKind::Global: map[i] = lookupName(o.name); break;
+      case ObjKind::Ref: map[i] = {ref(o.name)}; break;
+      case ObjKind::Function:
+      case ObjKind::Class: {
+        const void* key = o.function ? static_cast<const void*>(o.function) : static_cast<const void*>(o.cls);
+        if (auto d = st_.memo().defs.find(key); d != st_.memo().defs.end()) {
+          map[i] = {d->second};
+        } else {
+          ObjId id = newObject(o.kind, o.name, o.origin);
+          st_.obj(id).function = o.function;
+          st_.obj(id).cls = o.cls;
+          st_.memo().defs[key] = id;
+          map[i] = {id};
+        }
+        break;
+      }
+      case ObjKind::Derived: {
+        bool isAttr = o.name.size() > 1 && o.name[0] == '.' && o.name.back() != ')';
+        bool isCall = o.name.size() >= 2 && o.name.compare(o.name.size() - 2, 2, "()") == 0;
+        for (ObjId p : map[static_cast<size_t>(o.parent)]) {
+          if (isAttr) addValues(map[i], getAttr(p, std::string_view(o.name).substr(1)));
+          else if (isCall) addValue(map[i], deriveAt(p, o.name, via(o.origin)));  // a call inside the function
+          else addValue(map[i], derive(p, o.name));
+        }
+        break;
+      }
+      case ObjKind::Literal:
+      case ObjKind::Instance:
+      case ObjKind::Container: {
+        Obj copy;
+        copy.kind = o.kind;
+        copy.name = o.name;
+        copy.label = o.label;
+        copy.containerKind = o.containerKind;
+        if (!o.keys().empty()) copy.more().keys = o.keys();
+        copy.cls = o.cls;
+        copy.function = o.function;
+        if (!o.tags().empty()) copy.more().tags = o.tags();
+        copy.origin = via(o.origin);
+        copy.point = mapPoint(o.point);
+        for (const auto& io : o.inputOrigins()) copy.more().inputOrigins.push_back(via(io));
+        st_.objects.push_back(std::move(copy));
+        map[i] = {static_cast<ObjId>(st_.objects.size() - 1)};
+        break;
+      }
+    }
+  }
+  // Second pass: contents may refer to objects created later (`xs = []; xs.append(p)`).
+  for (size_t i = 0; i < ss.objects.size(); ++i) {
+    const Obj& o = ss.objects[i];
+    if (o.kind == ObjKind::Derived && !o.tags().empty()) {
+      // Annotations a CallModel gave a derived object (a method result used as an optimizer).
+      for (ObjId d : map[i]) {
+        if (st_.obj(d).kind != ObjKind::Derived || !st_.obj(d).tags().empty()) continue;
+        st_.obj(d).more().tags = o.tags();
+        for (const auto& in : o.inputs()) st_.obj(d).more().inputs.push_back(mapSet(in));
+        for (const auto& io : o.inputOrigins()) st_.obj(d).more().inputOrigins.push_back(via(io));
+        st_.obj(d).origin = via(o.origin);
+      }
+      continue;
+    }
+    if (o.kind != ObjKind::Instance && o.kind != ObjKind::Container && o.kind != ObjKind::Literal) continue;
+    Obj& copy = st_.obj(map[i].front());
+    for (const auto& e : o.elements()) copy.more().elements.push_back(mapSet(e));
+    for (const auto& in : o.inputs()) copy.more().inputs.push_back(mapSet(in));
+    if (o.owner != kNoObj && !map[static_cast<size_t>(o.owner)].empty()) {
+      copy.owner = map[static_cast<size_t>(o.owner)].front();
+      copy.more().ownerEdge = o.ownerEdge();
+    }
+  }
+  for (size_t i = 0; i < ss.arms.size(); ++i)
+    if (!ss.arms[i].test.empty()) st_.arms[static_cast<size_t>(armMap[i])].test = mapSet(ss.arms[i].test);
+  for (const Event& e : ss.events) {
+    Event base;
+    base.kind = e.kind;
+    base.name = e.name;
+    for (const auto& a : e.args) base.args.push_back(mapSet(a));
+    for (const auto& [k, v] : e.kwargs) base.kwargs.emplace_back(k, mapSet(v));
+    base.attrs = e.attrs;
+    base.origin = via(e.origin);
+    base.point = mapPoint(e.point);
+    ValueSet targets = e.target == kNoObj ? ValueSet{} : map[static_cast<size_t>(e.target)];
+    if (targets.empty()) {
+      if (e.target == kNoObj) st_.events.push_back(base);
+      continue;
+    }
+    for (ObjId t : targets) {
+      Event copy = base;
+      copy.target = t;
+      if (copy.kind == EventKind::SetAttr && !copy.args.empty()) st_.noteOwnership(t, copy.name, copy.args[0]);
+      st_.events.push_back(std::move(copy));
+    }
+  }
+  for (const Region& r : ss.regions) {
+    if (r.begin < 0 || static_cast<size_t>(r.end) > pointMap.size() || r.begin >= r.end) continue;
+    Region copy = r;
+    copy.subject = mapSet(r.subject);
+    for (Term& t : copy.terms) {
+      t.left = mapSet(t.left);
+      t.right = mapSet(t.right);
+    }
+    copy.begin = pointMap[static_cast<size_t>(r.begin)];
+    copy.end = pointMap[static_cast<size_t>(r.end - 1)] + 1;
+    st_.regions.push_back(std::move(copy));
+  }
+  for (const auto& [key, vs] : s.attrWrites) {
+    size_t dot = key.find('.');
+    if (dot == std::string::npos) continue;
+    ObjId id = std::atoi(key.c_str() + 1);
+    std::string attr = key.substr(dot + 1);
+    ValueSet mapped = mapSet(vs);
+    for (ObjId p : map[static_cast<size_t>(id)]) setVar(envKeyFor(p, attr), mapped);
+  }
+  addValues(result, mapSet(s.returns));
+}
+
+}  // namespace shardlint::semantic
