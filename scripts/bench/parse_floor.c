@@ -7,7 +7,7 @@
  * It walks directories with shardlint's discovery rules (analyzer/driver/Discovery.cpp:
  * skip hidden folders, node_modules, __pycache__, build, dist, site-packages, venv, env,
  * __pypackages__, _build, buck-out, htmlcov, *.egg-info and any folder with a pyvenv.cfg)
- * and skips the files shardlint skips before parsing (analyzer/driver/Linter.cpp: larger than
+ * and skips the files shardlint skips before parsing (analyzer/driver/LintFiles.cpp: larger than
  * 2 MiB, NUL bytes, not UTF-8), so it parses the same files shardlint parses. It does nothing
  * else: no semantic pass, no rules, no output per file. One parser is reused for every file,
  * as shardlint reuses one per thread.

@@ -1,0 +1,628 @@
+// The project run (Linter::lintFiles): the byte pre-scan (which files matter to which rules, what
+// they import, the importers of linted files), configuration files read first, one analysis task per
+// relevant file on a thread pool over one module table (trees retired and trimmed under a budget,
+// the persistent cache of findings), then the configuration checks with the project facts, C++ units,
+// and the findings sorted and de-duplicated.
+// Above 800 lines' guideline only by lintFilesInto itself (about 575 lines): one function whose phases
+// share its locals (the scanned files, the tasks and their retirement counts), moved here whole.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/Parallel.h"
+#include "driver/CxxLint.h"
+#include "driver/Discovery.h"
+#include "driver/Importers.h"
+#include "driver/LinterImpl.h"
+#include "driver/Project.h"
+#include "driver/ResultCache.h"
+
+namespace shardlint {
+
+std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths, LintStats* statsOut,
+                                          ModuleTable* persistent) const {
+  std::vector<Diagnostic> all;
+  try {
+    lintFilesInto(paths, statsOut, persistent, all);
+  } catch (const std::exception& e) {
+    // Not one file's failure (those are SL002 findings): the run failed. What was found so far
+    // goes with the error, for the caller to write before it reports it.
+    try {
+      finalizeDiagnostics(all);
+    } catch (const std::exception&) {
+      all.clear();
+    }
+    throw LintInternalError(e.what(), std::move(all));
+  }
+  return all;
+}
+
+void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* statsOut, ModuleTable* persistent,
+                           std::vector<Diagnostic>& all) const {
+  using Clock = std::chrono::steady_clock;
+  LintStats stats;
+  stats.filesSeen = paths.size();
+  auto t0 = Clock::now();
+  const RuleInfo* sl002 = catalog_.find("SL002");
+  bool reportSkips = sl002 && options_.selection.enabled(*sl002);
+
+  // ---- pre-scan: bytes only. Which words each file mentions, and what it imports.
+  std::vector<std::unique_ptr<Rule>> rules;
+  for (auto& r : catalog_.makeRules())
+    if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
+  std::vector<std::string_view> words;
+  std::vector<std::vector<uint64_t>> ruleGroups;  // per rule: a mask per group
+  bool alwaysRelevant = false;
+  for (const auto& r : rules) {
+    auto groups = pythonPrescan(*r);
+    if (!groups) continue;
+    if (groups->empty()) alwaysRelevant = true;
+    std::vector<uint64_t> masks;
+    for (const auto& g : *groups) {
+      uint64_t m = 0;
+      for (auto w : g) {
+        auto it = std::find(words.begin(), words.end(), w);
+        size_t bit = static_cast<size_t>(it - words.begin());
+        if (it == words.end()) words.push_back(w);
+        if (bit < 64) m |= uint64_t{1} << bit;
+      }
+      masks.push_back(m);
+    }
+    ruleGroups.push_back(std::move(masks));
+  }
+  // Words the settings make relevant (configured in-house optimizer / wrap names) count for every group.
+  std::vector<std::string> extraWords;
+  if (catalog_.factWords) extraWords = catalog_.factWords(options_.settingsFacts);
+  auto maskOf = [&](std::string_view text) {
+    uint64_t m = 0;
+    for (size_t i = 0; i < words.size() && i < 64; ++i)
+      if (text.find(words[i]) != std::string_view::npos) m |= uint64_t{1} << i;
+    for (const auto& w : extraWords)
+      if (text.find(w) != std::string_view::npos) m = ~uint64_t{0};
+    return m;
+  };
+
+  // Configuration files take their own, simpler path; launch scripts are only read for links.
+  std::vector<std::string> pyPaths, launchPaths, configPaths, cxxPaths, markdownPaths;
+  for (const auto& p : paths) {
+    if (isConfigPath(p)) configPaths.push_back(p);
+    else if (isMarkdownPath(p)) markdownPaths.push_back(p);
+    else if (isCxxPath(p)) cxxPaths.push_back(p);
+    else if (isLaunchPath(p)) launchPaths.push_back(p);
+    else pyPaths.push_back(p);
+  }
+  // Configuration files are read and parsed first (their facts configure the scripts);
+  // their checks run after the Python analysis, with the project facts.
+  std::vector<ConfigDoc> configDocs;
+  std::map<std::string, Facts> configFacts;  // absolute path -> facts
+  for (const auto& p : configPaths) {
+    ReadResult r = readSource(p, options_);
+    ++stats.filesRead;
+    if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
+    stats.bytesRead += r.text.size();
+    Facts f;
+    try {  // a failure parsing one configuration file is SL002 for it
+      if (auto doc = readConfig(p, std::move(r.text), stats, &f)) configDocs.push_back(std::move(*doc));
+    } catch (const std::exception& e) {
+      if (reportSkips) all.push_back(skippedDiagnostic(*sl002, p, stoppedWhy(e)));
+      continue;
+    }
+    if (!f.empty()) configFacts[absolutePathKey(p)] = std::move(f);
+  }
+  // Markdown files: the configs their fenced blocks document, checked like configuration files (they
+  // configure no script).
+  for (const auto& p : markdownPaths) {
+    ReadResult r = readSource(p, options_);
+    ++stats.filesRead;
+    if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
+    stats.bytesRead += r.text.size();
+    try {
+      for (auto& doc : readMarkdown(p, r.text, stats, all)) configDocs.push_back(std::move(doc));
+    } catch (const std::exception& e) {
+      if (reportSkips) all.push_back(skippedDiagnostic(*sl002, p, stoppedWhy(e)));
+    }
+  }
+  ProjectIndex index(options_.roots);
+  index.addFiles(pyPaths);
+  // The launch scripts and configuration files of each linted Python file's project (one answer per
+  // file: a script's config must not depend on which other files are named).
+  std::map<std::string, ProjectFiles> projects;
+  {
+    std::set<std::string> dirs;
+    for (const auto& p : pyPaths)
+      if (auto d = index.projectDirOf(p); !d.empty()) dirs.insert(d.string());
+    // A project larger than this is not searched (its scripts get only the configs named or linked by
+    // the named launch scripts): the walk happens on every run, the editor's too.
+    constexpr size_t kMaxProjectEntries = 20000;
+    for (const auto& d : dirs) {
+      DiscoveryResult found = discover({d}, kMaxProjectEntries);
+      if (found.truncated) continue;
+      ProjectFiles& pf = projects[d];
+      for (const auto& f : found.files) {
+        if (isLaunchPath(f)) pf.launch.push_back(f);
+        else if (isConfigPath(f)) pf.configs.push_back(f);
+        else if (!isCxxPath(f)) pf.python.push_back(f);
+      }
+    }
+  }
+  std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all, projects);
+  struct Scanned {
+    std::string path;
+    std::string text;
+    bool linted = false;
+    bool importer = false;  // not linted: analysed for the findings it makes in linted files
+    bool ok = false;
+    uint64_t mask = 0;
+    std::vector<size_t> imports;
+    // Its own ancestor packages it imports from (`from . import x`), when they are linted or
+    // imported too: left out of the relevance closure (`imports`), but its analysis may run
+    // their code, so they count when deciding how long a tree is kept.
+    std::vector<size_t> ancestors;
+    int depth = 0;  // import steps from the nearest linted file
+  };
+  std::vector<Scanned> scanned;
+  std::map<std::string, size_t> byPath;
+  for (const auto& p : pyPaths) {
+    if (byPath.count(p)) continue;
+    byPath[p] = scanned.size();
+    scanned.push_back({p, "", true, false, false, 0, {}, {}, 0});
+  }
+  // One answer per file: the project's files that import a linted file (and those that import them)
+  // are analysed too, for the findings their flow makes in linted files (a class's file whose methods
+  // a driver script calls in a telling order). Only files the run does not lint; bounded.
+  unsigned jobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
+  std::unique_ptr<ImportScanCache> ownScans;
+  ImportScanCache& scans = persistent ? persistent->importScans() : *(ownScans = std::make_unique<ImportScanCache>());
+  std::map<std::string, std::string> lintedSpelling;  // absolute key -> the path as linted
+  for (const auto& p : pyPaths) lintedSpelling.emplace(absolutePathKey(p), p);
+  {
+    std::vector<std::string> candidates;
+    for (const auto& [dir, pf] : projects) candidates.insert(candidates.end(), pf.python.begin(), pf.python.end());
+    ImportersFound importers = findImporters(index, pyPaths, candidates, options_, scans, jobs);
+    stats.importersTruncated = importers.truncated;
+    for (const auto& found : importers.files) {
+      std::string f = index.displayOf(found);
+      if (byPath.count(f)) continue;
+      byPath[f] = scanned.size();
+      scanned.push_back({f, "", false, true, false, 0, {}, {}, 0});
+    }
+  }
+  constexpr size_t kMaxExtraFiles = 4000;
+  // Breadth first, a wave per import level: each wave's files are read, masked and scanned for
+  // imports on `jobs` threads, then their imports are resolved in order (the same order, and so
+  // the same result, as one file at a time).
+  struct Read {
+    ReadResult r;
+    std::optional<std::string> problem;
+    std::vector<std::string> imports;  // as spelled
+    size_t bytes = 0;
+  };
+  for (size_t first = 0; first < scanned.size();) {
+    size_t last = scanned.size();
+    std::vector<Read> reads(last - first);
+    parallelFor(reads.size(), jobs, [&](size_t k) {
+      Scanned& sc = scanned[first + k];
+      Read& rd = reads[k];
+      try {
+        rd.r = readSource(sc.path, options_);
+        rd.problem = rd.r.skipped ? rd.r.skipped : contentProblem(rd.r.text, options_.maxFileBytes);
+        if (rd.problem) return;
+        rd.bytes = rd.r.text.size();
+        sc.mask = maskOf(rd.r.text);
+        if (sc.depth < 2) rd.imports = scanImports(rd.r.text);
+        if (!sc.linted && !sc.importer) rd.r.text = std::string();  // only its mask and imports were wanted
+      } catch (const std::exception& e) {  // (out of memory): this file is skipped, not the run
+        rd = Read{};
+        rd.problem = std::string("file skipped: ") + e.what();
+      }
+    });
+    for (size_t i = first; i < last; ++i) {
+      Read& rd = reads[i - first];
+      ++stats.filesRead;
+      if (rd.problem) {
+        if (scanned[i].linted && reportSkips) all.push_back(skippedDiagnostic(*sl002, scanned[i].path, *rd.problem));
+        continue;
+      }
+      stats.bytesRead += rd.bytes;
+      scanned[i].ok = true;
+      // Imports: for the relevance closure (two levels: only linted files' and their imports'
+      // imports are needed), and to know which files others import.
+      std::string ownModule = rd.imports.empty() ? std::string() : index.moduleOf(scanned[i].path).name;
+      for (const auto& spelled : rd.imports) {
+        auto name = index.absoluteName(scanned[i].path, spelled);
+        if (!name) continue;
+        auto file = index.findModule(*name, scanned[i].path);
+        if (!file) continue;
+        // A module's own ancestor packages (`import torch` inside torch/nn/...) say nothing about
+        // which rules matter to this file; following them would make a whole library relevant.
+        if (ownModule.size() > name->size() && ownModule.compare(0, name->size(), *name) == 0 &&
+            ownModule[name->size()] == '.') {
+          if (auto at = byPath.find(*file); at != byPath.end() && at->second != i)
+            scanned[i].ancestors.push_back(at->second);
+          continue;
+        }
+        auto [it, fresh] = byPath.emplace(*file, scanned.size());
+        if (fresh) {
+          if (scanned.size() >= pyPaths.size() + kMaxExtraFiles) {
+            byPath.erase(it);
+            continue;
+          }
+          scanned.push_back({*file, "", false, false, false, 0, {}, {}, scanned[i].depth + 1});
+        }
+        if (it->second != i) scanned[i].imports.push_back(it->second);
+      }
+      if (scanned[i].linted || scanned[i].importer) scanned[i].text = std::move(rd.r.text);
+    }
+    first = last;
+  }
+  // Words reachable through imports, two levels deep: a file's own helpers, and what a
+  // package's __init__ or a helper re-exports. Deeper chains are library plumbing; following
+  // them all makes a whole library relevant (every torch module imports its siblings).
+  std::vector<uint64_t> closure(scanned.size());
+  for (size_t i = 0; i < scanned.size(); ++i) closure[i] = scanned[i].mask;
+  for (int level = 0; level < 2; ++level) {
+    std::vector<uint64_t> next = closure;
+    for (size_t i = 0; i < scanned.size(); ++i)
+      for (size_t j : scanned[i].imports) next[i] |= closure[j];
+    closure = std::move(next);
+  }
+  auto relevant = [&](uint64_t mask) {
+    if (alwaysRelevant) return true;
+    for (const auto& groups : ruleGroups) {
+      bool all = true;
+      for (uint64_t g : groups) all = all && (mask & g) != 0;
+      if (all) return true;
+    }
+    return false;
+  };
+  std::vector<size_t> tasks;
+  std::vector<const Facts*> taskFacts;
+  std::vector<std::unique_ptr<Facts>> taskFactStore;
+  for (size_t i = 0; i < scanned.size(); ++i) {
+    if (!(scanned[i].linted || scanned[i].importer) || !scanned[i].ok) continue;
+    auto f = linked.find(absolutePathKey(scanned[i].path));
+    if (f == linked.end()) f = linked.find("");
+    if (f == linked.end()) {
+      auto dir = index.projectDirOf(scanned[i].path);
+      f = linked.find(dir.empty() ? std::string("named") : "project:" + dir.string());
+    }
+    const Facts* facts = f == linked.end() ? nullptr : &f->second;
+    if (!options_.settingsFacts.empty()) {  // merged into a per-task copy
+      Facts merged = facts ? *facts : Facts{};
+      for (const auto& [k, v] : options_.settingsFacts) merged.emplace(k, v);
+      taskFactStore.push_back(std::make_unique<Facts>(std::move(merged)));
+      facts = taskFactStore.back().get();
+    }
+    facts = withRequirements(scanned[i].path, facts, taskFactStore);
+    // A script the facts (a linked config, settings) apply to is relevant when it names their words.
+    bool configured = false;
+    if (facts && catalog_.factWords)
+      for (const auto& w : catalog_.factWords(*facts))
+        configured = configured || scanned[i].text.find(w) != std::string::npos;
+    if (relevant(closure[i]) || configured) {
+      tasks.push_back(i);
+      taskFacts.push_back(facts);
+    }
+    else {
+      if (scanned[i].linted) ++stats.filesSkipped;
+      std::string().swap(scanned[i].text);  // not analysed: its text is not needed again
+    }
+  }
+  auto t1 = Clock::now();
+
+  // ---- analysis: one task per relevant linted file, in parallel, over one module table.
+  std::unique_ptr<ModuleTable> ownTable;
+  ModuleTable* table = persistent;
+  if (table) table->refresh(options_);
+  else {
+    ModuleTable::Config config = tableConfig(true);
+    if (configDocs.empty()) config.outlineWant = nullptr;  // no config rule needs project facts
+    table = (ownTable = std::make_unique<ModuleTable>(std::move(config))).get();
+  }
+  size_t parsesBefore = table->parses();
+  std::string rootsKey;
+  for (const auto& r : index.extraRoots()) rootsKey += r + "\n";  // the rest comes from each file alone
+  // Source bytes of module trees kept between tasks (a tree is about 21x its text). On the dense
+  // corpus at -j2, since objects keep their rarely set fields apart: 1.375 MB, 990-992 parses of 990
+  // files at 125-128 MiB peak; 1.5 MB, 990 in every run at 129-134 MiB; 1.75 MB, 136-139 MiB;
+  // scripts/bench/README.md, "Where the memory goes".
+  constexpr size_t kModuleTreeBudget = size_t{3} << 19;  // 1.5 MB
+  // The persistent cache: findings of files whose text and dependencies are unchanged.
+  std::unique_ptr<ResultCache> cache;
+  if (!options_.cacheDir.empty() && !persistent) {
+    std::string key = options_.cacheKey + "\n" + options_.selection.describe() + "\nmax " +
+                      std::to_string(options_.maxFileBytes) + (options_.reportUnusedNoqa ? " noqa" : "") + "\n";
+    for (const auto& [k, v] : options_.settingsFacts) key += k + "=" + v + "\n";
+    // Not the linted set: import roots come from each file and its project (one answer per file), and
+    // a finding an importer makes in a file is never cached (the importer is analysed on every run).
+    for (const auto& r : index.extraRoots()) key += "root " + r + "\n";
+    cache = std::make_unique<ResultCache>(options_.cacheDir, key);
+    cache->load();
+  }
+  std::mutex hashMu;
+  std::map<std::string, uint64_t> hashes;
+  auto hashOf = [&](const std::string& path) -> uint64_t {
+    {
+      std::lock_guard<std::mutex> lock(hashMu);
+      if (auto it = hashes.find(path); it != hashes.end()) return it->second;
+    }
+    ReadResult r = readSource(path, options_);
+    uint64_t h = r.skipped || contentProblem(r.text, options_.maxFileBytes) ? 0 : contentHash(r.text);
+    std::lock_guard<std::mutex> lock(hashMu);
+    return hashes[path] = h;
+  };
+  struct ToStore {
+    uint64_t hash = 0;
+    std::string facts;
+    std::vector<std::pair<std::string, uint64_t>> deps;
+    bool ready = false;
+  };
+  std::vector<ToStore> toStore(tasks.size());
+  std::atomic<size_t> cacheHits{0};
+  // Trees of linted files: freed when the file's own task and every task of a file that
+  // imports it (per the pre-scan) have ended, unless some task used it as a module (then
+  // shared summaries may point into it, and it stays for the run). A file some rule could
+  // load as a module also waits for the tasks of files that import a package importing it (a
+  // package __init__ re-exporting it); meanwhile its tree may be freed under the budget.
+  std::mutex retireMu;
+  // What a file's analysis may run: its imports and the ancestor packages it imports from.
+  std::vector<std::vector<size_t>> uses(scanned.size());
+  for (size_t i = 0; i < scanned.size(); ++i) {
+    uses[i] = scanned[i].imports;
+    uses[i].insert(uses[i].end(), scanned[i].ancestors.begin(), scanned[i].ancestors.end());
+  }
+  std::vector<int> pendingImporters(scanned.size(), 0);
+  std::vector<char> ownDone(scanned.size(), 0);
+  for (size_t i : tasks)
+    for (size_t j : uses[i]) ++pendingImporters[j];
+  // For each module, the tasks (their positions, ascending) whose files import it, directly or
+  // through other project modules: a summary inlined in such a task's analysis may need the
+  // module's tree again, so trimming frees first the trees needed again latest. An estimate:
+  // the walk from one task stops after kReachLimit modules, and all walks after kNeedLimit
+  // entries (a module beyond them only loses priority).
+  constexpr size_t kReachLimit = 4096, kNeedLimit = size_t{1} << 21;
+  std::vector<std::vector<uint32_t>> neededBy(scanned.size());
+  {
+    std::vector<size_t> seen(scanned.size(), 0), stack;
+    size_t entries = 0;
+    for (size_t t = 0; t < tasks.size() && entries < kNeedLimit; ++t) {
+      size_t visited = 0;
+      stack.assign(1, tasks[t]);
+      seen[tasks[t]] = t + 1;
+      while (!stack.empty() && visited < kReachLimit) {
+        size_t j = stack.back();
+        stack.pop_back();
+        ++visited;
+        neededBy[j].push_back(static_cast<uint32_t>(t));
+        for (size_t k : uses[j])
+          if (seen[k] != t + 1) seen[k] = t + 1, stack.push_back(k);
+      }
+      entries += visited;
+    }
+  }
+  // For each task, the modules the packages its file imports import (`from .impl import f` in a
+  // package __init__): its calls reach them through the re-export.
+  std::vector<std::vector<uint32_t>> reexported(tasks.size());
+  std::vector<int> pendingReexports(scanned.size(), 0);
+  {
+    std::vector<size_t> seen(scanned.size(), 0);
+    auto isPackage = [&](size_t m) { return std::filesystem::path(scanned[m].path).filename() == "__init__.py"; };
+    for (size_t t = 0; t < tasks.size(); ++t)
+      for (size_t m : uses[tasks[t]])
+        if (isPackage(m))
+          for (size_t j : uses[m])
+            if (seen[j] != t + 1) {
+              seen[j] = t + 1;
+              reexported[t].push_back(static_cast<uint32_t>(j));
+              ++pendingReexports[j];
+            }
+  }
+  std::vector<size_t> taskOf(scanned.size(), SIZE_MAX);
+  for (size_t t = 0; t < tasks.size(); ++t) taskOf[tasks[t]] = t;
+  std::atomic<size_t> next{0};  // the next task to start
+  auto maybeRetire = [&](size_t j) {  // retireMu held
+    if (!ownDone[j] || pendingImporters[j] > 0) return;
+    ModuleTable::Entry* e = table->current(scanned[j].path);
+    if (!e) return;
+    if (pendingReexports[j] > 0 && e->readable && e->worthLoading) table->linger(e);  // a later task may load it
+    else table->finishRoot(e);
+  };
+  auto taskEnded = [&](size_t i) {
+    {
+      std::lock_guard<std::mutex> lock(retireMu);
+      ownDone[i] = 1;
+      maybeRetire(i);
+      for (size_t j : uses[i])
+        if (--pendingImporters[j] == 0) maybeRetire(j);
+      for (uint32_t j : reexported[taskOf[i]])
+        if (--pendingReexports[j] == 0) maybeRetire(j);
+    }
+    // Trees of modules no task holds now, beyond a budget, are freed (parsed again if needed).
+    if (!persistent)
+      table->trimTrees(kModuleTreeBudget, [&](const std::string& path) -> size_t {
+        auto it = byPath.find(path);
+        if (it == byPath.end()) return SIZE_MAX;
+        // Tasks start in order, at most `jobs` at a time: those from `running` on may still need it.
+        size_t started = next.load(), running = started > jobs ? started - jobs : 0;
+        const auto& need = neededBy[it->second];
+        auto at = std::lower_bound(need.begin(), need.end(), running);
+        return at == need.end() ? SIZE_MAX : *at;
+      });
+  };
+  std::vector<std::vector<Diagnostic>> results(tasks.size());
+  std::vector<size_t> shared(tasks.size(), 0);
+  std::atomic<bool> failed{false};  // an error outside one file's analysis: the run stops
+  std::string failure;
+  std::mutex failureMu;
+  auto stopRun = [&](size_t t, const char* what) {  // the shared tables themselves failed
+    std::lock_guard<std::mutex> lock(failureMu);
+    failed = true;
+    try {
+      failure = scanned[tasks[t]].path + ": " + what;
+    } catch (...) {  // no memory left even for the message
+    }
+  };
+  // A failure while analysing file t (out of memory, a limit, a bug the file's code reaches) stops
+  // that file's analysis, not the run: SL002 for the file, which keeps none of its partial findings
+  // (nor a cache entry), and the other tasks go on.
+  auto containFailure = [&](size_t t, const std::exception* e) {
+    try {
+      results[t].clear();
+      toStore[t] = ToStore{};
+      if (reportSkips)
+        results[t].push_back(skippedDiagnostic(*sl002, scanned[tasks[t]].path,
+                                               e ? stoppedWhy(*e) : "analysis stopped: unknown exception"));
+      taskEnded(tasks[t]);
+    } catch (const std::exception& again) {
+      stopRun(t, again.what());
+    }
+  };
+  // An importer's findings: those located in linted files, under the path as linted (so that they
+  // merge with the file's own).
+  auto keepInLinted = [&](std::vector<Diagnostic>& found) {
+    std::vector<Diagnostic> kept;
+    for (auto& d : found) {
+      auto it = lintedSpelling.find(absolutePathKey(d.location.path));
+      if (it == lintedSpelling.end()) continue;
+      d.location.path = it->second;
+      kept.push_back(std::move(d));
+    }
+    found = std::move(kept);
+  };
+  auto worker = [&] {
+    for (;;) {
+      size_t t = next.fetch_add(1);
+      if (t >= tasks.size() || failed) return;
+      bool ended = false;  // taskEnded ran: a failure after it is not this file's
+      try {
+        // Summaries are shared by the tasks with the same facts and import roots.
+        std::string facts;
+        if (taskFacts[t])
+          for (const auto& [k, v] : *taskFacts[t]) facts += k + "=" + v + "\n";
+        std::string context = rootsKey + facts;
+        Scanned& s = scanned[tasks[t]];
+        uint64_t hash = 0;
+        bool cached = cache && s.linted;  // an importer's findings are kept only where they are in linted files
+        if (cached) {
+          hash = contentHash(s.text);
+          if (auto hit = cache->lookup(s.path, hash, facts, hashOf)) {
+            results[t] = std::move(*hit);
+            ++cacheHits;
+            ended = true;
+            taskEnded(tasks[t]);
+            continue;
+          }
+        }
+        Task task(catalog_, options_, &index, *table, taskFacts[t], &table->summaries(context));
+        bool awaited;
+        {
+          std::lock_guard<std::mutex> lock(retireMu);
+          awaited = pendingImporters[tasks[t]] > 0;
+        }
+        if (!awaited) task.setNotImported();
+        results[t] = task.run(s.path, std::move(s.text));
+        if (s.importer) keepInLinted(results[t]);
+        shared[t] = task.sharedHits();
+        if (cached) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
+        ended = true;
+        taskEnded(tasks[t]);
+      } catch (const std::exception& e) {
+        if (ended) stopRun(t, e.what());
+        else containFailure(t, &e);
+      } catch (...) {
+        if (ended) stopRun(t, "unknown exception");
+        else containFailure(t, nullptr);
+      }
+    }
+  };
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(1, tasks.size())));
+  if (jobs <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
+    for (auto& th : pool) th.join();
+  }
+  if (cache && !failed) {
+    for (size_t t = 0; t < tasks.size(); ++t)
+      if (toStore[t].ready)
+        cache->store(scanned[tasks[t]].path, toStore[t].hash, toStore[t].facts, std::move(toStore[t].deps), results[t]);
+    stats.cacheHits = cacheHits;
+  }
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    stats.modulesShared += shared[t];
+    for (auto& d : results[t]) all.push_back(std::move(d));
+  }
+  if (failed) throw std::runtime_error(failure);  // with the other files' findings in `all`
+  // ---- configuration checks, with the facts of the project's Python code (its classes,
+  // the models it loads), from each file's one parse (outlines kept by the table).
+  if (!configDocs.empty()) {
+    Facts projectFacts;
+    if (catalog_.projectFacts) {
+      std::vector<ProjectFile> files;
+      std::deque<syntax::Outline> fromCache;  // outlines the cache had (stable addresses)
+      for (const auto& p : pyPaths) {
+        uint64_t hash = 0;
+        if (const syntax::Outline* o = table->outlineOf(p, &hash)) {  // parsed for the analysis
+          if (cache) cache->storeOutline(p, hash, *o);
+          files.push_back(ProjectFile{p, o});
+          continue;
+        }
+        ModuleTable::Entry* e = table->readOnly(p, options_);
+        if (!e->readable || e->parsed || !catalog_.projectFactsWant || !catalog_.projectFactsWant(e->file->text))
+          continue;
+        if (cache)
+          if (auto o = cache->outline(p, e->hash)) {  // a warm run: no parse
+            fromCache.push_back(std::move(*o));
+            files.push_back(ProjectFile{p, &fromCache.back()});
+            continue;
+          }
+        table->ensureParsed(e, &index, options_);
+        table->finishRoot(e);  // only its outline was wanted
+        const syntax::Outline* o = table->outlineOf(p);
+        if (cache && o) cache->storeOutline(p, e->hash, *o);
+        files.push_back(ProjectFile{p, o});
+      }
+      projectFacts = catalog_.projectFacts(files);
+    }
+    for (auto& doc : configDocs) {
+      std::vector<Diagnostic> found;
+      std::vector<std::unique_ptr<Facts>> configFactStore;  // this file's copy, freed after its checks
+      try {  // a failure in one configuration file's checks is SL002 for it, as for a Python file
+        // The project's code facts, with the dependencies declared for the file's folder.
+        checkConfig(doc, found, withRequirements(doc.file->path, &projectFacts, configFactStore));
+      } catch (const std::exception& e) {
+        found.clear();
+        if (reportSkips) found.push_back(skippedDiagnostic(*sl002, doc.file->path, stoppedWhy(e)));
+      }
+      for (auto& d : found) all.push_back(std::move(d));
+    }
+  }
+  if (cache) stats.cacheProblem = cache->save();
+  // C++ translation units (their own frontend; not cached).
+  lintCxx(catalog_, options_, cxxPaths, all, stats);
+  stats.filesParsed += table->parses() - parsesBefore;
+  // Re-parses: a freed tree needed again (a race between a file's own task and another's use of it).
+  stats.filesParsedOnce = stats.filesParsed - (persistent ? 0 : table->parses() - table->filesParsed());
+  for (size_t i : tasks) (scanned[i].linted ? stats.filesAnalysed : stats.importersAnalysed) += 1;
+  finalizeDiagnostics(all);
+  auto t2 = Clock::now();
+  stats.prescanSeconds = std::chrono::duration<double>(t1 - t0).count();
+  stats.analysisSeconds = std::chrono::duration<double>(t2 - t1).count();
+  if (statsOut) *statsOut = stats;
+}
+
+}  // namespace shardlint
