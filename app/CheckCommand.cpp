@@ -592,6 +592,10 @@ void printStats(const LintStats& stats, const LintOptions& options, Clock::time_
   if (stats.importersAnalysed || stats.importersTruncated)
     std::fprintf(stderr, "  importers       %zu analysed: project files that import a linted file, for their findings in it%s\n",
                  stats.importersAnalysed, stats.importersTruncated ? " (the search's bound cut the list)" : "");
+  if (!stats.slowestFiles.empty()) {
+    std::fprintf(stderr, "  slowest files   (parse, the modules each loaded, analysis, rules)\n");
+    for (const auto& [path, seconds] : stats.slowestFiles) std::fprintf(stderr, "    %7.3fs  %s\n", seconds, path.c_str());
+  }
   if (stats.cxxUnits)
     std::fprintf(stderr, "  C++ units       %zu parsed with Clang (of %zu; %.2fs in all, slowest %.2fs)\n",
                  stats.cxxParsed, stats.cxxUnits, stats.cxxParseSeconds, stats.cxxMaxSeconds);

@@ -74,7 +74,7 @@ class LspProcess {
     if (pid_ == 0) {
       ::dup2(toChild[0], STDIN_FILENO);
       ::dup2(fromChild[1], STDOUT_FILENO);
-      int devnull = ::open("/dev/null", O_WRONLY);
+      int devnull = ::getenv("SHARDLINT_TEST_SERVER_STDERR") ? -1 : ::open("/dev/null", O_WRONLY);
       if (devnull >= 0) ::dup2(devnull, STDERR_FILENO);
       ::execl(SHARDLINT_BINARY, SHARDLINT_BINARY, "server", static_cast<char*>(nullptr));
       ::_exit(127);
@@ -1101,5 +1101,48 @@ TEST_CASE("lsp: C++ diagnostics and their `// noqa` quick fix", "[lsp][cxx]") {
   CHECK(actions[1]["edit"]["changes"][uri][0]["newText"] == "// shardlint: noqa: SL501\n");
   s.change(uri, 2, {{{"range", edit["range"]}, {"text", edit["newText"]}}});
   CHECK(s.published(uri, 2)["diagnostics"].empty());
+  CHECK(s.shutdownAndExit() == 0);
+}
+
+// After an edit the server publishes a fast pass (the file's own analysis, the project files that import
+// it left out) and, when the input is idle, the full pass with those importers. A finding only an
+// importer's flow makes in the file is kept in the fast pass's results, and moved by the full pass.
+TEST_CASE("lsp: findings an importer makes in the edited file survive the fast pass", "[lsp]") {
+  TempDir dir;
+  dir.write("pyproject.toml", "[project]\nname = \"p\"\n");
+  dir.write("pkg/__init__.py", "from .trainer import Trainer\n");
+  const std::string trainer =
+      "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n\n"
+      "class Trainer:\n    def __init__(self, model):\n        self.model = model\n"
+      "        self.opt = torch.optim.AdamW(self.model.parameters())\n\n"
+      "    def setup(self):\n        self.model = FSDP(self.model)\n\n"
+      "    def fit(self):\n        self.opt.step()\n";
+  dir.write("scripts/train.py",
+            "import torch\nfrom pkg import Trainer\n\n\ndef main():\n    t = Trainer(torch.nn.Linear(2, 2))\n"
+            "    t.setup()\n    t.fit()\n\n\nmain()\n");
+  std::string uri = uriOf(dir.write("pkg/trainer.py", trainer));
+  LspProcess s;
+  s.initialize({}, dir.path());
+  s.open(uri, trainer);
+  auto withFinding = [&](int version, int line) {
+    return s.waitFor(
+        [&](const json& m) {
+          if (m.value("method", "") != "textDocument/publishDiagnostics" || m["params"]["uri"] != uri ||
+              m["params"]["version"] != version)
+            return false;
+          const json& d = m["params"]["diagnostics"];
+          return d.size() == 1 && d[0]["code"] == "SL101" && d[0]["range"]["start"]["line"] == line;
+        },
+        "the importer's SL101 in version " + std::to_string(version))["params"];
+  };
+  withFinding(1, 7);  // the full pass, with scripts/train.py as the file's importer
+  // A comment appended: the first publication of version 2 (the fast pass) already has the finding.
+  s.change(uri, 2, {LspProcess::edit(rangeOf(13, 23, 13, 23), "  # step")});
+  json first = s.published(uri, 2);
+  REQUIRE(first["diagnostics"].size() == 1);
+  CHECK(first["diagnostics"][0]["code"] == "SL101");
+  // A line inserted above it: the full pass moves the finding to its new line.
+  s.change(uri, 3, {LspProcess::edit(rangeOf(0, 0, 0, 0), "\n")});
+  withFinding(3, 8);
   CHECK(s.shutdownAndExit() == 0);
 }

@@ -4,10 +4,14 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
+#include <random>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "Registry.h"
 #include "core/SourceFile.h"
+#include "core/WordSet.h"
 #include "driver/Linter.h"
 #include "semantic/Interpreter.h"
 #include "syntax/TreeSitter.h"
@@ -524,4 +528,40 @@ TEST_CASE("a call chain cut by the depth limit gets an SL002 note on the cut cal
   // A shallow chain has no such note.
   auto shallow = linter.lintText("short.py", "def f(m):\n    return g(m)\ndef g(m):\n    return m\nf(1)\n");
   for (const auto& d : shallow) CHECK(d.code != "SL002");
+}
+
+// The pre-scan's one-pass word search answers what one std::string_view::find per word answers: words
+// sharing a first byte, a word inside another, at the very end, overlapping, empty, and over 64 words.
+TEST_CASE("WordSet: one pass finds what find() finds", "[unit]") {
+  std::vector<std::string_view> words = {"optim", "optimizer", "fully_shard", "FSDP", "FullyShardedDataParallel",
+                                         ".prepare(", "prepare", "", "rank", "r", "zz", "state_dict"};
+  std::vector<std::string> more;
+  for (int i = 0; i < 60; ++i) more.push_back("w" + std::to_string(i) + "_");
+  for (const auto& m : more) words.push_back(m);
+  shardlint::WordSet set(words);
+  auto naive = [&](std::string_view text) {
+    uint64_t m = 0;
+    for (size_t i = 0; i < words.size() && i < 64; ++i)
+      if (!words[i].empty() && text.find(words[i]) != std::string_view::npos) m |= uint64_t{1} << i;
+    return m;
+  };
+  for (std::string_view text : {std::string_view(""), std::string_view("optimizer = FSDP(model)"),
+                                std::string_view("x.prepare(model)"), std::string_view("ful"), std::string_view("zzz"),
+                                std::string_view("w3_ w51_ w52_ state_dic"), std::string_view("...rank")}) {
+    INFO(text);
+    CHECK(set.scan(text) == naive(text));
+  }
+  // Random texts over the words' own letters, so partial matches are frequent.
+  std::mt19937 rng(7);
+  const std::string alphabet = "optimzerfulshardFSDP_.()rankw0123456789";
+  for (int round = 0; round < 2000; ++round) {
+    std::string text;
+    size_t len = rng() % 200;
+    for (size_t i = 0; i < len; ++i) {
+      if (rng() % 16 == 0) text += words[rng() % words.size()];
+      else text += alphabet[rng() % alphabet.size()];
+    }
+    INFO(text);
+    REQUIRE(set.scan(text) == naive(text));
+  }
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/Parallel.h"
+#include "core/WordSet.h"
 #include "driver/CxxLint.h"
 #include "driver/Discovery.h"
 #include "driver/Importers.h"
@@ -37,6 +38,8 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   std::vector<Diagnostic> all;
   try {
     lintFilesInto(paths, statsOut, persistent, all);
+  } catch (const LintInterrupted&) {
+    throw;
   } catch (const std::exception& e) {
     // Not one file's failure (those are SL002 findings): the run failed. What was found so far
     // goes with the error, for the caller to write before it reports it.
@@ -86,10 +89,9 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // Words the settings make relevant (configured in-house optimizer / wrap names) count for every group.
   std::vector<std::string> extraWords;
   if (catalog_.factWords) extraWords = catalog_.factWords(options_.settingsFacts);
+  WordSet wordSet(words);
   auto maskOf = [&](std::string_view text) {
-    uint64_t m = 0;
-    for (size_t i = 0; i < words.size() && i < 64; ++i)
-      if (text.find(words[i]) != std::string_view::npos) m |= uint64_t{1} << i;
+    uint64_t m = wordSet.scan(text);
     for (const auto& w : extraWords)
       if (text.find(w) != std::string_view::npos) m = ~uint64_t{0};
     return m;
@@ -188,7 +190,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   ImportScanCache& scans = persistent ? persistent->importScans() : *(ownScans = std::make_unique<ImportScanCache>());
   std::map<std::string, std::string> lintedSpelling;  // absolute key -> the path as linted
   for (const auto& p : pyPaths) lintedSpelling.emplace(absolutePathKey(p), p);
-  {
+  if (options_.importers) {
     std::vector<std::string> candidates;
     for (const auto& [dir, pf] : projects) candidates.insert(candidates.end(), pf.python.begin(), pf.python.end());
     ImportersFound importers = findImporters(index, pyPaths, candidates, options_, scans, jobs);
@@ -293,6 +295,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::vector<std::unique_ptr<Facts>> taskFactStore;
   for (size_t i = 0; i < scanned.size(); ++i) {
     if (!(scanned[i].linted || scanned[i].importer) || !scanned[i].ok) continue;
+    if (scanned[i].linted && !options_.lintedFiles) continue;
     auto f = linked.find(absolutePathKey(scanned[i].path));
     if (f == linked.end()) f = linked.find("");
     if (f == linked.end()) {
@@ -464,7 +467,9 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   };
   std::vector<std::vector<Diagnostic>> results(tasks.size());
   std::vector<size_t> shared(tasks.size(), 0);
+  std::vector<double> taskSeconds(tasks.size(), 0.0);
   std::atomic<bool> failed{false};  // an error outside one file's analysis: the run stops
+  std::atomic<bool> interrupted{false};  // options_.interrupted said stop
   std::string failure;
   std::mutex failureMu;
   auto stopRun = [&](size_t t, const char* what) {  // the shared tables themselves failed
@@ -505,7 +510,11 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   auto worker = [&] {
     for (;;) {
       size_t t = next.fetch_add(1);
-      if (t >= tasks.size() || failed) return;
+      if (t >= tasks.size() || failed || interrupted) return;
+      if (options_.interrupted && options_.interrupted()) {
+        interrupted = true;
+        return;
+      }
       bool ended = false;  // taskEnded ran: a failure after it is not this file's
       try {
         // Summaries are shared by the tasks with the same facts and import roots.
@@ -526,6 +535,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
             continue;
           }
         }
+        auto started = Clock::now();
         Task task(catalog_, options_, &index, *table, taskFacts[t], &table->summaries(context));
         bool awaited;
         {
@@ -536,6 +546,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         results[t] = task.run(s.path, std::move(s.text));
         if (s.importer) keepInLinted(results[t]);
         shared[t] = task.sharedHits();
+        taskSeconds[t] = std::chrono::duration<double>(Clock::now() - started).count();
         if (cached) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
         ended = true;
         taskEnded(tasks[t]);
@@ -556,11 +567,21 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
     for (auto& th : pool) th.join();
   }
+  if (interrupted) throw LintInterrupted();
   if (cache && !failed) {
     for (size_t t = 0; t < tasks.size(); ++t)
       if (toStore[t].ready)
         cache->store(scanned[tasks[t]].path, toStore[t].hash, toStore[t].facts, std::move(toStore[t].deps), results[t]);
     stats.cacheHits = cacheHits;
+  }
+  {
+    std::vector<size_t> order(tasks.size());
+    for (size_t t = 0; t < order.size(); ++t) order[t] = t;
+    size_t keep = std::min(order.size(), LintStats::kSlowestFiles);
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
+                      [&](size_t a, size_t b) { return taskSeconds[a] > taskSeconds[b]; });
+    for (size_t k = 0; k < keep && taskSeconds[order[k]] > 0; ++k)
+      stats.slowestFiles.emplace_back(scanned[tasks[order[k]]].path, taskSeconds[order[k]]);
   }
   for (size_t t = 0; t < tasks.size(); ++t) {
     stats.modulesShared += shared[t];

@@ -1,6 +1,7 @@
 // The per-file pipeline: read, parse once, build the semantic model, one rule
 // walk with per-node-kind dispatch, finish(), suppressions, sorting.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,6 +70,17 @@ struct LintOptions {
   std::map<std::string, const TSTree*> parsedTrees;
   // SL003 also for unused `# noqa` comments (off by default: other tools share the syntax).
   bool reportUnusedNoqa = false;
+  // Also analyse the project files that import a linted file, for the findings their flow makes in
+  // it (driver/Importers.h). The language server's fast pass after an edit leaves them out and runs
+  // them when the input is idle.
+  bool importers = true;
+  // Analyse the linted files themselves; false with `importers`: only the files that import them, for
+  // the findings they make in the linted files (the language server's importers pass after an edit,
+  // whose own findings the fast pass has).
+  bool lintedFiles = true;
+  // Polled before each file's analysis: true stops the run, which then throws LintInterrupted (the
+  // language server's background passes give way to new input). Unset: never interrupted.
+  std::function<bool()> interrupted;
   // The persistent cache folder (driver/ResultCache.h); empty: no cache.
   std::string cacheDir;
   // The cache folder precompiled headers of C++ units go to (its `cxx-pch/`,
@@ -126,6 +138,15 @@ struct LintStats {
   size_t cxxMemoryBudget = 0;  // ... under this budget (bytes)
   double prescanSeconds = 0;
   double analysisSeconds = 0;
+  // The analysed Python files that took longest (their task: parse, the modules it loaded, the
+  // interpretation, the rules), slowest first; at most kSlowestFiles.
+  static constexpr size_t kSlowestFiles = 5;
+  std::vector<std::pair<std::string, double>> slowestFiles;
+};
+
+// LintOptions::interrupted stopped the run: nothing it found is returned (its caller runs it again).
+struct LintInterrupted : std::runtime_error {
+  LintInterrupted() : std::runtime_error("interrupted") {}
 };
 
 // lintFiles failed outside the analysis of one file (a failure inside one file's analysis is an

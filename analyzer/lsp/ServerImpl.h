@@ -59,6 +59,12 @@ struct Document {
   json diagnostics = json::array();
   std::vector<Diagnostic> findings;  // what `diagnostics` was made from, index for index (their fixes)
   bool linted = false;
+  // The fast pass after an edit analyses this file alone; the project files that import it are
+  // analysed when the input is idle (the importers pass, LintOptions::importers). `own` is the last
+  // fast pass's findings, `viaImporters` the findings in this file that only the importers made (kept
+  // in the fast pass's results until the next importers pass or re-check replaces them).
+  std::vector<Diagnostic> own;
+  std::vector<Diagnostic> viaImporters;
 };
 
 // The code action kind of "fix all safe shardlint findings" (like ESLint's and Ruff's).
@@ -125,7 +131,9 @@ class Server {
   // ---- linting (ServerLinting.cpp) ---------------------------------------------------------
   json toLsp(const Diagnostic& d) const;
   LintOptions optionsWithOverlays() const;
+  std::vector<Diagnostic> lintFindings(const Document& d, const Linter& linter, const char* pass);
   json lint(const Document& d, const Linter& linter, std::vector<Diagnostic>* findings = nullptr);
+  json toLsp(const std::vector<Diagnostic>& findings) const;
   void publish(const Document& d);
   void flush(bool complete = false);
   json pullDiagnostics(const json& params);
@@ -160,6 +168,7 @@ class Server {
   std::vector<std::string> dirtySelf_;    // documents changed in this batch, in order
   bool othersDirty_ = false;              // the other open documents need a re-check too
   std::set<std::string> othersPending_;   // ... and these have not been re-checked yet
+  std::vector<std::string> fullPending_;  // edited documents whose importers pass is due
   bool othersChanged_ = false;            // a re-check changed results (pull mode: ask for a refresh)
 };
 

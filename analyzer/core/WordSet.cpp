@@ -1,0 +1,38 @@
+#include "core/WordSet.h"
+
+#include <cstring>
+
+namespace shardlint {
+
+WordSet::WordSet(const std::vector<std::string_view>& words) {
+  for (auto w : words) {
+    if (words_.size() == kMaxWords) break;
+    size_t bit = words_.size();
+    words_.emplace_back(w);
+    if (w.empty()) continue;  // never found (an empty word says nothing about a file)
+    byFirstByte_[static_cast<unsigned char>(w[0])].push_back(static_cast<uint8_t>(bit));
+    all_ |= uint64_t{1} << bit;
+  }
+}
+
+uint64_t WordSet::scan(std::string_view text) const {
+  uint64_t found = 0;
+  if (all_ == 0) return found;
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  size_t n = text.size();
+  for (size_t i = 0; i < n; ++i) {
+    const auto& candidates = byFirstByte_[p[i]];
+    if (candidates.empty()) continue;
+    for (uint8_t w : candidates) {
+      if ((found >> w) & 1) continue;
+      const std::string& word = words_[w];
+      if (word.size() <= n - i && std::memcmp(p + i, word.data(), word.size()) == 0) {
+        found |= uint64_t{1} << w;
+        if (found == all_) return found;
+      }
+    }
+  }
+  return found;
+}
+
+}  // namespace shardlint
