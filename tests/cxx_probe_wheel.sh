@@ -13,7 +13,7 @@
 #    SHARDLINT_CXX_PROBE_LIB set to the library of step 1 must say `confirmed`.
 #    _ok fixtures: the probe must find nothing to probe, and the program run with the library preloaded
 #    must write a report in which no trainable parameter registered after the optimizer got a gradient
-#    outside every optimizer (the verdict rules of cxxVerdict in runtime_probe/orchestrator/Probe.cpp:
+#    outside every optimizer (the verdict rules of cxxVerdict in runtime_probe/orchestrator/ProbeCxx.cpp:
 #    `not-reproduced`, or `not-reached` when such parameters got no gradient, i.e. are frozen on purpose).
 # Work folder: $SHARDLINT_CXX_WHEEL_DIR when set (kept; outputs are rebuilt when a source is newer or the
 # wheel, compiler or flags changed), else a temporary folder removed at exit.

@@ -27,6 +27,14 @@ in the "setup" phase (imports, process group, building the accelerator or the mo
 checks are the probe's own failures (probe_error, exit 3), never a finding's evidence.
 
 torch and accelerate are imported lazily: importing this module needs neither.
+
+Why one module of over 800 lines (issue 34): about half of it is ``ReplaySession``, one class whose
+methods the generated programs call on one object ``s``; it cannot be split without rewriting it.
+The module-level helpers around it (the stand-in model, the process group, Fabric, the optimizer)
+are what those programs reach as ``rt.NAME`` and what the session calls, sharing the module's
+constants and its lazy ``rt.StandIn`` (PEP 562 ``__getattr__``); and this file's text is part of the
+key of the CPU self-test's cache (``selfTestCacheFile`` in runtime_probe/orchestrator/
+ProbeEnvironment.cpp), which a helper moved to another module would silently leave out.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The CPU self-test: what trains one step on two gloo ranks on CPU with the installed torch.
 
-Run by the orchestrator (`probeCpuFsdp` in runtime_probe/orchestrator/Probe.cpp) before it picks a
-backend: two processes started with torch.multiprocessing over a FileStore (no port), each running
-one forward, backward and optimizer.step() with
+Run by the orchestrator (`probeCpuFsdp` in runtime_probe/orchestrator/ProbeEnvironment.cpp) before it
+picks a backend: two processes started with torch.multiprocessing over a FileStore (no port), each
+running one forward, backward and optimizer.step() with
 
 - ``fsdp2``: FSDP2 ``fully_shard`` on a CPU DeviceMesh;
 - ``fsdp1_orig`` / ``fsdp1_flat``: FSDP1 ``FullyShardedDataParallel`` with ``use_orig_params=True`` /
