@@ -26,7 +26,10 @@ uint64_t WordSet::scan(std::string_view text) const {
     for (uint8_t w : candidates) {
       if ((found >> w) & 1) continue;
       const std::string& word = words_[w];
-      if (word.size() <= n - i && std::memcmp(p + i, word.data(), word.size()) == 0) {
+      if (word.size() > n - i) continue;
+      // Most candidates differ at the second byte: compared here, before a call to memcmp.
+      if (word.size() > 1 && p[i + 1] != static_cast<unsigned char>(word[1])) continue;
+      if (std::memcmp(p + i, word.data(), word.size()) == 0) {
         found |= uint64_t{1} << w;
         if (found == all_) return found;
       }

@@ -64,6 +64,31 @@ std::optional<std::vector<std::string>> ImportScanCache::importsMentioning(const
   return imports;
 }
 
+std::optional<std::pair<uint64_t, int64_t>> PrescanCache::statOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return std::make_pair(static_cast<uint64_t>(st.st_size),
+                        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+}
+
+std::optional<PrescanCache::Entry> PrescanCache::find(const std::string& path, uint64_t size, int64_t mtime,
+                                                      const std::string& words) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (words != words_) return std::nullopt;
+  auto it = entries_.find(path);
+  if (it == entries_.end() || it->second.size != size || it->second.mtime != mtime) return std::nullopt;
+  return it->second;
+}
+
+void PrescanCache::store(const std::string& path, Entry e, const std::string& words) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (words != words_) {
+    entries_.clear();
+    words_ = words;
+  }
+  entries_[path] = std::move(e);
+}
+
 ImportersFound findImporters(const ProjectIndex& index, const std::vector<std::string>& targets,
                              const std::vector<std::string>& candidates, const LintOptions& options,
                              ImportScanCache& cache, unsigned jobs, ImporterSearch bounds) {

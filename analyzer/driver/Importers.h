@@ -52,6 +52,29 @@ struct ImporterSearch {
 // The files among `candidates` (the project's Python files that are not linted) that import one of
 // `targets` (linted Python files), directly or through other importers, nearest first. `truncated`
 // says the bound cut the list.
+// What the pre-scan learnt of a file on disk: which of its words it mentions and what it imports.
+// Kept by the language server's module table between lints and reused while the file's size and
+// modification time are unchanged and the words are the same; open buffers are never kept.
+class PrescanCache {
+ public:
+  struct Entry {
+    uint64_t size = 0;
+    int64_t mtime = 0;
+    uint64_t mask = 0;
+    bool hasImports = false;           // `imports` was scanned (files near a linted one only)
+    std::vector<std::string> imports;  // as spelled (scanImports)
+  };
+  // (size, modification time in ns) of `path`, or none when it cannot be read.
+  static std::optional<std::pair<uint64_t, int64_t>> statOf(const std::string& path);
+  std::optional<Entry> find(const std::string& path, uint64_t size, int64_t mtime, const std::string& words);
+  void store(const std::string& path, Entry e, const std::string& words);
+
+ private:
+  std::mutex mu_;
+  std::string words_;  // what the entries' masks mean; other words clear them
+  std::map<std::string, Entry> entries_;
+};
+
 struct ImportersFound {
   std::vector<std::string> files;
   bool truncated = false;

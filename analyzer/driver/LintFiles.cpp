@@ -202,6 +202,11 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       scanned.push_back({f, "", false, true, false, 0, {}, {}, 0});
     }
   }
+  // The language server's pre-scan cache, and what its masks mean (the words, in bit order).
+  PrescanCache* prescans = persistent ? &persistent->prescans() : nullptr;
+  std::string prescanWords;
+  for (auto w : words) prescanWords.append(w).push_back('\n');
+  for (const auto& w : extraWords) prescanWords.append("+").append(w).push_back('\n');
   constexpr size_t kMaxExtraFiles = 4000;
   // Breadth first, a wave per import level: each wave's files are read, masked and scanned for
   // imports on `jobs` threads, then their imports are resolved in order (the same order, and so
@@ -219,13 +224,34 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       Scanned& sc = scanned[first + k];
       Read& rd = reads[k];
       try {
+        bool wantText = sc.linted || sc.importer;
+        // A file on disk the language server's table has seen unchanged: its mask and imports are
+        // known; read only when its text is analysed.
+        std::optional<std::pair<uint64_t, int64_t>> stat;
+        if (prescans && !options_.overlays.count(absolutePathKey(sc.path))) stat = PrescanCache::statOf(sc.path);
+        std::optional<PrescanCache::Entry> known;
+        if (stat) known = prescans->find(sc.path, stat->first, stat->second, prescanWords);
+        if (known && (sc.depth >= 2 || known->hasImports)) {
+          if (wantText) {
+            rd.r = readSource(sc.path, options_);
+            rd.problem = rd.r.skipped ? rd.r.skipped : contentProblem(rd.r.text, options_.maxFileBytes);
+            if (rd.problem) return;
+          }
+          rd.bytes = known->size;
+          sc.mask = known->mask;
+          if (sc.depth < 2) rd.imports = known->imports;
+          return;
+        }
         rd.r = readSource(sc.path, options_);
         rd.problem = rd.r.skipped ? rd.r.skipped : contentProblem(rd.r.text, options_.maxFileBytes);
         if (rd.problem) return;
         rd.bytes = rd.r.text.size();
         sc.mask = maskOf(rd.r.text);
         if (sc.depth < 2) rd.imports = scanImports(rd.r.text);
-        if (!sc.linted && !sc.importer) rd.r.text = std::string();  // only its mask and imports were wanted
+        if (stat && stat->first == rd.bytes)
+          prescans->store(sc.path, PrescanCache::Entry{stat->first, stat->second, sc.mask, sc.depth < 2, rd.imports},
+                          prescanWords);
+        if (!wantText) rd.r.text = std::string();  // only its mask and imports were wanted
       } catch (const std::exception& e) {  // (out of memory): this file is skipped, not the run
         rd = Read{};
         rd.problem = std::string("file skipped: ") + e.what();

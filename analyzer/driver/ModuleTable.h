@@ -140,6 +140,8 @@ class ModuleTable final : public semantic::ModuleLookup {
   // What the search for a linted file's importers learnt of each project file (driver/Importers.h),
   // kept as long as the table (a language server's session).
   ImportScanCache& importScans() { return importScans_; }
+  // What the pre-scan learnt of each file on disk (driver/Importers.h), kept as long as the table.
+  PrescanCache& prescans() { return prescans_; }
 
  private:
   Entry* entryFor(const std::string& key, const std::string& path);
@@ -158,6 +160,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   std::atomic<uint64_t> clock_{0};
   std::set<std::string> parsedKeys_;
   ImportScanCache importScans_;
+  PrescanCache prescans_;
 };
 
 }  // namespace shardlint
