@@ -131,12 +131,16 @@ ProjectIndex::Module ProjectIndex::moduleOf(const std::string& path) const {
 
 std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, const std::string& fromFile) const {
   if (dotted.empty() || dotted[0] == '.') return std::nullopt;
-  fs::path fromDir = absoluteOf(fromFile).parent_path();
   std::vector<fs::path> roots;
   size_t list = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    list = rootListOf(fromDir);
+    if (auto known = rootsOfFile_.find(fromFile); known != rootsOfFile_.end()) {
+      list = known->second;
+    } else {
+      list = rootListOf(absoluteOf(fromFile).parent_path());
+      rootsOfFile_.emplace(fromFile, list);
+    }
     auto it = cache_.find({list, dotted});
     if (it != cache_.end()) return it->second;
     roots = rootLists_[list];

@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace shardlint {
@@ -60,6 +61,8 @@ class ProjectIndex {
   mutable std::map<std::string, size_t> rootsOfDir_;
   mutable std::vector<std::vector<std::filesystem::path>> rootLists_;
   mutable std::map<std::pair<size_t, std::string>, std::optional<std::string>> cache_;  // (roots, dotted)
+  // Per importing file as spelled: the index of its folder's roots (no path arithmetic per lookup).
+  mutable std::unordered_map<std::string, size_t> rootsOfFile_;
   size_t rootListOf(const std::filesystem::path& dir) const;  // with mu_ held
   struct Enclosing {
     std::filesystem::path project, repository;
