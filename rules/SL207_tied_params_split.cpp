@@ -23,8 +23,6 @@ bool hasCall(const Lineage& l) {
     return n.size() >= 2 && n.substr(n.size() - 2) == "()";
   });
 }
-// The same lineage edge for edge (no index wildcard): two writes of one attribute path.
-bool sameEdges(const Lineage& a, const Lineage& b) { return a.root == b.root && a.edges == b.edges; }
 
 // One tie: `<a>.<attr> = <b>.<attr2>` (or one nn.Parameter assigned to both), with a and b two
 // distinct modules of one model, neither inside the other.

@@ -1,0 +1,158 @@
+// transformers' Trainer and TrainingArguments (and trl's): where FSDP is on for a Trainer, and SL202's facts
+// about optimizers handed to it.
+#include <algorithm>
+
+#include "fsdp/FsdpModelImpl.h"
+
+namespace shardlint::rules::fsdp {
+
+using semantic::CallSite;
+using semantic::kNoObj;
+using semantic::Obj;
+using semantic::ObjKind;
+
+// transformers' TrainingArguments and the trl configs that derive from it.
+bool isTrainingArguments(std::string_view q) {
+  return (startsWith(q, "transformers.") && endsWith(q, "TrainingArguments")) ||
+         (startsWith(q, "trl.") && endsWith(q, "Config") && !endsWith(q, "ModelConfig") && !endsWith(q, "ScriptArguments"));
+}
+
+// transformers' Trainer, a trl trainer, or a project class deriving from one (resolved bases).
+bool isHfTrainer(std::string_view q) {
+  return (startsWith(q, "transformers.") || startsWith(q, "trl.")) && endsWith(q, "Trainer");
+}
+bool derivesFromHfTrainer(const semantic::ClassDef* cls, int depth) {
+  if (!cls || depth > 8) return false;
+  for (const auto& b : cls->bases)
+    if (isHfTrainer(b)) return true;
+  for (const semantic::ClassDef* b : cls->localBases)
+    if (derivesFromHfTrainer(b, depth + 1)) return true;
+  return false;
+}
+
+// What `fsdp=` of TrainingArguments says: "on" (a non-empty option string or list, True), "off" ("",
+// False, None, an empty list, not passed), "?" (not a constant).
+std::string trainerFsdpSetting(const Store& st, const ValueSet* v) {
+  if (!v) return "off";
+  if (v->empty()) return "?";
+  std::string out;
+  for (ObjId id : *v) {
+    const Obj& o = st.obj(id);
+    std::string one;
+    if (o.kind == ObjKind::Literal) {
+      if (o.name == "True") one = "on";
+      else if (o.name == "False" || o.name == "None") one = "off";
+      else if (o.hasTag("inexact")) one = "?";
+      else if (o.hasTag("str") || !semantic::truthOfConstant(o.name).has_value())  // a string
+        one = o.name.find_first_not_of(" \t") == std::string::npos ? "off" : "on";
+      else one = "?";  // a number
+    } else if (o.kind == ObjKind::Container && (o.containerKind == 'l' || o.containerKind == 't')) {
+      one = o.elements().empty() ? "off" : "on";
+    } else {
+      one = "?";
+    }
+    if (!out.empty() && out != one) return "?";
+    out = one;
+  }
+  return out;
+}
+
+// Where FSDP is enabled for a Trainer call: "args" (its TrainingArguments say so), "config" (the accelerate config
+// the script is launched with), else ""; `setting` is the arguments' own ("on", "off", "?"; "" without arguments),
+// and `attrs` gets what the finding or the control names. `callerValues`: ask for the caller's arguments when the
+// analysis cannot read them here (findings only).
+std::string FsdpCallModel::trainerFsdpFrom(CallSite& site, std::map<std::string, std::string, std::less<>>& attrs,
+                                           std::string& setting, bool callerValues) {
+  Store& st = site.in.store();
+  std::string from;
+  setting.clear();
+  if (const ValueSet* args = site.arg(1, "args")) {
+    for (ObjId a : *args) {
+      const Obj& ao = st.obj(a);
+      std::string one = ao.hasTag("training_args") ? std::string(ao.tag("trainer_fsdp")) : "?";
+      if (!setting.empty() && setting != one) one = "?";
+      setting = one;
+      if (one == "on" || one == "off") {
+        attrs["fsdp_text"] = std::string(ao.tag("trainer_fsdp_text"));
+        attrs["fsdp_at"] = std::string(ao.tag("trainer_fsdp_at"));
+      }
+      if (one == "on")
+        attrs["args_at"] = std::to_string(ao.origin.file) + ":" + std::to_string(ao.origin.range.begin) + "-" +
+                           std::to_string(ao.origin.range.end);
+    }
+    if (setting == "on") from = "args";
+    else if (callerValues) site.in.needsCallerValue(*args);  // a caller may pass arguments that enable FSDP
+  }
+  if (from.empty()) {
+    auto fact = [&](const char* k) {
+      auto it = facts_.find(k);
+      return it == facts_.end() ? std::string() : it->second;
+    };
+    if (!fact("accelerate_fsdp").empty()) {
+      from = "config";
+      for (const char* k : {"config", "config_line", "config_col"})
+        if (!fact(k).empty()) attrs[k] = fact(k);
+      attrs["fsdp_version"] = fact("accelerate_fsdp");
+    }
+  }
+  return from;
+}
+
+void FsdpCallModel::noteTrainerOptimizers(CallSite& site, const ValueSet* pair) {
+  // SL202: `Trainer(..., optimizers=(opt, sched))` where FSDP is on raises in `Trainer.__init__` when
+  // either is not None. What is passed: the tuple's elements, each a value that is not the constant None.
+  // Without `optimizers=` (or with `(None, None)`) nothing is passed.
+  Store& st = site.in.store();
+  bool optimizer = false, scheduler = false, known = pair == nullptr, unsure = false;
+  for (ObjId c : pair ? *pair : ValueSet{}) {
+    const Obj& co = st.obj(c);
+    if (co.kind != ObjKind::Container || co.elements().size() != 2) continue;
+    known = true;
+    // A parameter's value is the caller's (it may pass None): not counted here, and the summary is
+    // interpreted at each call instead.
+    auto passed = [&](const ValueSet& vs) {
+      site.in.needsCallerValue(vs);
+      return std::any_of(vs.begin(), vs.end(), [&](ObjId v) {
+        const Obj& o = st.obj(v);
+        ObjKind rk = st.obj(st.rootOf(v)).kind;
+        if (rk == ObjKind::Arg || rk == ObjKind::Global) unsure = true;
+        return !(o.kind == ObjKind::Literal && o.name == "None") && rk != ObjKind::Arg && rk != ObjKind::Global;
+      });
+    };
+    optimizer = optimizer || passed(co.elements()[0]);
+    scheduler = scheduler || passed(co.elements()[1]);
+  }
+  if (!known) {
+    site.in.needsCallerValue(*pair);  // a caller may pass the tuple
+    return;
+  }
+  std::map<std::string, std::string, std::less<>> attrs;
+  attrs["call"] = calleeText(site);
+  std::string setting;
+  if (!optimizer && !scheduler) {
+    // A control of SL202 (`shardlint probe --controls`): FSDP on and the Trainer left to build its own optimizer.
+    if (unsure || site.splat || trainerFsdpFrom(site, attrs, setting, false).empty()) return;
+    attrs["kind"] = "own";
+    attrs["fsdp_from"] = setting == "on" ? "args" : "config";
+    site.in.domainEvent("trainer_control", kNoObj, site.origin, std::move(attrs));
+    return;
+  }
+  attrs["passed"] = optimizer && scheduler ? "an optimizer and a scheduler" : optimizer ? "an optimizer" : "a scheduler";
+  // FSDP on: by the arguments, else by the accelerate config the script is launched with.
+  std::string from = trainerFsdpFrom(site, attrs, setting, true);
+  semantic::Origin at = site.origin;
+  for (size_t i = 0; i < site.kwargs.size() && i < site.kwargOrigins.size(); ++i)
+    if (site.kwargs[i].first == "optimizers") at = site.kwargOrigins[i];
+  if (from.empty()) {
+    // A control: an optimizer handed over while the arguments turn FSDP off as written (`fsdp=""`), no config on.
+    if (setting == "off" && !attrs["fsdp_text"].empty() && !site.splat) {
+      attrs["kind"] = "off";
+      site.in.domainEvent("trainer_control", kNoObj, at, std::move(attrs));
+    }
+    return;
+  }
+  attrs["fsdp_from"] = from;
+  site.in.domainEvent("trainer_optimizers", kNoObj, at, std::move(attrs));
+}
+
+}  // namespace shardlint::rules::fsdp

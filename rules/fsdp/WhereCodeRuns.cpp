@@ -1,0 +1,136 @@
+// Where code runs: code that never runs where it is analysed, code a test expects to fail, the conditions
+// code runs under, wraps that run before a point, and wraps of a part of an already-sharded model.
+#include <algorithm>
+
+#include "fsdp/FsdpModelImpl.h"
+
+namespace shardlint::rules::fsdp {
+
+using semantic::EventKind;
+using semantic::kNoObj;
+
+namespace {
+
+// What a "the model is (not) sharded yet" test asks: an FSDP1 wrapper object, or a module that
+// `fully_shard` made an FSDPModule; nullopt for any other test.
+enum class ShardTest { Fsdp1, Fsdp2 };
+std::optional<ShardTest> shardTestOf(const semantic::Region& r, std::string_view n) {
+  std::string_view last = lastComponent(n);
+  if (r.kind == "isinstance") {
+    if (last == "FSDPModule") return ShardTest::Fsdp2;
+    if (last == "FullyShardedDataParallel" || (startsWith(n, "torch.distributed.") && last == "FSDP"))
+      return ShardTest::Fsdp1;
+  } else if (r.kind == "hasattr") {
+    if (n == "reshard" || n == "unshard") return ShardTest::Fsdp2;
+    if (n == "_fsdp_wrapped_module") return ShardTest::Fsdp1;
+  }
+  return std::nullopt;
+}
+
+// `v` is sharded at point `at` in the way `test` asks, on every path.
+bool shardedAt(const Store& st, ObjId v, ShardTest test, semantic::PointId at) {
+  const semantic::Obj& o = st.obj(v);
+  if (test == ShardTest::Fsdp1) return o.tag("fsdp_wrapper") == "fsdp1";
+  Lineage l = lineageOf(st, v);
+  if (l.root == kNoObj) return false;
+  for (const Event& e : st.events) {
+    if (e.kind != EventKind::Domain || e.name != "wrap" || e.attr("api") != "fully_shard" || e.target == kNoObj)
+      continue;
+    if (!st.dominates(e.point, at) || st.neverRuns(e.point) || expectedToFail(st, e.point)) continue;
+    Lineage t = lineageOf(st, e.target);
+    if (within(t, l) && within(l, t)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool neverRuns(const Store& st, semantic::PointId p) {
+  if (st.regions.empty() || p == semantic::kNoPoint) return false;
+  if (st.neverRuns(p)) return true;
+  for (const semantic::Region* r : st.regionsAt(p)) {
+    if (!r->negated || r->subject.empty() || (r->kind != "isinstance" && r->kind != "hasattr")) continue;
+    std::vector<ShardTest> tests;
+    for (const auto& n : r->names)
+      if (auto t = shardTestOf(*r, n)) tests.push_back(*t);
+    if (tests.empty()) continue;
+    // A value that the same variable holds wrapped too, by an FSDP1 wrapper made on every path before
+    // the test (`m = FSDP(m)` in an arm its flag always selects, merged with the arm not taken), is
+    // that wrapper there.
+    auto superseded = [&](ObjId v) {
+      return std::any_of(r->subject.begin(), r->subject.end(), [&](ObjId w) {
+        const semantic::Obj& wo = st.obj(w);
+        return w != v && wo.tag("fsdp_wrapper") == "fsdp1" && !wo.inputs().empty() &&
+               std::binary_search(wo.inputs()[0].begin(), wo.inputs()[0].end(), v) && st.dominates(wo.point, r->begin);
+      });
+    };
+    // The test holds (the code runs only when it does not) for every value: some named class matches.
+    bool allSharded = std::all_of(r->subject.begin(), r->subject.end(), [&](ObjId v) {
+      return superseded(v) ||
+             std::any_of(tests.begin(), tests.end(), [&](ShardTest t) { return shardedAt(st, v, t, r->begin); });
+    });
+    if (allSharded) return true;
+  }
+  return false;
+}
+
+std::string onlyWhen(const Store& st, std::initializer_list<semantic::PointId> points) {
+  std::vector<std::string> conds;
+  for (semantic::PointId p : points)
+    for (auto& c : st.conditionsAt(p))
+      if (std::find(conds.begin(), conds.end(), c) == conds.end()) conds.push_back(std::move(c));
+  if (conds.empty()) return "";
+  std::string out = "only when ";
+  for (size_t i = 0; i < conds.size(); ++i) {
+    if (i) out += " and ";
+    out += conds[i];
+  }
+  return out;
+}
+
+bool expectedToFail(const Store& st, semantic::PointId p) {
+  if (st.regions.empty()) return false;
+  for (const semantic::Region* r : st.regionsAt(p)) {
+    if (r->kind != "with") continue;
+    for (const auto& n : r->names)
+      if (n == "pytest.raises" || n == ".assertRaises" || n == ".assertRaisesRegex" || n == ".assertRaisesRegexp")
+        return true;
+  }
+  return false;
+}
+
+Lineage alreadyShardedBy(const Store& st, const Event& wrap) {
+  if (wrap.target == kNoObj || st.regions.empty()) return {};
+  Lineage target = lineageOf(st, wrap.target);
+  for (const semantic::Region* r : st.regionsAt(wrap.point)) {
+    if (r->negated) continue;
+    bool sharded = false;
+    for (const auto& n : r->names) {
+      std::string_view last = lastComponent(n);
+      if (r->kind == "isinstance")
+        sharded = sharded || last == "FSDPModule" || last == "FullyShardedDataParallel" ||
+                  (startsWith(n, "torch.distributed.") && last == "FSDP");
+      else if (r->kind == "hasattr")
+        sharded = sharded || n == "reshard" || n == "unshard" || n == "_fsdp_wrapped_module";
+    }
+    if (!sharded) continue;
+    for (ObjId subj : r->subject) {
+      Lineage l = lineageOf(st, subj);
+      if (within(target, l)) return l;
+    }
+  }
+  return {};
+}
+
+bool wrappedBefore(const Store& st, const Event& w, semantic::PointId p) {
+  if (st.dominates(w.point, p)) return true;
+  if (!st.precedes(w.point, p)) return false;
+  for (int a = st.points[static_cast<size_t>(w.point)].arm; a >= 0 && !st.insideArm(p, a);
+       a = st.arms[static_cast<size_t>(a)].parent) {
+    const semantic::Arm& arm = st.arms[static_cast<size_t>(a)];
+    if (!arm.loop && !arm.alwaysTaken(st)) return false;
+  }
+  return true;
+}
+
+}  // namespace shardlint::rules::fsdp
