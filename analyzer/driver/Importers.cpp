@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 
 #include "core/Parallel.h"
@@ -111,7 +112,13 @@ ImportersFound findImporters(const ProjectIndex& index, const std::vector<std::s
     }
     if (words.empty()) break;
     std::vector<char> imports(pool.size(), 0);
+    std::atomic<bool> stopped{false};
     parallelFor(pool.size(), jobs, [&](size_t k) {
+      if (stopped) return;
+      if (options.interrupted && k % 8 == 0 && options.interrupted()) {  // new input: the search gives way
+        stopped = true;
+        return;
+      }
       try {
         auto spelled = cache.importsMentioning(pool[k], words, options);
         if (!spelled) return;
@@ -127,6 +134,7 @@ ImportersFound findImporters(const ProjectIndex& index, const std::vector<std::s
       } catch (const std::exception&) {  // (out of memory): this candidate is not an importer
       }
     });
+    if (stopped) throw LintInterrupted();
     std::vector<std::string> found, rest;
     for (size_t k = 0; k < pool.size(); ++k) (imports[k] ? found : rest).push_back(pool[k]);
     if (out.files.size() + found.size() > bounds.maxFiles) {

@@ -49,9 +49,6 @@ struct ImporterSearch {
   size_t maxFiles = 16;
 };
 
-// The files among `candidates` (the project's Python files that are not linted) that import one of
-// `targets` (linted Python files), directly or through other importers, nearest first. `truncated`
-// says the bound cut the list.
 // What the pre-scan learnt of a file on disk: which of its words it mentions and what it imports.
 // Kept by the language server's module table between lints and reused while the file's size and
 // modification time are unchanged and the words are the same; open buffers are never kept.
@@ -79,6 +76,9 @@ struct ImportersFound {
   std::vector<std::string> files;
   bool truncated = false;
 };
+// The files among `candidates` (the project's Python files that are not linted) that import one of
+// `targets` (linted Python files), directly or through other importers, nearest first. `truncated`
+// says the bound cut the list. Throws LintInterrupted when `options.interrupted` says so.
 ImportersFound findImporters(const ProjectIndex& index, const std::vector<std::string>& targets,
                              const std::vector<std::string>& candidates, const LintOptions& options,
                              ImportScanCache& cache, unsigned jobs, ImporterSearch bounds = {});

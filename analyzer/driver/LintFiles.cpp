@@ -351,6 +351,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
   }
   auto t1 = Clock::now();
+  if (options_.interrupted && options_.interrupted()) throw LintInterrupted();  // before the analysis
 
   // ---- analysis: one task per relevant linted file, in parallel, over one module table.
   std::unique_ptr<ModuleTable> ownTable;
