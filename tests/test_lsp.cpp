@@ -410,3 +410,30 @@ TEST_CASE("lsp: findings an importer makes in the edited file survive the fast p
   withFinding(3, 8);
   CHECK(s.shutdownAndExit() == 0);
 }
+
+// The server keeps a project's walk (its launch scripts and configs) for a few seconds between lints; a
+// file the client reports created (workspace/didChangeWatchedFiles) is seen at the next lint.
+TEST_CASE("lsp: a launch script and config created on disk are seen after the client reports them", "[lsp]") {
+  TempDir dir;
+  dir.write("pyproject.toml", "[project]\nname = \"p\"\n");
+  const std::string train =
+      "import torch\nfrom accelerate import Accelerator\n\n\ndef main(model):\n"
+      "    accelerator = Accelerator()\n    opt = torch.optim.AdamW(model.parameters())\n"
+      "    model, opt = accelerator.prepare(model, opt)\n    opt.step()\n";
+  std::string uri = uriOf(dir.write("train.py", train));
+  LspProcess s;
+  s.initialize({}, dir.path());
+  s.open(uri, train);
+  CHECK(s.published(uri, 1)["diagnostics"].empty());
+  dir.write("configs/fsdp1.yaml",
+            "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 1\n  fsdp_use_orig_params: false\n");
+  dir.write("scripts/run.sh", "accelerate launch --config_file configs/fsdp1.yaml train.py\n");
+  s.notify("workspace/didChangeWatchedFiles",
+           {{"changes", {{{"uri", uriOf(dir.path() / "configs/fsdp1.yaml")}, {"type", 1}},
+                         {{"uri", uriOf(dir.path() / "scripts/run.sh")}, {"type", 1}}}}});
+  s.change(uri, 2, {LspProcess::edit(rangeOf(8, 14, 8, 14), "  # step")});
+  json d = s.published(uri, 2)["diagnostics"];
+  REQUIRE(d.size() == 1);
+  CHECK(d[0]["code"] == "SL402");
+  CHECK(s.shutdownAndExit() == 0);
+}

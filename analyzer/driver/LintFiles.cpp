@@ -147,17 +147,29 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     for (const auto& p : pyPaths)
       if (auto d = index.projectDirOf(p); !d.empty()) dirs.insert(d.string());
     // A project larger than this is not searched (its scripts get only the configs named or linked by
-    // the named launch scripts): the walk happens on every run, the editor's too.
+    // the named launch scripts).
     constexpr size_t kMaxProjectEntries = 20000;
+    // The language server's table keeps each walk for a few seconds (ModuleTable::walk).
     for (const auto& d : dirs) {
-      DiscoveryResult found = discover({d}, kMaxProjectEntries);
-      if (found.truncated) continue;
-      ProjectFiles& pf = projects[d];
-      for (const auto& f : found.files) {
-        if (isLaunchPath(f)) pf.launch.push_back(f);
-        else if (isConfigPath(f)) pf.configs.push_back(f);
-        else if (!isCxxPath(f)) pf.python.push_back(f);
+      std::optional<ModuleTable::ProjectWalk> walk;
+      if (persistent) walk = persistent->walk(d);
+      if (!walk) {
+        DiscoveryResult found = discover({d}, kMaxProjectEntries);
+        walk.emplace();
+        walk->truncated = found.truncated;
+        if (!found.truncated)
+          for (auto& f : found.files) {
+            if (isLaunchPath(f)) walk->launch.push_back(std::move(f));
+            else if (isConfigPath(f)) walk->configs.push_back(std::move(f));
+            else if (!isCxxPath(f)) walk->python.push_back(std::move(f));
+          }
+        if (persistent) persistent->storeWalk(d, *walk);
       }
+      if (walk->truncated) continue;
+      ProjectFiles& pf = projects[d];
+      pf.launch = std::move(walk->launch);
+      pf.configs = std::move(walk->configs);
+      pf.python = std::move(walk->python);
     }
   }
   std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all, projects);

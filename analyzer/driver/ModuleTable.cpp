@@ -386,6 +386,25 @@ std::vector<std::pair<std::string, uint64_t>> ModuleTable::dependencyClosure(con
   return out;
 }
 
+std::optional<ModuleTable::ProjectWalk> ModuleTable::walk(const std::string& dir) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = walks_.find(dir);
+  if (it == walks_.end()) return std::nullopt;
+  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.first).count() > kWalkSeconds)
+    return std::nullopt;
+  return it->second.second;
+}
+
+void ModuleTable::storeWalk(const std::string& dir, ProjectWalk walk) {
+  std::lock_guard<std::mutex> lock(mu_);
+  walks_[dir] = {std::chrono::steady_clock::now(), std::move(walk)};
+}
+
+void ModuleTable::forgetWalks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  walks_.clear();
+}
+
 size_t ModuleTable::filesParsed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return parsedKeys_.size();

@@ -12,6 +12,7 @@
 // text changed and every entry that depends on them (refresh()).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -142,6 +143,18 @@ class ModuleTable final : public semantic::ModuleLookup {
   ImportScanCache& importScans() { return importScans_; }
   // What the pre-scan learnt of each file on disk (driver/Importers.h), kept as long as the table.
   PrescanCache& prescans() { return prescans_; }
+  // The project walks of the language server's lints (driver/LintFiles.cpp): a project folder's files
+  // by kind, or `truncated` when the walk stopped at its bound. Kept for kWalkSeconds, or until
+  // forgetWalks() (the server calls it when the client reports files changed on disk): a file created
+  // or deleted meanwhile shows when the folder is walked again.
+  struct ProjectWalk {
+    bool truncated = false;
+    std::vector<std::string> launch, configs, python;
+  };
+  static constexpr double kWalkSeconds = 2.0;
+  std::optional<ProjectWalk> walk(const std::string& dir) const;
+  void storeWalk(const std::string& dir, ProjectWalk walk);
+  void forgetWalks();
 
  private:
   Entry* entryFor(const std::string& key, const std::string& path);
@@ -161,6 +174,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   std::set<std::string> parsedKeys_;
   ImportScanCache importScans_;
   PrescanCache prescans_;
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, ProjectWalk>> walks_;  // under mu_
 };
 
 }  // namespace shardlint

@@ -362,6 +362,7 @@ void Server::didChangeWatchedFiles(const json& params) {
     if (name == "pyproject.toml" || name == ".shardlint.toml") settings = true;
   }
   if (settings) reloadSettings(true);
+  if (table_) table_->forgetWalks();  // a file created or deleted changes a project's files
   othersDirty_ = true;  // a config or module on disk may change any open document's results
 }
 
