@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -563,5 +564,17 @@ TEST_CASE("WordSet: one pass finds what find() finds", "[unit]") {
     }
     INFO(text);
     REQUIRE(set.scan(text) == naive(text));
+  }
+}
+
+// absolutePathKey's shortcut for paths already absolute and normal gives what the full computation gives.
+TEST_CASE("absolutePathKey: normal absolute paths as they are, the others made so", "[unit]") {
+  for (std::string p : {"/a/b.py", "/a/b/", "/", "/a/.hidden/x.py", "/a/..b/c", "/a/b..", "/a/./b", "/a/../b", "/a//b",
+                        "/a/b/.", "/a/b/..", "//a", "a/b.py", "./a", "../a", "", "/a/...", "/a/.../b"}) {
+    INFO(p);
+    std::error_code ec;
+    auto abs = std::filesystem::absolute(p, ec);
+    std::string slow = (ec ? std::filesystem::path(p) : abs).lexically_normal().string();
+    CHECK(shardlint::absolutePathKey(p) == slow);
   }
 }

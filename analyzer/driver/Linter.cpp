@@ -90,7 +90,29 @@ bool RuleSelection::enabled(const RuleInfo& info) const {
 
 // ------------------------------------------------------------------ Linter
 
+namespace {
+
+// An absolute path with no empty, `.` or `..` component: already what lexically_normal() gives.
+bool normalAbsolute(const std::string& p) {
+  if (p.empty() || p[0] != '/') return false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] != '/') continue;
+    size_t j = i + 1;
+    if (j == p.size()) return true;  // a trailing separator is kept by lexically_normal too
+    if (p[j] == '/') return false;
+    if (p[j] == '.') {
+      size_t k = j + 1;
+      if (k == p.size() || p[k] == '/') return false;
+      if (p[k] == '.' && (k + 1 == p.size() || p[k + 1] == '/')) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string absolutePathKey(const std::string& path) {
+  if (normalAbsolute(path)) return path;  // the common case, without a getcwd() and a path split
   std::error_code ec;
   auto abs = std::filesystem::absolute(path, ec);
   return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();
