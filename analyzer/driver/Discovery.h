@@ -5,6 +5,12 @@
 
 namespace shardlint {
 
+// A project folder's files by kind (the linter's project walk): launch scripts, configuration files and
+// Python files.
+struct ProjectFiles {
+  std::vector<std::string> launch, configs, python;
+};
+
 struct DiscoveryResult {
   std::vector<std::string> files;   // as the user would spell them, sorted, unique
   std::vector<std::string> errors;  // paths that do not exist

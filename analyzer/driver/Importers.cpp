@@ -38,10 +38,9 @@ std::optional<std::vector<std::string>> ImportScanCache::importsMentioning(const
     if (!mentionsAny(r.text, words)) return std::nullopt;
     return scanImports(r.text);
   }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) > options.maxFileBytes) return std::nullopt;
-  uint64_t size = static_cast<uint64_t>(st.st_size);
-  int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  auto stamp = PrescanCache::statOf(path);
+  if (!stamp || stamp->first > options.maxFileBytes) return std::nullopt;
+  auto [size, mtime] = *stamp;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(path);

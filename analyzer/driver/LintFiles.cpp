@@ -159,17 +159,13 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         walk->truncated = found.truncated;
         if (!found.truncated)
           for (auto& f : found.files) {
-            if (isLaunchPath(f)) walk->launch.push_back(std::move(f));
-            else if (isConfigPath(f)) walk->configs.push_back(std::move(f));
-            else if (!isCxxPath(f)) walk->python.push_back(std::move(f));
+            if (isLaunchPath(f)) walk->files.launch.push_back(std::move(f));
+            else if (isConfigPath(f)) walk->files.configs.push_back(std::move(f));
+            else if (!isCxxPath(f)) walk->files.python.push_back(std::move(f));
           }
         if (persistent) persistent->storeWalk(d, *walk);
       }
-      if (walk->truncated) continue;
-      ProjectFiles& pf = projects[d];
-      pf.launch = std::move(walk->launch);
-      pf.configs = std::move(walk->configs);
-      pf.python = std::move(walk->python);
+      if (!walk->truncated) projects[d] = std::move(walk->files);
     }
   }
   std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all, projects);
@@ -243,20 +239,18 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         if (prescans && !options_.overlays.count(absolutePathKey(sc.path))) stat = PrescanCache::statOf(sc.path);
         std::optional<PrescanCache::Entry> known;
         if (stat) known = prescans->find(sc.path, stat->first, stat->second, prescanWords);
-        if (known && (sc.depth >= 2 || known->hasImports)) {
-          if (wantText) {
-            rd.r = readSource(sc.path, options_);
-            rd.problem = rd.r.skipped ? rd.r.skipped : contentProblem(rd.r.text, options_.maxFileBytes);
-            if (rd.problem) return;
-          }
+        if (known && sc.depth < 2 && !known->hasImports) known.reset();  // its imports are wanted now
+        if (!known || wantText) {
+          rd.r = readSource(sc.path, options_);
+          rd.problem = rd.r.skipped ? rd.r.skipped : contentProblem(rd.r.text, options_.maxFileBytes);
+          if (rd.problem) return;
+        }
+        if (known) {
           rd.bytes = known->size;
           sc.mask = known->mask;
           if (sc.depth < 2) rd.imports = known->imports;
           return;
         }
-        rd.r = readSource(sc.path, options_);
-        rd.problem = rd.r.skipped ? rd.r.skipped : contentProblem(rd.r.text, options_.maxFileBytes);
-        if (rd.problem) return;
         rd.bytes = rd.r.text.size();
         sc.mask = maskOf(rd.r.text);
         if (sc.depth < 2) rd.imports = scanImports(rd.r.text);

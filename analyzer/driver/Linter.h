@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/Diagnostic.h"
+#include "driver/Discovery.h"
 #include "driver/ModuleTable.h"
 #include "driver/Requirements.h"
 #include "driver/Rule.h"
@@ -223,9 +224,6 @@ class Linter {
   // found in it, so that a script's config does not depend on which other files are named. Keys of the
   // result: a script's absolute path (its own link), "" (--accelerate-config), "project:DIR" (the only
   // accelerate FSDP config of that project), "named" (the only one named, for files in no project).
-  struct ProjectFiles {
-    std::vector<std::string> launch, configs, python;
-  };
   std::map<std::string, Facts> linkConfigs(const std::vector<std::string>& launchPaths,
                                            std::map<std::string, Facts> configFacts,
                                            std::vector<Diagnostic>* diagnostics,

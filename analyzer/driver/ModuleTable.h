@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/Discovery.h"
 #include "driver/Importers.h"
 #include "semantic/ModuleIndex.h"
 #include "semantic/Summaries.h"
@@ -149,7 +150,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   // or deleted meanwhile shows when the folder is walked again.
   struct ProjectWalk {
     bool truncated = false;
-    std::vector<std::string> launch, configs, python;
+    ProjectFiles files;
   };
   static constexpr double kWalkSeconds = 2.0;
   std::optional<ProjectWalk> walk(const std::string& dir) const;

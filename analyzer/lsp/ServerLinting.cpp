@@ -91,6 +91,14 @@ bool contains(const std::vector<Diagnostic>& in, const Diagnostic& d) {
   return std::any_of(in.begin(), in.end(), [&](const Diagnostic& x) { return sameFinding(x, d); });
 }
 
+// `base` with the findings of `more` it does not have, in output order.
+std::vector<Diagnostic> merged(std::vector<Diagnostic> base, const std::vector<Diagnostic>& more) {
+  for (const auto& m : more)
+    if (!contains(base, m)) base.push_back(m);
+  sortDiagnostics(base);
+  return base;
+}
+
 }  // namespace
 
 // One lint per changed document per batch, published at once: the fast pass, the file's own analysis
@@ -125,12 +133,8 @@ void Server::flush(bool complete) {
     Document& d = it->second;
     try {
       d.own = lintFindings(d, fast, "fast pass");
-      std::vector<Diagnostic> merged = d.own;
-      for (const auto& v : d.viaImporters)
-        if (!contains(merged, v)) merged.push_back(v);
-      sortDiagnostics(merged);
-      d.diagnostics = toLsp(merged);
-      d.findings = std::move(merged);
+      d.findings = merged(d.own, d.viaImporters);
+      d.diagnostics = toLsp(d.findings);
       if (std::find(fullPending_.begin(), fullPending_.end(), uri) == fullPending_.end()) fullPending_.push_back(uri);
     } catch (const std::exception& e) {
       log(1, "internal error while linting " + d.path + ": " + e.what());
@@ -158,10 +162,7 @@ void Server::flush(bool complete) {
     std::vector<Diagnostic> full;
     try {
       if (!recheck) {  // its own findings are the fast pass's: only the importers' are added
-        full = d.own;
-        for (auto& f : lintFindings(d, importers, "importers pass"))
-          if (!contains(full, f)) full.push_back(std::move(f));
-        sortDiagnostics(full);
+        full = merged(d.own, lintFindings(d, importers, "importers pass"));
       } else {
         full = lintFindings(d, linter, "re-check");
       }
