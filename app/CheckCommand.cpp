@@ -563,7 +563,7 @@ void printStats(const LintStats& stats, const LintOptions& options, Clock::time_
   auto secs = [](auto d) { return std::chrono::duration<double>(d).count(); };
   std::fprintf(stderr,
                "shardlint stats:\n"
-               "  files seen      %zu\n  files read      %zu (pre-scan, including imported project modules)\n"
+               "  files seen      %zu\n  files read      %zu (pre-scan, including imported project modules%s)\n"
                "  files skipped   %zu (the pre-scan ruled them out; not parsed)\n"
                "  files analysed  %zu\n  parses          %zu (of %zu files: analysed files, project modules they pull in, "
                "config files%s)\n"
@@ -572,7 +572,12 @@ void printStats(const LintStats& stats, const LintOptions& options, Clock::time_
                "  bytes read      %llu\n"
                "  time            discovery %.3fs, pre-scan %.3fs, analysis %.3fs, output %.3fs, total %.3fs\n"
                "  jobs            %u\n  peak RSS        %.1f MiB (allocator: %s)\n",
-               stats.filesSeen, stats.filesRead, stats.filesSkipped, stats.filesAnalysed, stats.filesParsed,
+               stats.filesSeen, stats.filesRead,
+               stats.filesKnown ? ("; " + std::to_string(stats.filesKnown) +
+                                   " of them known unchanged by their size and times, not read again")
+                                      .c_str()
+                                : "",
+               stats.filesSkipped, stats.filesAnalysed, stats.filesParsed,
                stats.filesParsedOnce,
                stats.filesParsed > stats.filesParsedOnce
                    ? ("; " + std::to_string(stats.filesParsed - stats.filesParsedOnce) +

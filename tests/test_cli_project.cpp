@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
+#include <chrono>
 #include <vector>
 
 #include "CliSupport.h"
@@ -247,7 +249,7 @@ TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
   }
   SECTION("a damaged cache file is ignored and replaced") {
     for (const auto& e : fs::directory_iterator(dir.work() / ".shardlint_cache"))
-      if (e.path().extension() == ".json") std::ofstream(e.path()) << "{\"format\": 1, \"files\": {\"x\": [";
+      if (e.path().extension() == ".msgpack") std::ofstream(e.path()) << "\x85\xa6format\x03\xa5names";
     Result again = run(dir, "check . --stats", kDefaultCache);
     CHECK(again.code == 1);
     CHECK(again.out == cold.out);
@@ -280,4 +282,54 @@ TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
     CHECK(blocked.out == cold.out);
     CHECK(statLine(blocked, "cache ").find("not written") != std::string::npos);
   }
+}
+
+// The stamps in the cache: a warm run knows an unchanged file by its size and times and reads none of
+// its text; a file rewritten with its old size and modification time (its status-change time moves)
+// is read again, and a file written less than two seconds before a run is not trusted by its stamp.
+TEST_CASE("cli: the cache knows unchanged files by their stamps; rewritten ones are read again", "[cli][cache]") {
+  TempDir dir;
+  const std::string kDefaultCache = "-u SHARDLINT_CACHE_DIR";
+  const std::string before =
+      "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nfrom helpers import Net\n"
+      "model = Net()\nopt = torch.optim.AdamW(model.parameters())\nmodel = FSDP(model)\nopt.step()\n";
+  const std::string after =  // the same bytes, the optimizer now built after the wrap
+      "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nfrom helpers import Net\n"
+      "model = Net()\nmodel = FSDP(model)\nopt = torch.optim.AdamW(model.parameters())\nopt.step()\n";
+  REQUIRE(before.size() == after.size());
+  dir.write("helpers.py", "import torch\nclass Net(torch.nn.Module):\n    pass\n");
+  dir.write("train.py", before);
+  dir.write("other.py", kBuggy);
+  auto statLine = [](const Result& r, const std::string& key) {
+    for (const auto& l : lines(r.err))
+      if (l.find(key) != std::string::npos) return l;
+    return std::string();
+  };
+  // Stamps younger than two seconds at a run's start are not kept (a file written again within its
+  // clock's granularity could keep them).
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  Result cold = run(dir, "check . --stats --format json", kDefaultCache);
+  CHECK(cold.code == 1);
+  CHECK(statLine(cold, "files read ").find("known unchanged") == std::string::npos);
+  Result warm = run(dir, "check . --stats --format json", kDefaultCache);
+  CHECK(warm.out == cold.out);
+  CHECK(statLine(warm, "files read ").find("3 of them known unchanged") != std::string::npos);
+  CHECK(statLine(warm, "bytes read ").find("bytes read      0") != std::string::npos);
+  CHECK(statLine(warm, "cache ").find("2 of 2 analysed") != std::string::npos);
+  CHECK(reportedPaths(parseJson(warm)).count("train.py") == 1);
+
+  // train.py rewritten with its old size and modification time: only its status-change time tells.
+  fs::path train = dir.work() / "train.py";
+  auto mtime = fs::last_write_time(train);
+  dir.write("train.py", after);
+  fs::last_write_time(train, mtime);
+  Result rewritten = run(dir, "check . --stats --format json", kDefaultCache);
+  CHECK(rewritten.out == run(dir, "check . --no-cache --format json").out);
+  CHECK(reportedPaths(parseJson(rewritten)).count("train.py") == 0);
+  CHECK(statLine(rewritten, "files read ").find("2 of them known unchanged") != std::string::npos);
+  // Written within two seconds of that run: its stamp was not kept, so it is read again.
+  Result again = run(dir, "check . --stats --format json", kDefaultCache);
+  CHECK(again.out == rewritten.out);
+  CHECK(statLine(again, "files read ").find("2 of them known unchanged") != std::string::npos);
+  CHECK(statLine(again, "cache ").find("2 of 2 analysed") != std::string::npos);
 }

@@ -39,12 +39,11 @@ std::optional<std::vector<std::string>> ImportScanCache::importsMentioning(const
     return scanImports(r.text);
   }
   auto stamp = PrescanCache::statOf(path);
-  if (!stamp || stamp->first > options.maxFileBytes) return std::nullopt;
-  auto [size, mtime] = *stamp;
+  if (!stamp || stamp->size > options.maxFileBytes) return std::nullopt;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(path);
-    if (it != entries_.end() && it->second.size == size && it->second.mtime == mtime) {
+    if (it != entries_.end() && it->second.stamp == *stamp) {
       const Entry& e = it->second;
       if (e.imports) return e.imports;
       bool known = true;
@@ -58,29 +57,49 @@ std::optional<std::vector<std::string>> ImportScanCache::importsMentioning(const
   if (mentionsAny(r.text, words)) imports = scanImports(r.text);
   std::lock_guard<std::mutex> lock(mu_);
   Entry& e = entries_[path];
-  if (e.size != size || e.mtime != mtime) e = Entry{size, mtime, std::nullopt, {}};
+  if (e.stamp != *stamp) e = Entry{*stamp, std::nullopt, {}};
   if (imports) e.imports = imports;
   else e.absent.insert(words.begin(), words.end());
   return imports;
 }
 
-std::optional<std::pair<uint64_t, int64_t>> PrescanCache::statOf(const std::string& path) {
+std::optional<FileStamp> PrescanCache::statOf(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  return std::make_pair(static_cast<uint64_t>(st.st_size),
-                        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+  auto ns = [](const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; };
+  return FileStamp{static_cast<uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
 }
 
-std::optional<PrescanCache::Entry> PrescanCache::find(const std::string& path, uint64_t size, int64_t mtime,
+std::optional<PrescanCache::Entry> PrescanCache::find(const std::string& path, const FileStamp& stamp,
                                                       const std::string& words) {
   std::lock_guard<std::mutex> lock(mu_);
   if (words != words_) return std::nullopt;
   auto it = entries_.find(path);
-  if (it == entries_.end() || it->second.size != size || it->second.mtime != mtime) return std::nullopt;
+  if (it == entries_.end() || it->second.stamp != stamp) return std::nullopt;
   return it->second;
 }
 
+uint64_t PrescanCache::hashOf(const std::string& path, const FileStamp& stamp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(path);
+  return it == entries_.end() || it->second.stamp != stamp ? 0 : it->second.hash;
+}
+
+std::map<std::string, PrescanCache::Entry> PrescanCache::snapshot(std::string* words) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *words = words_;
+  return entries_;
+}
+
+void PrescanCache::restore(std::string words, std::map<std::string, Entry> entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  words_ = std::move(words);
+  entries_ = std::move(entries);
+  stores_ = 0;
+}
+
 void PrescanCache::store(const std::string& path, Entry e, const std::string& words) {
+  ++stores_;
   std::lock_guard<std::mutex> lock(mu_);
   if (words != words_) {
     entries_.clear();

@@ -7,6 +7,7 @@
 // driver also analyses the project's files that import a linted file (and the files that import
 // those), keeping only the findings located in linted files.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -21,14 +22,24 @@ namespace shardlint {
 
 struct LintOptions;
 
+// What says a file on disk is unchanged without reading it: its size and its modification and
+// status-change times (ns). The status-change time cannot be set by a user, so a file rewritten
+// with its old size and modification time (`rsync -t`, `touch -r`) still shows as changed.
+struct FileStamp {
+  uint64_t size = 0;
+  int64_t mtime = 0;
+  int64_t ctime = 0;
+  bool operator==(const FileStamp& o) const { return size == o.size && mtime == o.mtime && ctime == o.ctime; }
+  bool operator!=(const FileStamp& o) const { return !(*this == o); }
+};
+
 // What the importer search learnt of each file, kept between runs by the language server (so that
 // an edit costs a stat per project file, not a read): its size and modification time, its imports
 // once scanned, and the module words it was read for and found not to mention.
 class ImportScanCache {
  public:
   struct Entry {
-    uint64_t size = 0;
-    int64_t mtime = 0;
+    FileStamp stamp;
     std::optional<std::vector<std::string>> imports;  // as spelled (scanImports)
     std::set<std::string> absent;                     // words the text does not contain
   };
@@ -49,24 +60,33 @@ struct ImporterSearch {
   size_t maxFiles = 16;
 };
 
-// What the pre-scan learnt of a file on disk: which of its words it mentions and what it imports.
-// Kept by the language server's module table between lints and reused while the file's size and
-// modification time are unchanged and the words are the same; open buffers are never kept.
+// What the pre-scan learnt of a file on disk: which of its words it mentions, what it imports and
+// its content hash. Kept by the language server's module table between lints, and by the persistent
+// cache between command-line runs (ResultCache::stamps), and reused while the file's stamp is
+// unchanged and the words are the same; open buffers are never kept.
 class PrescanCache {
  public:
   struct Entry {
-    uint64_t size = 0;
-    int64_t mtime = 0;
+    FileStamp stamp;
     uint64_t mask = 0;
     bool hasImports = false;           // `imports` was scanned (files near a linted one only)
     std::vector<std::string> imports;  // as spelled (scanImports)
+    uint64_t hash = 0;                 // contentHash of the text; 0 when not computed
   };
-  // (size, modification time in ns) of `path`, or none when it cannot be read.
-  static std::optional<std::pair<uint64_t, int64_t>> statOf(const std::string& path);
-  std::optional<Entry> find(const std::string& path, uint64_t size, int64_t mtime, const std::string& words);
+  // The stamp of the regular file `path`, or none when it cannot be stat'ed.
+  static std::optional<FileStamp> statOf(const std::string& path);
+  std::optional<Entry> find(const std::string& path, const FileStamp& stamp, const std::string& words);
+  // The content hash kept for `path` with this stamp, whatever the words; 0 when none.
+  uint64_t hashOf(const std::string& path, const FileStamp& stamp);
   void store(const std::string& path, Entry e, const std::string& words);
+  // For the persistent cache: every entry with the words its masks mean, and the reverse.
+  std::map<std::string, Entry> snapshot(std::string* words);
+  void restore(std::string words, std::map<std::string, Entry> entries);
+  // store() calls since the last restore().
+  size_t stores() const { return stores_.load(); }
 
  private:
+  std::atomic<size_t> stores_{0};
   std::mutex mu_;
   std::string words_;  // what the entries' masks mean; other words clear them
   std::map<std::string, Entry> entries_;

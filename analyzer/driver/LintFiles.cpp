@@ -59,6 +59,12 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   LintStats stats;
   stats.filesSeen = paths.size();
   auto t0 = Clock::now();
+  // Files modified from two seconds before the run's start on are not trusted by their stamp in a
+  // later run (ResultCache::save).
+  const int64_t trustBefore = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count() -
+                              int64_t{2000000000};
   const RuleInfo* sl002 = catalog_.find("SL002");
   bool reportSkips = sl002 && options_.selection.enabled(*sl002);
 
@@ -169,6 +175,19 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
   }
   std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all, projects);
+  // The persistent cache: findings of files whose text and dependencies are unchanged, and the
+  // stamps of the files the pre-scan read (a file whose stamp is unchanged is not read again).
+  std::unique_ptr<ResultCache> cache;
+  if (!options_.cacheDir.empty() && !persistent) {
+    std::string key = options_.cacheKey + "\n" + options_.selection.describe() + "\nmax " +
+                      std::to_string(options_.maxFileBytes) + (options_.reportUnusedNoqa ? " noqa" : "") + "\n";
+    for (const auto& [k, v] : options_.settingsFacts) key += k + "=" + v + "\n";
+    // Not the linted set: import roots come from each file and its project (one answer per file), and
+    // a finding an importer makes in a file is never cached (the importer is analysed on every run).
+    for (const auto& r : index.extraRoots()) key += "root " + r + "\n";
+    cache = std::make_unique<ResultCache>(options_.cacheDir, key);
+    cache->load();
+  }
   struct Scanned {
     std::string path;
     std::string text;
@@ -176,6 +195,10 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     bool importer = false;  // not linted: analysed for the findings it makes in linted files
     bool ok = false;
     uint64_t mask = 0;
+    // A linted file whose stamp the persistent cache knows: not read by the pre-scan (`text` is
+    // empty); `hash` is its content hash, and its text is read only if its analysis must run.
+    bool deferred = false;
+    uint64_t hash = 0;
     std::vector<size_t> imports;
     // Its own ancestor packages it imports from (`from . import x`), when they are linted or
     // imported too: left out of the relevance closure (`imports`), but its analysis may run
@@ -188,7 +211,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   for (const auto& p : pyPaths) {
     if (byPath.count(p)) continue;
     byPath[p] = scanned.size();
-    scanned.push_back({p, "", true, false, false, 0, {}, {}, 0});
+    scanned.push_back({p, "", true, false, false, 0, false, 0, {}, {}, 0});
   }
   // One answer per file: the project's files that import a linted file (and those that import them)
   // are analysed too, for the findings their flow makes in linted files (a class's file whose methods
@@ -207,11 +230,12 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       std::string f = index.displayOf(found);
       if (byPath.count(f)) continue;
       byPath[f] = scanned.size();
-      scanned.push_back({f, "", false, true, false, 0, {}, {}, 0});
+      scanned.push_back({f, "", false, true, false, 0, false, 0, {}, {}, 0});
     }
   }
-  // The language server's pre-scan cache, and what its masks mean (the words, in bit order).
-  PrescanCache* prescans = persistent ? &persistent->prescans() : nullptr;
+  // The pre-scan cache (the language server's, or the persistent cache's stamps), and what its masks
+  // mean (the words, in bit order).
+  PrescanCache* prescans = persistent ? &persistent->prescans() : cache ? &cache->stamps() : nullptr;
   std::string prescanWords;
   for (auto w : words) prescanWords.append(w).push_back('\n');
   for (const auto& w : extraWords) prescanWords.append("+").append(w).push_back('\n');
@@ -223,7 +247,8 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     ReadResult r;
     std::optional<std::string> problem;
     std::vector<std::string> imports;  // as spelled
-    size_t bytes = 0;
+    size_t bytes = 0;                  // read from disk
+    bool known = false;                // its pre-scan facts came from a stamp
   };
   for (size_t first = 0; first < scanned.size();) {
     size_t last = scanned.size();
@@ -233,20 +258,27 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       Read& rd = reads[k];
       try {
         bool wantText = sc.linted || sc.importer;
-        // A file on disk the language server's table has seen unchanged: its mask and imports are
-        // known; read only when its text is analysed.
-        std::optional<std::pair<uint64_t, int64_t>> stat;
+        // A file on disk seen unchanged (by the language server's table, or in the persistent cache's
+        // stamps): its mask and imports are known; read only when its text is analysed.
+        std::optional<FileStamp> stat;
         if (prescans && !options_.overlays.count(absolutePathKey(sc.path))) stat = PrescanCache::statOf(sc.path);
         std::optional<PrescanCache::Entry> known;
-        if (stat) known = prescans->find(sc.path, stat->first, stat->second, prescanWords);
+        if (stat) known = prescans->find(sc.path, *stat, prescanWords);
         if (known && sc.depth < 2 && !known->hasImports) known.reset();  // its imports are wanted now
+        // With the persistent cache, a linted file's findings may come from it by its hash alone.
+        if (known && cache && sc.linted && known->hash) {
+          sc.deferred = true;
+          sc.hash = known->hash;
+          wantText = false;
+        }
         if (!known || wantText) {
           rd.r = readSource(sc.path, options_);
           rd.problem = rd.r.skipped ? rd.r.skipped : contentProblem(rd.r.text, options_.maxFileBytes);
           if (rd.problem) return;
         }
         if (known) {
-          rd.bytes = known->size;
+          rd.bytes = rd.r.text.size();
+          rd.known = true;
           sc.mask = known->mask;
           if (sc.depth < 2) rd.imports = known->imports;
           return;
@@ -254,8 +286,9 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         rd.bytes = rd.r.text.size();
         sc.mask = maskOf(rd.r.text);
         if (sc.depth < 2) rd.imports = scanImports(rd.r.text);
-        if (stat && stat->first == rd.bytes)
-          prescans->store(sc.path, PrescanCache::Entry{stat->first, stat->second, sc.mask, sc.depth < 2, rd.imports},
+        if (stat && stat->size == rd.bytes)
+          prescans->store(sc.path,
+                          PrescanCache::Entry{*stat, sc.mask, sc.depth < 2, rd.imports, contentHash(rd.r.text)},
                           prescanWords);
         if (!wantText) rd.r.text = std::string();  // only its mask and imports were wanted
       } catch (const std::exception& e) {  // (out of memory): this file is skipped, not the run
@@ -271,6 +304,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         continue;
       }
       stats.bytesRead += rd.bytes;
+      stats.filesKnown += rd.known;
       scanned[i].ok = true;
       // Imports: for the relevance closure (two levels: only linted files' and their imports'
       // imports are needed), and to know which files others import.
@@ -294,7 +328,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
             byPath.erase(it);
             continue;
           }
-          scanned.push_back({*file, "", false, false, false, 0, {}, {}, scanned[i].depth + 1});
+          scanned.push_back({*file, "", false, false, false, 0, false, 0, {}, {}, scanned[i].depth + 1});
         }
         if (it->second != i) scanned[i].imports.push_back(it->second);
       }
@@ -322,6 +356,21 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
     return false;
   };
+  // Reads the text of a file the pre-scan deferred; false (with SL002 when it is linted and reported)
+  // when it cannot be read now. Used before the analysis, on one thread.
+  auto readDeferred = [&](Scanned& sc) {
+    ReadResult r = readSource(sc.path, options_);
+    std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options_.maxFileBytes);
+    if (problem) {
+      if (reportSkips) all.push_back(skippedDiagnostic(*sl002, sc.path, *problem));
+      sc.ok = false;
+      return false;
+    }
+    sc.text = std::move(r.text);
+    sc.hash = contentHash(sc.text);
+    sc.deferred = false;
+    return true;
+  };
   std::vector<size_t> tasks;
   std::vector<const Facts*> taskFacts;
   std::vector<std::unique_ptr<Facts>> taskFactStore;
@@ -344,9 +393,11 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     facts = withRequirements(scanned[i].path, facts, taskFactStore);
     // A script the facts (a linked config, settings) apply to is relevant when it names their words.
     bool configured = false;
-    if (facts && catalog_.factWords)
-      for (const auto& w : catalog_.factWords(*facts))
-        configured = configured || scanned[i].text.find(w) != std::string::npos;
+    if (!relevant(closure[i]) && facts && catalog_.factWords) {
+      std::vector<std::string> factWords = catalog_.factWords(*facts);
+      if (!factWords.empty() && scanned[i].deferred && !readDeferred(scanned[i])) continue;
+      for (const auto& w : factWords) configured = configured || scanned[i].text.find(w) != std::string::npos;
+    }
     if (relevant(closure[i]) || configured) {
       tasks.push_back(i);
       taskFacts.push_back(facts);
@@ -376,18 +427,6 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // files at 125-128 MiB peak; 1.5 MB, 990 in every run at 129-134 MiB; 1.75 MB, 136-139 MiB;
   // scripts/bench/README.md, "Where the memory goes".
   constexpr size_t kModuleTreeBudget = size_t{3} << 19;  // 1.5 MB
-  // The persistent cache: findings of files whose text and dependencies are unchanged.
-  std::unique_ptr<ResultCache> cache;
-  if (!options_.cacheDir.empty() && !persistent) {
-    std::string key = options_.cacheKey + "\n" + options_.selection.describe() + "\nmax " +
-                      std::to_string(options_.maxFileBytes) + (options_.reportUnusedNoqa ? " noqa" : "") + "\n";
-    for (const auto& [k, v] : options_.settingsFacts) key += k + "=" + v + "\n";
-    // Not the linted set: import roots come from each file and its project (one answer per file), and
-    // a finding an importer makes in a file is never cached (the importer is analysed on every run).
-    for (const auto& r : index.extraRoots()) key += "root " + r + "\n";
-    cache = std::make_unique<ResultCache>(options_.cacheDir, key);
-    cache->load();
-  }
   std::mutex hashMu;
   std::map<std::string, uint64_t> hashes;
   auto hashOf = [&](const std::string& path) -> uint64_t {
@@ -395,6 +434,12 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       std::lock_guard<std::mutex> lock(hashMu);
       if (auto it = hashes.find(path); it != hashes.end()) return it->second;
     }
+    if (prescans && !options_.overlays.count(absolutePathKey(path)))  // a stamp the pre-scan knows
+      if (auto stat = PrescanCache::statOf(path))
+        if (uint64_t known = prescans->hashOf(path, *stat)) {
+          std::lock_guard<std::mutex> lock(hashMu);
+          return hashes[path] = known;
+        }
     ReadResult r = readSource(path, options_);
     uint64_t h = r.skipped || contentProblem(r.text, options_.maxFileBytes) ? 0 : contentHash(r.text);
     std::lock_guard<std::mutex> lock(hashMu);
@@ -559,7 +604,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         uint64_t hash = 0;
         bool cached = cache && s.linted;  // an importer's findings are kept only where they are in linted files
         if (cached) {
-          hash = contentHash(s.text);
+          hash = s.deferred ? s.hash : contentHash(s.text);
           if (auto hit = cache->lookup(s.path, hash, facts, hashOf)) {
             results[t] = std::move(*hit);
             ++cacheHits;
@@ -567,6 +612,20 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
             taskEnded(tasks[t]);
             continue;
           }
+        }
+        if (s.deferred) {  // not read by the pre-scan: read now (it may have changed since)
+          ReadResult r = readSource(s.path, options_);
+          std::optional<std::string> problem =
+              r.skipped ? r.skipped : contentProblem(r.text, options_.maxFileBytes);
+          if (problem) {
+            if (reportSkips) results[t].push_back(skippedDiagnostic(*sl002, s.path, *problem));
+            ended = true;
+            taskEnded(tasks[t]);
+            continue;
+          }
+          s.text = std::move(r.text);
+          s.deferred = false;
+          hash = contentHash(s.text);
         }
         auto started = Clock::now();
         Task task(catalog_, options_, &index, *table, taskFacts[t], &table->summaries(context));
@@ -665,7 +724,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       for (auto& d : found) all.push_back(std::move(d));
     }
   }
-  if (cache) stats.cacheProblem = cache->save();
+  if (cache) stats.cacheProblem = cache->save(trustBefore);
   // C++ translation units (their own frontend; not cached).
   lintCxx(catalog_, options_, cxxPaths, all, stats);
   stats.filesParsed += table->parses() - parsesBefore;

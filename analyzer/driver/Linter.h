@@ -106,6 +106,9 @@ struct LintOptions {
 struct LintStats {
   size_t filesSeen = 0;      // files handed to the linter
   size_t filesRead = 0;      // files read by the pre-scan (linted files and project modules they import)
+  // Of those, files whose stamp (size, times) the cache or the language server knew unchanged: their
+  // pre-scan facts came from there, and they were not read unless their analysis ran.
+  size_t filesKnown = 0;
   size_t filesSkipped = 0;   // linted files the pre-scan ruled out (not parsed)
   size_t filesAnalysed = 0;  // linted files analysed (parsed, semantic model, rules)
   // Files not linted that import a linted file, analysed for the findings they make in it
@@ -117,7 +120,7 @@ struct LintStats {
   size_t modulesShared = 0;  // summaries a task took from another task's work
   size_t cacheHits = 0;      // linted files whose findings came from the persistent cache
   std::string cacheProblem;  // why the cache could not be written, if it could not
-  uint64_t bytesRead = 0;
+  uint64_t bytesRead = 0;     // bytes the pre-scan read from disk (or open buffers)
   size_t cxxUnits = 0;        // C++ translation units given
   size_t cxxParsed = 0;       // ... parsed with Clang (the others were ruled out by the pre-scan)
   double cxxParseSeconds = 0; // the sum over parsed units (they run in parallel)

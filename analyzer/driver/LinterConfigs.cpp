@@ -58,10 +58,11 @@ void Linter::checkLaunchSettings(const SourceFile& file, const std::vector<Launc
 const Facts* Linter::withRequirements(const std::string& path, const Facts* base,
                                       std::vector<std::unique_ptr<Facts>>& store) const {
   if (catalog_.requirementPackages.empty()) return base;
-  std::error_code ec;
-  std::filesystem::path abs = std::filesystem::absolute(path, ec);
-  if (ec) return base;
-  const Requirements& declared = requirements_->forDirectory(abs.parent_path());
+  std::string key = absolutePathKey(path);
+  auto slash = key.rfind('/');
+  if (slash == std::string::npos) return base;
+  std::filesystem::path folder(slash == 0 ? std::string("/") : key.substr(0, slash));
+  const Requirements& declared = requirements_->forDirectory(folder);
   Facts added;
   for (const auto& name : catalog_.requirementPackages) {
     auto it = declared.find(name);
@@ -69,7 +70,7 @@ const Facts* Linter::withRequirements(const std::string& path, const Facts* base
     std::string value;
     for (const auto& r : it->second)
       value += (value.empty() ? "" : "\n") + r.spec + "\t" +
-               std::filesystem::path(r.file).lexically_relative(abs.parent_path()).generic_string() + ":" +
+               std::filesystem::path(r.file).lexically_relative(folder).generic_string() + ":" +
                std::to_string(r.line);
     added["requires:" + name] = std::move(value);
   }

@@ -1,5 +1,7 @@
 #include "driver/Project.h"
 
+#include "driver/Linter.h"
+
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -47,21 +49,33 @@ size_t ProjectIndex::rootListOf(const fs::path& dir) const {
   fs::path top = dir;
   while (isFile(top / "__init__.py") && top.has_parent_path() && top.parent_path() != top) top = top.parent_path();
   addUnique(roots, top);  // the package's top folder (the script's own folder outside packages)
-  auto [project, repository] = enclosing(dir);
+  auto [project, repository] = enclosing(dir.string());
   if (!project.empty() && isDir(project / "src")) addUnique(roots, project / "src");
   if (!project.empty()) addUnique(roots, project);
   else if (!repository.empty()) addUnique(roots, repository);
-  size_t id = rootLists_.size();
-  rootLists_.push_back(std::move(roots));
-  rootsOfDir_.emplace(dir.string(), id);
-  return id;
+  // Folders with the same roots (those of one package) share a list, and so the lookups made for it.
+  std::vector<std::string> key;
+  for (const auto& r : roots) key.push_back(r.string());
+  auto [known, fresh] = listIds_.emplace(std::move(key), rootLists_.size());
+  if (fresh) rootLists_.push_back(std::move(roots));
+  rootsOfDir_.emplace(dir.string(), known->second);
+  return known->second;
 }
 
-ProjectIndex::Enclosing ProjectIndex::enclosing(const fs::path& dir) const {
+ProjectIndex::Enclosing ProjectIndex::enclosing(const std::string& dir) const {
+  // Up from `dir`: the nearest folder with a project file, and the nearest with `.git` (where the
+  // walk stops). Each folder's answer is kept, and a folder's is its own markers over its parent's.
+  std::lock_guard<std::mutex> lock(enclosingMu_);
+  if (auto it = enclosingOfDir_.find(dir); it != enclosingOfDir_.end()) return it->second;
+  std::vector<std::pair<fs::path, bool>> walked;  // folders whose answer is not known yet, nearest first
   Enclosing out;
   for (fs::path up = dir; !up.empty(); up = up.parent_path()) {
-    if (out.project.empty() && (isFile(up / "pyproject.toml") || isFile(up / "setup.py") || isFile(up / "setup.cfg")))
-      out.project = up;
+    if (auto it = enclosingOfDir_.find(up.string()); it != enclosingOfDir_.end()) {
+      out = it->second;
+      break;
+    }
+    bool project = isFile(up / "pyproject.toml") || isFile(up / "setup.py") || isFile(up / "setup.cfg");
+    walked.emplace_back(up, project);
     std::error_code ec;
     if (fs::exists(up / ".git", ec)) {
       out.repository = up;
@@ -69,11 +83,18 @@ ProjectIndex::Enclosing ProjectIndex::enclosing(const fs::path& dir) const {
     }
     if (up.parent_path() == up) break;
   }
+  // From the top down: each walked folder's answer is its parent's, with its own project file first.
+  for (auto it = walked.rbegin(); it != walked.rend(); ++it) {
+    if (it->second) out.project = it->first;
+    enclosingOfDir_.emplace(it->first.string(), out);
+  }
   return out;
 }
 
 fs::path ProjectIndex::projectDirOf(const std::string& file) const {
-  Enclosing e = enclosing(absoluteOf(file).parent_path());
+  std::string abs = absolutePathKey(file);
+  auto slash = abs.rfind('/');
+  Enclosing e = enclosing(slash == std::string::npos ? std::string() : slash == 0 ? std::string("/") : abs.substr(0, slash));
   return e.project.empty() ? e.repository : e.project;
 }
 
@@ -100,6 +121,34 @@ bool ProjectIndex::hasInit(const fs::path& dir) const {
   return initCache_[key] = yes;
 }
 
+bool ProjectIndex::isFileKept(const std::string& p) const {
+  auto slash = p.rfind('/');
+  std::string folder = slash == std::string::npos ? std::string() : p.substr(0, slash);
+  std::string name = slash == std::string::npos ? p : p.substr(slash + 1);
+  bool regular = false;
+  {
+    std::lock_guard<std::mutex> lock(filesMu_);
+    auto it = folderFiles_.find(folder);
+    if (it == folderFiles_.end()) {
+      std::unordered_map<std::string, bool> entries;
+      std::error_code ec;
+      for (fs::directory_iterator d(folder.empty() ? fs::path(".") : fs::path(folder), ec), end; !ec && d != end;
+           d.increment(ec)) {
+        std::error_code typeEc;
+        auto type = d->symlink_status(typeEc).type();  // from the listing where the system gives it
+        if (type == fs::file_type::regular) entries.emplace(d->path().filename().native(), true);
+        else if (type == fs::file_type::symlink || type == fs::file_type::unknown || typeEc)
+          entries.emplace(d->path().filename().native(), false);
+      }
+      it = folderFiles_.emplace(folder, std::move(entries)).first;
+    }
+    auto e = it->second.find(name);
+    if (e == it->second.end()) return false;
+    regular = e->second;
+  }
+  return regular || isFile(p);  // a link: what it points to
+}
+
 bool ProjectIndex::mayHold(const fs::path& root, const std::string& first) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = listings_.find(root.string());
@@ -114,6 +163,16 @@ bool ProjectIndex::mayHold(const fs::path& root, const std::string& first) const
 }
 
 ProjectIndex::Module ProjectIndex::moduleOf(const std::string& path) const {
+  {
+    std::lock_guard<std::mutex> lock(modulesMu_);
+    if (auto it = moduleOfPath_.find(path); it != moduleOfPath_.end()) return it->second;
+  }
+  Module m = computeModuleOf(path);
+  std::lock_guard<std::mutex> lock(modulesMu_);
+  return moduleOfPath_.emplace(path, std::move(m)).first->second;
+}
+
+ProjectIndex::Module ProjectIndex::computeModuleOf(const std::string& path) const {
   fs::path abs = absoluteOf(path);
   Module m;
   m.isPackage = abs.filename() == "__init__.py";
@@ -146,24 +205,21 @@ std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, c
     roots = rootLists_[list];
   }
   std::optional<std::string> found;
-  fs::path rel;
-  for (size_t start = 0; start <= dotted.size();) {
-    size_t dot = dotted.find('.', start);
-    rel /= dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
+  // Candidates by string: `root/a/b.py`, then `root/a/b/__init__.py` (no path object per candidate).
+  std::string rel = dotted;
+  std::replace(rel.begin(), rel.end(), '.', '/');
   std::string first = dotted.substr(0, dotted.find('.'));
   for (const auto& root : roots) {
     if (!mayHold(root, first)) continue;  // one directory listing per root, not two stats per name
-    fs::path file = root / rel;
-    file += ".py";
-    if (isFile(file)) {
-      found = display(file);
+    std::string base = root.native();
+    if (base.empty() || base.back() != '/') base.push_back('/');
+    base += rel;
+    if (isFileKept(base + ".py")) {
+      found = display(fs::path(base + ".py"));
       break;
     }
-    if (isFile(root / rel / "__init__.py")) {
-      found = display(root / rel / "__init__.py");
+    if (isFileKept(base + "/__init__.py")) {
+      found = display(fs::path(base + "/__init__.py"));
       break;
     }
   }

@@ -60,6 +60,7 @@ class ProjectIndex {
   // Per folder of an importing file: the index of its roots in rootLists_.
   mutable std::map<std::string, size_t> rootsOfDir_;
   mutable std::vector<std::vector<std::filesystem::path>> rootLists_;
+  mutable std::map<std::vector<std::string>, size_t> listIds_;  // a list's roots -> its index
   mutable std::map<std::pair<size_t, std::string>, std::optional<std::string>> cache_;  // (roots, dotted)
   // Per importing file as spelled: the index of its folder's roots (no path arithmetic per lookup).
   mutable std::unordered_map<std::string, size_t> rootsOfFile_;
@@ -67,10 +68,23 @@ class ProjectIndex {
   struct Enclosing {
     std::filesystem::path project, repository;
   };
-  Enclosing enclosing(const std::filesystem::path& dir) const;
+  Enclosing enclosing(const std::string& dir) const;
+  // Folder -> its Enclosing (a run asks for every file's project: four stats per folder up to the
+  // repository's top, once per folder). Its own lock: rootListOf calls enclosing() with mu_ held.
+  mutable std::mutex enclosingMu_;
+  mutable std::unordered_map<std::string, Enclosing> enclosingOfDir_;
   mutable std::map<std::string, bool> initCache_;                  // directory -> has __init__.py
   mutable std::map<std::string, std::set<std::string>> listings_;  // root -> its entries
   bool hasInit(const std::filesystem::path& dir) const;
+  Module computeModuleOf(const std::string& path) const;
+  mutable std::mutex modulesMu_;
+  mutable std::unordered_map<std::string, Module> moduleOfPath_;  // path as asked -> its module
+  // Whether `p` is a regular file, from one listing of its folder per run (a module's candidates are
+  // many names in few folders). Its own lock; findModule calls it without mu_.
+  bool isFileKept(const std::string& p) const;
+  mutable std::mutex filesMu_;
+  // folder -> its entries that are regular files (`true`) or need a stat to tell (`false`: links)
+  mutable std::unordered_map<std::string, std::unordered_map<std::string, bool>> folderFiles_;
   // Whether `root` has an entry `first` or `first.py` (from one listing of the root).
   bool mayHold(const std::filesystem::path& root, const std::string& first) const;
 };

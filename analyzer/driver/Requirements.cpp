@@ -505,6 +505,7 @@ const Requirements& RequirementsIndex::forDirectory(const fs::path& start) {
   };
   std::vector<Step> steps;
   const Requirements* above = nullptr;  // the known answer the walk reached, when it did not end on its own
+  if (auto it = cache_.find(start.native()); it != cache_.end()) return it->second;  // asked before, as spelled
   fs::path dir = start.lexically_normal();
   for (int n = 0; n < 64 && !dir.empty(); ++n) {
     std::string key = dir.string();

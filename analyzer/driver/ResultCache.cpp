@@ -1,6 +1,7 @@
 #include "driver/ResultCache.h"
 
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
@@ -14,7 +15,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-constexpr int kFormat = 2;       // bump when the file layout changes
+constexpr int kFormat = 3;       // bump when the file layout changes
 constexpr size_t kMaxItems = 50000;
 
 json lineCol(const LineCol& lc) { return {lc.line, lc.byteColumn, lc.codepointColumn, lc.utf16Column}; }
@@ -63,6 +64,71 @@ syntax::Outline outlineFrom(const json& j) {
   for (const auto& t : j.at(3)) o.strings.push_back({t.at(0).get<std::string>(), t.at(1).get<uint32_t>()});
   return o;
 }
+
+// Names (paths, imported modules) are written once, in a table, and referred to by their index.
+struct NameTable {
+  std::vector<std::string> names;
+  std::map<std::string, uint32_t> ids;
+  uint32_t id(const std::string& name) {
+    auto [it, fresh] = ids.emplace(name, static_cast<uint32_t>(names.size()));
+    if (fresh) names.push_back(name);
+    return it->second;
+  }
+};
+
+json stampJson(const PrescanCache::Entry& e, NameTable& names) {
+  json j = {e.stamp.size, e.stamp.mtime, e.stamp.ctime, e.mask, e.hash};
+  if (e.hasImports) {
+    json imports = json::array();
+    for (const auto& i : e.imports) imports.push_back(names.id(i));
+    j.push_back(std::move(imports));
+  }
+  return j;
+}
+
+PrescanCache::Entry stampFrom(const json& j, const std::vector<std::string>& names) {
+  PrescanCache::Entry e;
+  e.stamp = FileStamp{j.at(0).get<uint64_t>(), j.at(1).get<int64_t>(), j.at(2).get<int64_t>()};
+  e.mask = j.at(3).get<uint64_t>();
+  e.hash = j.at(4).get<uint64_t>();
+  if (j.size() > 5) {
+    e.hasImports = true;
+    for (const auto& i : j.at(5)) e.imports.push_back(names.at(i.get<uint32_t>()));
+  }
+  return e;
+}
+
+json findingJson(const Diagnostic& d) {
+  json notes = json::array();
+  for (const auto& note : d.notes) notes.push_back({{"location", location(note.location)}, {"message", note.message}});
+  json f = {{"code", d.code}, {"name", d.name}, {"severity", static_cast<int>(d.severity)},
+            {"location", location(d.location)}, {"message", d.message}, {"notes", notes}};
+  if (d.fix) {
+    json edits = json::array();
+    for (const auto& e : d.fix->edits) edits.push_back({location(e.location), e.text});
+    f["fix"] = {{"title", d.fix->title}, {"safe", d.fix->applicability == Applicability::Safe}, {"edits", edits}};
+  }
+  return f;
+}
+
+Diagnostic findingFrom(const json& f) {
+  Diagnostic d;
+  d.code = f.at("code").get<std::string>();
+  d.name = f.at("name").get<std::string>();
+  d.severity = static_cast<Severity>(f.at("severity").get<int>());
+  d.location = locationFrom(f.at("location"));
+  d.message = f.at("message").get<std::string>();
+  for (const auto& n : f.at("notes")) d.notes.push_back(Note{locationFrom(n.at("location")), n.at("message").get<std::string>()});
+  if (f.contains("fix")) {
+    const json& x = f.at("fix");
+    Fix fix;
+    fix.title = x.at("title").get<std::string>();
+    fix.applicability = x.at("safe").get<bool>() ? Applicability::Safe : Applicability::Unsafe;
+    for (const auto& e : x.at("edits")) fix.edits.push_back(Edit{locationFrom(e.at(0)), e.at(1).get<std::string>()});
+    d.fix = std::move(fix);
+  }
+  return d;
+}
 }  // namespace
 
 std::optional<syntax::Outline> ResultCache::outline(const std::string& path, uint64_t hash) const {
@@ -90,48 +156,40 @@ std::string executableFingerprint() {
 }
 
 ResultCache::ResultCache(fs::path dir, const std::string& key) : dir_(std::move(dir)) {
-  file_ = dir_ / ("results-" + hashHex(contentHash(key)) + ".json");
+  file_ = dir_ / ("results-" + hashHex(contentHash(key)) + ".msgpack");
 }
 
 void ResultCache::load() {
   items_.clear();
   outlines_.clear();
+  stamps_.restore("", {});
   std::ifstream in(file_, std::ios::binary);
   if (!in) return;
   try {
-    json doc = json::parse(in);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    json doc = json::from_msgpack(bytes);
     if (doc.value("format", 0) != kFormat) return;
-    for (const auto& [path, j] : doc.at("files").items()) {
+    std::vector<std::string> names = doc.at("names").get<std::vector<std::string>>();
+    for (const auto& j : doc.at("files")) {  // [path, hash, facts, [dep, hash, dep, hash...], findings]
       Item item;
-      item.hash = std::stoull(j.at("hash").get<std::string>(), nullptr, 16);
-      item.facts = j.at("facts").get<std::string>();
-      for (const auto& d : j.at("deps")) item.deps.emplace_back(d.at(0).get<std::string>(), std::stoull(d.at(1).get<std::string>(), nullptr, 16));
-      for (const auto& f : j.at("findings")) {
-        Diagnostic d;
-        d.code = f.at("code").get<std::string>();
-        d.name = f.at("name").get<std::string>();
-        d.severity = static_cast<Severity>(f.at("severity").get<int>());
-        d.location = locationFrom(f.at("location"));
-        d.message = f.at("message").get<std::string>();
-        for (const auto& n : f.at("notes")) d.notes.push_back(Note{locationFrom(n.at("location")), n.at("message").get<std::string>()});
-        if (f.contains("fix")) {
-          const json& x = f.at("fix");
-          Fix fix;
-          fix.title = x.at("title").get<std::string>();
-          fix.applicability = x.at("safe").get<bool>() ? Applicability::Safe : Applicability::Unsafe;
-          for (const auto& e : x.at("edits")) fix.edits.push_back(Edit{locationFrom(e.at(0)), e.at(1).get<std::string>()});
-          d.fix = std::move(fix);
-        }
-        item.findings.push_back(std::move(d));
-      }
-      items_[path] = std::move(item);
+      item.hash = j.at(1).get<uint64_t>();
+      item.facts = j.at(2).get<std::string>();
+      const json& deps = j.at(3);
+      for (size_t k = 0; k + 1 < deps.size(); k += 2)
+        item.deps.emplace_back(names.at(deps[k].get<uint32_t>()), deps[k + 1].get<uint64_t>());
+      for (const auto& f : j.at(4)) item.findings.push_back(findingFrom(f));
+      items_[names.at(j.at(0).get<uint32_t>())] = std::move(item);
     }
-    if (doc.contains("outlines"))
-      for (const auto& [path, j] : doc.at("outlines").items())
-        outlines_[path] = {std::stoull(j.at(0).get<std::string>(), nullptr, 16), outlineFrom(j.at(1))};
+    for (const auto& j : doc.at("outlines"))  // [path, hash, outline]
+      outlines_[names.at(j.at(0).get<uint32_t>())] = {j.at(1).get<uint64_t>(), outlineFrom(j.at(2))};
+    std::map<std::string, PrescanCache::Entry> stamps;
+    for (const auto& j : doc.at("stamps"))  // [path, stamp...]
+      stamps.emplace(names.at(j.at(0).get<uint32_t>()), stampFrom(j.at(1), names));
+    stamps_.restore(doc.at("words").get<std::string>(), std::move(stamps));
   } catch (const std::exception&) {
     items_.clear();  // a damaged cache is no cache
     outlines_.clear();
+    stamps_.restore("", {});
   }
 }
 
@@ -165,37 +223,36 @@ void ResultCache::store(const std::string& path, uint64_t hash, const std::strin
   dirty_ = true;
 }
 
-std::string ResultCache::save() const {
-  if (!dirty_) return "";
+std::string ResultCache::save(int64_t trustBefore) {
+  // Stamps alone changed (the first run after files were written): worth a write, so that the next
+  // run reads nothing.
+  if (!dirty_ && stamps_.stores() == 0) return "";
   if (std::string problem = prepareCacheDir(dir_); !problem.empty()) return problem;
-  json files = json::object();
-  size_t n = 0;
+  NameTable names;
+  json files = json::array();
   for (const auto& [path, item] : items_) {
-    if (++n > kMaxItems) break;
+    if (files.size() >= kMaxItems) break;
     json deps = json::array();
-    for (const auto& [p, h] : item.deps) deps.push_back({p, hashHex(h)});
-    json findings = json::array();
-    for (const auto& d : item.findings) {
-      json notes = json::array();
-      for (const auto& note : d.notes) notes.push_back({{"location", location(note.location)}, {"message", note.message}});
-      findings.push_back({{"code", d.code}, {"name", d.name}, {"severity", static_cast<int>(d.severity)},
-                          {"location", location(d.location)}, {"message", d.message}, {"notes", notes}});
-      if (d.fix) {
-        json edits = json::array();
-        for (const auto& e : d.fix->edits) edits.push_back({location(e.location), e.text});
-        findings.back()["fix"] = {{"title", d.fix->title},
-                                  {"safe", d.fix->applicability == Applicability::Safe},
-                                  {"edits", edits}};
-      }
+    for (const auto& [p, h] : item.deps) {
+      deps.push_back(names.id(p));
+      deps.push_back(h);
     }
-    files[path] = {{"hash", hashHex(item.hash)}, {"facts", item.facts}, {"deps", deps}, {"findings", findings}};
+    json findings = json::array();
+    for (const auto& d : item.findings) findings.push_back(findingJson(d));
+    files.push_back({names.id(path), item.hash, item.facts, std::move(deps), std::move(findings)});
   }
-  json outlines = json::object();
-  for (const auto& [path, o] : outlines_) outlines[path] = {hashHex(o.first), outlineJson(o.second)};
-  json doc = {{"format", kFormat}, {"files", files}, {"outlines", outlines}};
+  json outlines = json::array();
+  for (const auto& [path, o] : outlines_) outlines.push_back({names.id(path), o.first, outlineJson(o.second)});
+  std::string words;
+  json stampList = json::array();
+  for (const auto& [path, e] : stamps_.snapshot(&words))
+    if (e.stamp.mtime < trustBefore && e.stamp.ctime < trustBefore && stampList.size() < kMaxItems)
+      stampList.push_back({names.id(path), stampJson(e, names)});
+  json doc = {{"format", kFormat}, {"names", names.names}, {"files", std::move(files)},
+              {"outlines", std::move(outlines)}, {"words", words}, {"stamps", std::move(stampList)}};
+  std::vector<std::uint8_t> bytes = json::to_msgpack(doc);
   // Atomic: a reader sees the old file or the new one, never half of one.
-  if (std::string err = atomicWriteFile(file_, doc.dump()); !err.empty()) return err;
-  return "";
+  return atomicWriteFile(file_, std::string(bytes.begin(), bytes.end()));
 }
 
 }  // namespace shardlint

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/Diagnostic.h"
+#include "driver/Importers.h"
 #include "syntax/Outline.h"
 
 namespace shardlint {
@@ -41,9 +42,15 @@ class ResultCache {
   // so that a warm run need not parse the files it did not analyse.
   std::optional<syntax::Outline> outline(const std::string& path, uint64_t hash) const;
   void storeOutline(const std::string& path, uint64_t hash, const syntax::Outline& outline);
+  // What the pre-scan learnt of each file on disk (its words, imports and content hash by its
+  // stamp), so that a warm run reads no file whose stamp is unchanged.
+  PrescanCache& stamps() { return stamps_; }
   // Writes the cache (creating the folder with a .gitignore and a CACHEDIR.TAG); returns
-  // an explanation when it could not, empty on success.
-  std::string save() const;
+  // an explanation when it could not, empty on success. Stamps modified or changed at
+  // `trustBefore` (ns since the epoch, the run's start less a margin) or later are left out: a file
+  // written again within its clock's granularity could keep its stamp with another text (Git's
+  // "racily clean" entries), so such a file is read again next time.
+  std::string save(int64_t trustBefore);
   const std::filesystem::path& file() const { return file_; }
 
  private:
@@ -56,6 +63,7 @@ class ResultCache {
   std::filesystem::path dir_, file_;
   std::map<std::string, Item> items_;
   std::map<std::string, std::pair<uint64_t, syntax::Outline>> outlines_;
+  PrescanCache stamps_;
   bool dirty_ = false;
 };
 
