@@ -121,6 +121,16 @@ bool ProjectIndex::hasInit(const fs::path& dir) const {
   return initCache_[key] = yes;
 }
 
+std::string ProjectIndex::displayKept(const std::string& absolute) const {
+  {
+    std::lock_guard<std::mutex> lock(filesMu_);
+    if (auto it = displayed_.find(absolute); it != displayed_.end()) return it->second;
+  }
+  std::string shown = display(fs::path(absolute));
+  std::lock_guard<std::mutex> lock(filesMu_);
+  return displayed_.emplace(absolute, std::move(shown)).first->second;
+}
+
 bool ProjectIndex::isFileKept(const std::string& p) const {
   auto slash = p.rfind('/');
   std::string folder = slash == std::string::npos ? std::string() : p.substr(0, slash);
@@ -190,7 +200,7 @@ ProjectIndex::Module ProjectIndex::computeModuleOf(const std::string& path) cons
 
 std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, const std::string& fromFile) const {
   if (dotted.empty() || dotted[0] == '.') return std::nullopt;
-  std::vector<fs::path> roots;
+  const std::vector<fs::path>* roots = nullptr;
   size_t list = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -202,24 +212,24 @@ std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, c
     }
     auto it = cache_.find({list, dotted});
     if (it != cache_.end()) return it->second;
-    roots = rootLists_[list];
+    roots = &rootLists_[list];
   }
   std::optional<std::string> found;
   // Candidates by string: `root/a/b.py`, then `root/a/b/__init__.py` (no path object per candidate).
   std::string rel = dotted;
   std::replace(rel.begin(), rel.end(), '.', '/');
   std::string first = dotted.substr(0, dotted.find('.'));
-  for (const auto& root : roots) {
+  for (const auto& root : *roots) {
     if (!mayHold(root, first)) continue;  // one directory listing per root, not two stats per name
     std::string base = root.native();
     if (base.empty() || base.back() != '/') base.push_back('/');
     base += rel;
     if (isFileKept(base + ".py")) {
-      found = display(fs::path(base + ".py"));
+      found = displayKept(base + ".py");
       break;
     }
     if (isFileKept(base + "/__init__.py")) {
-      found = display(fs::path(base + "/__init__.py"));
+      found = displayKept(base + "/__init__.py");
       break;
     }
   }

@@ -1,6 +1,7 @@
 // The project model: import roots, module names of files, module lookup, and the
 // byte-level import scan used by the pre-scan.
 #pragma once
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -59,7 +60,8 @@ class ProjectIndex {
   mutable std::mutex mu_;
   // Per folder of an importing file: the index of its roots in rootLists_.
   mutable std::map<std::string, size_t> rootsOfDir_;
-  mutable std::vector<std::vector<std::filesystem::path>> rootLists_;
+  // A deque: a list's address stays valid while others are added (findModule reads it unlocked).
+  mutable std::deque<std::vector<std::filesystem::path>> rootLists_;
   mutable std::map<std::vector<std::string>, size_t> listIds_;  // a list's roots -> its index
   mutable std::map<std::pair<size_t, std::string>, std::optional<std::string>> cache_;  // (roots, dotted)
   // Per importing file as spelled: the index of its folder's roots (no path arithmetic per lookup).
@@ -82,6 +84,9 @@ class ProjectIndex {
   // Whether `p` is a regular file, from one listing of its folder per run (a module's candidates are
   // many names in few folders). Its own lock; findModule calls it without mu_.
   bool isFileKept(const std::string& p) const;
+  // display() of a module file found by findModule, once per file and run (under filesMu_).
+  std::string displayKept(const std::string& absolute) const;
+  mutable std::unordered_map<std::string, std::string> displayed_;
   mutable std::mutex filesMu_;
   // folder -> its entries that are regular files (`true`) or need a stat to tell (`false`: links)
   mutable std::unordered_map<std::string, std::unordered_map<std::string, bool>> folderFiles_;
