@@ -256,6 +256,26 @@ TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
     CHECK(statLine(again, "cache ").find("0 of 2 analysed") != std::string::npos);
     CHECK(statLine(run(dir, "check . --stats", kDefaultCache), "cache ").find("2 of 2 analysed") != std::string::npos);
   }
+  SECTION("a cache file cut short or with bytes changed is ignored, whatever the place") {
+    fs::path file;
+    for (const auto& e : fs::directory_iterator(dir.work() / ".shardlint_cache"))
+      if (e.path().extension() == ".msgpack") file = e.path();
+    REQUIRE(!file.empty());
+    const std::string whole = shardlint::testing::readFile(file);
+    REQUIRE(whole.size() > 64);
+    for (size_t cut : {size_t{1}, whole.size() / 3, whole.size() / 2, whole.size() - 1}) {
+      for (bool flip : {false, true}) {
+        INFO("cut at " << cut << (flip ? ", byte flipped instead" : ""));
+        std::string damaged = whole;
+        if (flip) damaged[cut] = static_cast<char>(damaged[cut] ^ 0x5a);
+        else damaged.resize(cut);
+        std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged;
+        Result again = run(dir, "check . --stats", kDefaultCache);
+        CHECK(again.code == 1);
+        CHECK(again.out == cold.out);
+      }
+    }
+  }
   SECTION("--no-cache reads and writes nothing; --cache-dir and SHARDLINT_CACHE_DIR move it") {
     Result none = run(dir, "check . --no-cache --stats");
     CHECK(none.out == cold.out);

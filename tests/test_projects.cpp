@@ -16,6 +16,7 @@
 #include "driver/Importers.h"
 #include "driver/Linter.h"
 #include "driver/ModuleTable.h"
+#include "driver/Project.h"
 
 namespace fs = std::filesystem;
 using shardlint::testing::readFile;
@@ -381,4 +382,57 @@ TEST_CASE("importers: the scan cache answers from what it kept until the file ch
   // An editor's buffer wins over the file and is not kept.
   options.overlays[shardlint::absolutePathKey(a)] = "y = 2\n";
   CHECK_FALSE(cache.importsMentioning(a, {"trainer"}, options));
+}
+
+// The project index keeps what it learns per folder, per root and per name (a run asks for every file's
+// project, roots and imports): its answers must not depend on the order of the questions.
+TEST_CASE("project index: project folders, roots and module lookups answer alike in any order", "[projects][unit][index]") {
+  shardlint::testing::TempDir dir("sl-index-");
+  fs::create_directories(dir.path() / "repo" / ".git");
+  dir.write("repo/pyproject.toml", "[project]\nname = \"pkg\"\n");
+  dir.write("repo/src/pkg/__init__.py", "");
+  dir.write("repo/src/pkg/mod.py", "x = 1\n");
+  dir.write("repo/src/pkg/sub/__init__.py", "");
+  dir.write("repo/src/pkg/sub/deep.py", "y = 2\n");
+  dir.write("repo/tools/setup.py", "");
+  dir.write("repo/tools/t/run.py", "import local\n");
+  dir.write("repo/scripts/train.py", "import local\nimport pkg.mod\n");
+  dir.write("repo/scripts/local.py", "");
+  fs::create_symlink("mod.py", dir.path() / "repo" / "src" / "pkg" / "linked.py");
+  const fs::path repo = fs::canonical(dir.path() / "repo");
+  const std::string train = (repo / "scripts" / "train.py").string(), run = (repo / "tools" / "t" / "run.py").string(),
+                    deep = (repo / "src" / "pkg" / "sub" / "deep.py").string();
+  auto where = [](const std::optional<std::string>& shown) -> std::string {
+    if (!shown) return "none";
+    return fs::weakly_canonical(fs::absolute(*shown)).string();
+  };
+  struct Question {
+    std::string dotted, from, want;
+  };
+  const std::vector<Question> questions = {
+      {"pkg.mod", train, (repo / "src" / "pkg" / "mod.py").string()},
+      {"pkg.sub", train, (repo / "src" / "pkg" / "sub" / "__init__.py").string()},
+      {"pkg.sub.deep", run, "none"},  // tools/ is a project of its own: repo/src is not its root
+      {"local", train, (repo / "scripts" / "local.py").string()},
+      {"local", run, "none"},  // another script's folder is not on this one's path
+      {"pkg.linked", train, (repo / "src" / "pkg" / "mod.py").string()},  // a link to a file counts
+      {"pkg.missing", train, "none"},
+      {"pkg.sub.deep", deep, deep},
+  };
+  for (bool reversed : {false, true}) {
+    INFO("questions " << (reversed ? "in reverse order" : "in order"));
+    shardlint::ProjectIndex index;
+    std::vector<Question> asked = questions;
+    if (reversed) std::reverse(asked.begin(), asked.end());
+    if (reversed) CHECK(index.projectDirOf(run) == repo / "tools");  // the nested project first this time
+    for (const auto& q : asked) {
+      INFO(q.dotted << " from " << q.from);
+      CHECK(where(index.findModule(q.dotted, q.from)) == q.want);
+    }
+    CHECK(index.projectDirOf(train) == repo);
+    CHECK(index.projectDirOf(run) == repo / "tools");
+    CHECK(index.projectDirOf(deep) == repo);
+    CHECK(index.moduleOf(deep).name == "pkg.sub.deep");
+    CHECK(index.moduleOf(train).name == "train");
+  }
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/Parallel.h"
@@ -207,7 +208,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     int depth = 0;  // import steps from the nearest linted file
   };
   std::vector<Scanned> scanned;
-  std::map<std::string, size_t> byPath;
+  std::unordered_map<std::string, size_t> byPath;  // path as scanned -> its index (looked up, never walked)
   for (const auto& p : pyPaths) {
     if (byPath.count(p)) continue;
     byPath[p] = scanned.size();

@@ -210,8 +210,9 @@ std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, c
       list = rootListOf(absoluteOf(fromFile).parent_path());
       rootsOfFile_.emplace(fromFile, list);
     }
-    auto it = cache_.find({list, dotted});
-    if (it != cache_.end()) return it->second;
+    if (cache_.size() <= list) cache_.resize(list + 1);
+    auto it = cache_[list].find(dotted);
+    if (it != cache_[list].end()) return it->second;
     roots = &rootLists_[list];
   }
   std::optional<std::string> found;
@@ -221,20 +222,33 @@ std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, c
   std::string first = dotted.substr(0, dotted.find('.'));
   for (const auto& root : *roots) {
     if (!mayHold(root, first)) continue;  // one directory listing per root, not two stats per name
+    // One root's answer serves every list that has the root (the folders of a project's scripts).
+    std::pair<std::string, std::string> key{root.native(), dotted};
+    {
+      std::lock_guard<std::mutex> lock(filesMu_);
+      if (auto it = inRoot_.find(key); it != inRoot_.end()) {
+        if (!it->second) continue;
+        found = it->second;
+        break;
+      }
+    }
     std::string base = root.native();
     if (base.empty() || base.back() != '/') base.push_back('/');
     base += rel;
-    if (isFileKept(base + ".py")) {
-      found = displayKept(base + ".py");
-      break;
+    std::optional<std::string> here;
+    if (isFileKept(base + ".py")) here = displayKept(base + ".py");
+    else if (isFileKept(base + "/__init__.py")) here = displayKept(base + "/__init__.py");
+    {
+      std::lock_guard<std::mutex> lock(filesMu_);
+      inRoot_.emplace(std::move(key), here);
     }
-    if (isFileKept(base + "/__init__.py")) {
-      found = displayKept(base + "/__init__.py");
+    if (here) {
+      found = std::move(here);
       break;
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  cache_[{list, dotted}] = found;
+  cache_[list][dotted] = found;
   return found;
 }
 

@@ -63,7 +63,8 @@ class ProjectIndex {
   // A deque: a list's address stays valid while others are added (findModule reads it unlocked).
   mutable std::deque<std::vector<std::filesystem::path>> rootLists_;
   mutable std::map<std::vector<std::string>, size_t> listIds_;  // a list's roots -> its index
-  mutable std::map<std::pair<size_t, std::string>, std::optional<std::string>> cache_;  // (roots, dotted)
+  // Per root list (its index): dotted name -> the module's file (display path), or none.
+  mutable std::deque<std::unordered_map<std::string, std::optional<std::string>>> cache_;
   // Per importing file as spelled: the index of its folder's roots (no path arithmetic per lookup).
   mutable std::unordered_map<std::string, size_t> rootsOfFile_;
   size_t rootListOf(const std::filesystem::path& dir) const;  // with mu_ held
@@ -87,6 +88,8 @@ class ProjectIndex {
   // display() of a module file found by findModule, once per file and run (under filesMu_).
   std::string displayKept(const std::string& absolute) const;
   mutable std::unordered_map<std::string, std::string> displayed_;
+  // (root, dotted name) -> the module's file in that root (display path), or none (under filesMu_).
+  mutable std::map<std::pair<std::string, std::string>, std::optional<std::string>> inRoot_;
   mutable std::mutex filesMu_;
   // folder -> its entries that are regular files (`true`) or need a stat to tell (`false`: links)
   mutable std::unordered_map<std::string, std::unordered_map<std::string, bool>> folderFiles_;

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-constexpr int kFormat = 3;       // bump when the file layout changes
+constexpr int kFormat = 3;  // after the 8-byte checksum, MessagePack       // bump when the file layout changes
 constexpr size_t kMaxItems = 50000;
 
 json lineCol(const LineCol& lc) { return {lc.line, lc.byteColumn, lc.codepointColumn, lc.utf16Column}; }
@@ -167,7 +167,14 @@ void ResultCache::load() {
   if (!in) return;
   try {
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    json doc = json::from_msgpack(bytes);
+    // The first 8 bytes: the content hash of the rest (a damaged or edited file is no cache, rather than
+    // findings with a changed byte).
+    if (bytes.size() < 8) return;
+    uint64_t sum = 0;
+    for (int k = 7; k >= 0; --k) sum = (sum << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(k)]);
+    std::string_view payload(bytes.data() + 8, bytes.size() - 8);
+    if (contentHash(payload) != sum) return;
+    json doc = json::from_msgpack(payload.begin(), payload.end());
     if (doc.value("format", 0) != kFormat) return;
     std::vector<std::string> names = doc.at("names").get<std::vector<std::string>>();
     for (const auto& j : doc.at("files")) {  // [path, hash, facts, [dep, hash, dep, hash...], findings]
@@ -250,9 +257,13 @@ std::string ResultCache::save(int64_t trustBefore) {
       stampList.push_back({names.id(path), stampJson(e, names)});
   json doc = {{"format", kFormat}, {"names", names.names}, {"files", std::move(files)},
               {"outlines", std::move(outlines)}, {"words", words}, {"stamps", std::move(stampList)}};
-  std::vector<std::uint8_t> bytes = json::to_msgpack(doc);
+  std::vector<std::uint8_t> payload = json::to_msgpack(doc);
+  std::string bytes(8, '\0');
+  uint64_t sum = contentHash(std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
+  for (size_t k = 0; k < 8; ++k) bytes[k] = static_cast<char>((sum >> (8 * k)) & 0xff);  // little-endian
+  bytes.append(payload.begin(), payload.end());
   // Atomic: a reader sees the old file or the new one, never half of one.
-  return atomicWriteFile(file_, std::string(bytes.begin(), bytes.end()));
+  return atomicWriteFile(file_, bytes);
 }
 
 }  // namespace shardlint

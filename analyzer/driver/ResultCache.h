@@ -5,7 +5,8 @@
 // parses nothing; after a one-file change only the files whose analysis read that file
 // run again. One cache file per (shardlint build, settings, set of linted files): any
 // change to those starts a fresh one. Never trusted blindly: an unreadable or malformed
-// cache is ignored, and writes are atomic (a temporary file renamed over the old one).
+// cache, or one whose checksum (its first 8 bytes: the content hash of the MessagePack that
+// follows) does not match, is ignored; writes are atomic (a temporary file renamed over the old one).
 #pragma once
 #include <cstdint>
 #include <filesystem>
