@@ -274,7 +274,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         }
         if (!known || wantText) {
           rd.r = readSource(sc.path, options_);
-          rd.problem = rd.r.skipped ? rd.r.skipped : contentProblem(rd.r.text, options_.maxFileBytes);
+          rd.problem = readProblem(rd.r, options_.maxFileBytes);
           if (rd.problem) return;
         }
         if (known) {
@@ -357,20 +357,15 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
     return false;
   };
-  // Reads the text of a file the pre-scan deferred; false (with SL002 when it is linted and reported)
-  // when it cannot be read now. Used before the analysis, on one thread.
-  auto readDeferred = [&](Scanned& sc) {
+  // Reads the text of a file the pre-scan deferred (it may have changed since): its text and hash, or
+  // why it cannot be analysed now.
+  auto loadDeferred = [&](Scanned& sc) -> std::optional<std::string> {
     ReadResult r = readSource(sc.path, options_);
-    std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options_.maxFileBytes);
-    if (problem) {
-      if (reportSkips) all.push_back(skippedDiagnostic(*sl002, sc.path, *problem));
-      sc.ok = false;
-      return false;
-    }
+    if (auto problem = readProblem(r, options_.maxFileBytes)) return problem;
     sc.text = std::move(r.text);
     sc.hash = contentHash(sc.text);
     sc.deferred = false;
-    return true;
+    return std::nullopt;
   };
   std::vector<size_t> tasks;
   std::vector<const Facts*> taskFacts;
@@ -396,7 +391,12 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     bool configured = false;
     if (!relevant(closure[i]) && facts && catalog_.factWords) {
       std::vector<std::string> factWords = catalog_.factWords(*facts);
-      if (!factWords.empty() && scanned[i].deferred && !readDeferred(scanned[i])) continue;
+      if (!factWords.empty() && scanned[i].deferred)
+        if (auto problem = loadDeferred(scanned[i])) {
+          if (reportSkips) all.push_back(skippedDiagnostic(*sl002, scanned[i].path, *problem));
+          scanned[i].ok = false;
+          continue;
+        }
       for (const auto& w : factWords) configured = configured || scanned[i].text.find(w) != std::string::npos;
     }
     if (relevant(closure[i]) || configured) {
@@ -614,19 +614,14 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
             continue;
           }
         }
-        if (s.deferred) {  // not read by the pre-scan: read now (it may have changed since)
-          ReadResult r = readSource(s.path, options_);
-          std::optional<std::string> problem =
-              r.skipped ? r.skipped : contentProblem(r.text, options_.maxFileBytes);
-          if (problem) {
+        if (s.deferred) {  // not read by the pre-scan: read now
+          if (auto problem = loadDeferred(s)) {
             if (reportSkips) results[t].push_back(skippedDiagnostic(*sl002, s.path, *problem));
             ended = true;
             taskEnded(tasks[t]);
             continue;
           }
-          s.text = std::move(r.text);
-          s.deferred = false;
-          hash = contentHash(s.text);
+          hash = s.hash;
         }
         auto started = Clock::now();
         Task task(catalog_, options_, &index, *table, taskFacts[t], &table->summaries(context));

@@ -118,6 +118,12 @@ std::string absolutePathKey(const std::string& path) {
   return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();
 }
 
+std::string parentKey(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return std::string();
+  return slash == 0 ? std::string("/") : path.substr(0, slash);
+}
+
 std::string moduleNameFor(const std::string& path) {
   std::string stem = std::filesystem::path(path).stem().string();
   return stem.empty() ? std::string("__main__") : stem;

@@ -38,6 +38,9 @@ class RuleSelection {
 
 // The key of `path` in LintOptions::overlays and ::parsedTrees: absolute, lexically normal.
 std::string absolutePathKey(const std::string& path);
+// The folder of a path written with '/' ("/" for a file at the top, "" for a bare name), by string:
+// for absolutePathKey's results, without a path object.
+std::string parentKey(const std::string& path);
 
 // Where controls go (RuleContext::control), from every analysed file; thread-safe.
 struct ControlSink {

@@ -58,10 +58,9 @@ void Linter::checkLaunchSettings(const SourceFile& file, const std::vector<Launc
 const Facts* Linter::withRequirements(const std::string& path, const Facts* base,
                                       std::vector<std::unique_ptr<Facts>>& store) const {
   if (catalog_.requirementPackages.empty()) return base;
-  std::string key = absolutePathKey(path);
-  auto slash = key.rfind('/');
-  if (slash == std::string::npos) return base;
-  std::filesystem::path folder(slash == 0 ? std::string("/") : key.substr(0, slash));
+  std::string parent = parentKey(absolutePathKey(path));
+  if (parent.empty()) return base;
+  std::filesystem::path folder(parent);
   const Requirements& declared = requirements_->forDirectory(folder);
   Facts added;
   for (const auto& name : catalog_.requirementPackages) {

@@ -56,6 +56,10 @@ ReadResult readSource(const std::string& path, const LintOptions& options) {
   return r;
 }
 
+std::optional<std::string> readProblem(const ReadResult& r, uint64_t maxBytes) {
+  return r.skipped ? r.skipped : contentProblem(r.text, maxBytes);
+}
+
 std::optional<std::string> contentProblem(const std::string& text, uint64_t maxBytes) {
   if (text.find('\0') != std::string::npos) return "file skipped: it contains NUL bytes (binary file)";
   if (!isValidUtf8(text)) return "file skipped: it is not valid UTF-8";
@@ -104,7 +108,7 @@ void ModuleTable::readLocked(Entry* e, const LintOptions& options, std::optional
   if (!text && !r.fromOverlay) e->mtime = mtimeOf(e->path);
   if (!text) e->fromOverlay = r.fromOverlay;
   else e->fromOverlay = options.overlays.count(absolutePathKey(e->path)) > 0;
-  std::optional<std::string> problem = r.skipped ? r.skipped : contentProblem(r.text, options.maxFileBytes);
+  std::optional<std::string> problem = readProblem(r, options.maxFileBytes);
   e->hash = r.skipped ? 0 : contentHash(r.text);
   if (problem) {
     e->problem = *problem;

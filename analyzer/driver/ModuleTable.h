@@ -44,6 +44,8 @@ struct ReadResult {
 ReadResult readSource(const std::string& path, const LintOptions& options);
 // Why text cannot be analysed (NUL bytes, not UTF-8, too large), if it cannot.
 std::optional<std::string> contentProblem(const std::string& text, uint64_t maxBytes);
+// Why a read cannot be analysed: it was skipped, or contentProblem of its text.
+std::optional<std::string> readProblem(const ReadResult& r, uint64_t maxBytes);
 
 class ModuleTable final : public semantic::ModuleLookup {
  public:

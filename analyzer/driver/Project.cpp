@@ -92,9 +92,7 @@ ProjectIndex::Enclosing ProjectIndex::enclosing(const std::string& dir) const {
 }
 
 fs::path ProjectIndex::projectDirOf(const std::string& file) const {
-  std::string abs = absolutePathKey(file);
-  auto slash = abs.rfind('/');
-  Enclosing e = enclosing(slash == std::string::npos ? std::string() : slash == 0 ? std::string("/") : abs.substr(0, slash));
+  Enclosing e = enclosing(parentKey(absolutePathKey(file)));
   return e.project.empty() ? e.repository : e.project;
 }
 
@@ -131,45 +129,41 @@ std::string ProjectIndex::displayKept(const std::string& absolute) const {
   return displayed_.emplace(absolute, std::move(shown)).first->second;
 }
 
+const ProjectIndex::Listing& ProjectIndex::listingOf(const std::string& folder) const {  // filesMu_ held
+  auto it = listings_.find(folder);
+  if (it != listings_.end()) return it->second;
+  Listing entries;
+  std::error_code ec;
+  for (fs::directory_iterator d(folder.empty() ? fs::path(".") : fs::path(folder), ec), end; !ec && d != end;
+       d.increment(ec)) {
+    std::error_code typeEc;
+    auto type = d->symlink_status(typeEc).type();  // from the listing where the system gives it
+    Entry kind = type == fs::file_type::regular                                                      ? Entry::File
+                 : type == fs::file_type::symlink || type == fs::file_type::unknown || typeEc ? Entry::Link
+                                                                                                   : Entry::Other;
+    entries.emplace(d->path().filename().native(), kind);
+  }
+  return listings_.emplace(folder, std::move(entries)).first->second;
+}
+
 bool ProjectIndex::isFileKept(const std::string& p) const {
   auto slash = p.rfind('/');
-  std::string folder = slash == std::string::npos ? std::string() : p.substr(0, slash);
   std::string name = slash == std::string::npos ? p : p.substr(slash + 1);
-  bool regular = false;
+  Entry kind = Entry::Other;
   {
     std::lock_guard<std::mutex> lock(filesMu_);
-    auto it = folderFiles_.find(folder);
-    if (it == folderFiles_.end()) {
-      std::unordered_map<std::string, bool> entries;
-      std::error_code ec;
-      for (fs::directory_iterator d(folder.empty() ? fs::path(".") : fs::path(folder), ec), end; !ec && d != end;
-           d.increment(ec)) {
-        std::error_code typeEc;
-        auto type = d->symlink_status(typeEc).type();  // from the listing where the system gives it
-        if (type == fs::file_type::regular) entries.emplace(d->path().filename().native(), true);
-        else if (type == fs::file_type::symlink || type == fs::file_type::unknown || typeEc)
-          entries.emplace(d->path().filename().native(), false);
-      }
-      it = folderFiles_.emplace(folder, std::move(entries)).first;
-    }
-    auto e = it->second.find(name);
-    if (e == it->second.end()) return false;
-    regular = e->second;
+    const Listing& listing = listingOf(parentKey(p));
+    auto e = listing.find(name);
+    if (e == listing.end()) return false;
+    kind = e->second;
   }
-  return regular || isFile(p);  // a link: what it points to
+  return kind == Entry::File || (kind == Entry::Link && isFile(p));  // a link: what it points to
 }
 
 bool ProjectIndex::mayHold(const fs::path& root, const std::string& first) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = listings_.find(root.string());
-  if (it == listings_.end()) {
-    std::set<std::string> names;
-    std::error_code ec;
-    for (fs::directory_iterator d(root, ec), end; !ec && d != end; d.increment(ec))
-      names.insert(d->path().filename().string());
-    it = listings_.emplace(root.string(), std::move(names)).first;
-  }
-  return it->second.count(first) || it->second.count(first + ".py");
+  std::lock_guard<std::mutex> lock(filesMu_);
+  const Listing& listing = listingOf(root.native());
+  return listing.count(first) || listing.count(first + ".py");
 }
 
 ProjectIndex::Module ProjectIndex::moduleOf(const std::string& path) const {
@@ -222,28 +216,15 @@ std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, c
   std::string first = dotted.substr(0, dotted.find('.'));
   for (const auto& root : *roots) {
     if (!mayHold(root, first)) continue;  // one directory listing per root, not two stats per name
-    // One root's answer serves every list that has the root (the folders of a project's scripts).
-    std::pair<std::string, std::string> key{root.native(), dotted};
-    {
-      std::lock_guard<std::mutex> lock(filesMu_);
-      if (auto it = inRoot_.find(key); it != inRoot_.end()) {
-        if (!it->second) continue;
-        found = it->second;
-        break;
-      }
-    }
     std::string base = root.native();
     if (base.empty() || base.back() != '/') base.push_back('/');
     base += rel;
-    std::optional<std::string> here;
-    if (isFileKept(base + ".py")) here = displayKept(base + ".py");
-    else if (isFileKept(base + "/__init__.py")) here = displayKept(base + "/__init__.py");
-    {
-      std::lock_guard<std::mutex> lock(filesMu_);
-      inRoot_.emplace(std::move(key), here);
+    if (isFileKept(base + ".py")) {
+      found = displayKept(base + ".py");
+      break;
     }
-    if (here) {
-      found = std::move(here);
+    if (isFileKept(base + "/__init__.py")) {
+      found = displayKept(base + "/__init__.py");
       break;
     }
   }

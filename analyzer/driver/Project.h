@@ -77,23 +77,24 @@ class ProjectIndex {
   mutable std::mutex enclosingMu_;
   mutable std::unordered_map<std::string, Enclosing> enclosingOfDir_;
   mutable std::map<std::string, bool> initCache_;                  // directory -> has __init__.py
-  mutable std::map<std::string, std::set<std::string>> listings_;  // root -> its entries
   bool hasInit(const std::filesystem::path& dir) const;
   Module computeModuleOf(const std::string& path) const;
   mutable std::mutex modulesMu_;
   mutable std::unordered_map<std::string, Module> moduleOfPath_;  // path as asked -> its module
-  // Whether `p` is a regular file, from one listing of its folder per run (a module's candidates are
-  // many names in few folders). Its own lock; findModule calls it without mu_.
+  // Each folder's entries by name, listed once per run (a module's candidates are many names in few
+  // folders): a regular file, a link or unknown (a stat tells), or something else.
+  enum class Entry : char { File, Link, Other };
+  using Listing = std::unordered_map<std::string, Entry>;
+  mutable std::mutex filesMu_;
+  mutable std::unordered_map<std::string, Listing> listings_;  // folder -> its entries
+  const Listing& listingOf(const std::string& folder) const;  // filesMu_ held
+  // Whether `p` is a regular file (or a link to one), from its folder's listing. findModule calls it
+  // without mu_.
   bool isFileKept(const std::string& p) const;
   // display() of a module file found by findModule, once per file and run (under filesMu_).
   std::string displayKept(const std::string& absolute) const;
   mutable std::unordered_map<std::string, std::string> displayed_;
-  // (root, dotted name) -> the module's file in that root (display path), or none (under filesMu_).
-  mutable std::map<std::pair<std::string, std::string>, std::optional<std::string>> inRoot_;
-  mutable std::mutex filesMu_;
-  // folder -> its entries that are regular files (`true`) or need a stat to tell (`false`: links)
-  mutable std::unordered_map<std::string, std::unordered_map<std::string, bool>> folderFiles_;
-  // Whether `root` has an entry `first` or `first.py` (from one listing of the root).
+  // Whether `root` has an entry `first` or `first.py` (from its listing).
   bool mayHold(const std::filesystem::path& root, const std::string& first) const;
 };
 
