@@ -594,6 +594,14 @@ void printStats(const LintStats& stats, const LintOptions& options, Clock::time_
                stats.analysisSeconds, secs(Clock::now() - analysed), secs(Clock::now() - start),
                options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency()),
                static_cast<double>(peakRssKb()) / 1024.0, allocatorName());
+  if (stats.layoutFolders) {
+    if (stats.layoutKept)
+      std::fprintf(stderr, "  imports         %zu files' imports followed as the cache says (none of the %zu folder(s) it rests on changed)\n",
+                   stats.importsKept, stats.layoutFolders);
+    else
+      std::fprintf(stderr, "  imports         resolved again (a folder of the %zu the cache's answers rest on changed since)\n",
+                   stats.layoutFolders);
+  }
   if (stats.importersAnalysed || stats.importersTruncated)
     std::fprintf(stderr, "  importers       %zu analysed: project files that import a linted file, for their findings in it%s\n",
                  stats.importersAnalysed, stats.importersTruncated ? " (the search's bound cut the list)" : "");

@@ -353,3 +353,91 @@ TEST_CASE("cli: the cache knows unchanged files by their stamps; rewritten ones 
   CHECK(statLine(again, "files read ").find("2 of them known unchanged") != std::string::npos);
   CHECK(statLine(again, "cache ").find("2 of 2 analysed") != std::string::npos);
 }
+
+// Configuration and Markdown files by their stamps: a warm run does not read one that an earlier run
+// found mentions no word the config rules need; rewritten with its old size and modification time to
+// mention one, it is read and checked again.
+TEST_CASE("cli: quiet configuration files are known by their stamps", "[cli][cache]") {
+  TempDir dir;
+  const std::string kDefaultCache = "-u SHARDLINT_CACHE_DIR";
+  const std::string bad = "distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: 1e8\n";
+  const std::string quiet = "distributed_type: XXXX\nxxxx_config:\n  xxxx_xxx_xxx_xxxxxx: 1e8\n";  // no config word
+  REQUIRE(bad.size() == quiet.size());
+  dir.write("train.py", kBuggy);
+  dir.write("settings.yaml", quiet);
+  dir.write("notes.md", "# Notes\n\n```yaml\nlr: 0.1\n```\n");
+  auto statLine = [](const Result& r, const std::string& key) {
+    for (const auto& l : lines(r.err))
+      if (l.find(key) != std::string::npos) return l;
+    return std::string();
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));  // stamps younger than 2 s are not kept
+  Result cold = run(dir, "check . --stats --format json", kDefaultCache);
+  CHECK(cold.code == 1);
+  CHECK(reportedPaths(parseJson(cold)).count("settings.yaml") == 0);
+  Result warm = run(dir, "check . --stats --format json", kDefaultCache);
+  CHECK(warm.out == cold.out);
+  // train.py, settings.yaml and notes.md, none of them read
+  CHECK(statLine(warm, "files read ").find("3 of them known unchanged") != std::string::npos);
+  CHECK(statLine(warm, "bytes read ").find("bytes read      0") != std::string::npos);
+
+  fs::path settings = dir.work() / "settings.yaml";
+  auto mtime = fs::last_write_time(settings);
+  dir.write("settings.yaml", bad);
+  fs::last_write_time(settings, mtime);
+  Result rewritten = run(dir, "check . --stats --format json", kDefaultCache);
+  CHECK(rewritten.out == run(dir, "check . --no-cache --format json").out);
+  CHECK(reportedPaths(parseJson(rewritten)).count("settings.yaml") == 1);
+  CHECK(statLine(rewritten, "files read ").find("2 of them known unchanged") != std::string::npos);
+}
+
+// Import answers in the cache rest on the project's layout: a warm run follows a file's imports as the
+// cache says while no folder they were looked up in changed; a module created since (its folder changed)
+// is found, and makes the script that imports it relevant, as without the cache.
+TEST_CASE("cli: the cache's import answers are dropped when a folder they rest on changes", "[cli][cache]") {
+  TempDir dir;
+  dir.write(".git/HEAD", "ref: refs/heads/main\n");
+  // No rule word of its own: only what `helpers` holds makes it relevant.
+  dir.write("train.py",
+            "import torch\nfrom helpers import wrap_model\nmodel = torch.nn.Linear(2, 2)\n"
+            "opt = torch.optim.AdamW(model.parameters())\nwrap_model(model)\nopt.step()\n");
+  dir.write("pkg/__init__.py", "");
+  auto statLine = [](const Result& r, const std::string& key) {
+    for (const auto& l : lines(r.err))
+      if (l.find(key) != std::string::npos) return l;
+    return std::string();
+  };
+  // Stamps younger than 2 s are not kept. The cache folder is outside the project: one inside it (the
+  // default) changes the project folder once, when it is made, and the next run resolves again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  Result cold = run(dir, "check . --cache-dir ../cache --stats --format json");
+  CHECK(cold.code == 0);
+  Result warm = run(dir, "check . --cache-dir ../cache --stats --format json");
+  CHECK(warm.out == cold.out);
+  CHECK(statLine(warm, "imports ").find("followed as the cache says") != std::string::npos);
+
+  dir.write("helpers.py", "from torch.distributed.fsdp import fully_shard\ndef wrap_model(m):\n    fully_shard(m)\n");
+  Result created = run(dir, "check . --cache-dir ../cache --stats --format json");
+  CHECK(statLine(created, "imports ").find("resolved again") != std::string::npos);
+  CHECK(created.code == 1);
+  CHECK(created.out == run(dir, "check . --no-cache --format json").out);
+  CHECK(reportedPaths(parseJson(created)).count("train.py") == 1);
+}
+
+// A module reached through a symbolic link: what the link points to can change with no folder's stamp,
+// so the cache keeps no import answers for such a project (each run resolves its imports again).
+TEST_CASE("cli: no import answers are kept when a lookup went through a symbolic link", "[cli][cache]") {
+  TempDir dir;
+  dir.write(".git/HEAD", "ref: refs/heads/main\n");
+  dir.write("train.py",
+            "import torch\nfrom helpers import wrap_model\nmodel = torch.nn.Linear(2, 2)\n"
+            "opt = torch.optim.AdamW(model.parameters())\nwrap_model(model)\nopt.step()\n");
+  dir.write("lib/real_helpers.py", "from torch.distributed.fsdp import fully_shard\ndef wrap_model(m):\n    fully_shard(m)\n");
+  fs::create_symlink("lib/real_helpers.py", dir.work() / "helpers.py");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  Result cold = run(dir, "check train.py --cache-dir ../cache --stats --format json");
+  CHECK(cold.code == 1);
+  Result warm = run(dir, "check train.py --cache-dir ../cache --stats --format json");
+  CHECK(warm.out == cold.out);
+  CHECK(warm.err.find("imports ") == std::string::npos);  // no layout was kept
+}

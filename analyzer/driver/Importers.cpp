@@ -85,6 +85,24 @@ uint64_t PrescanCache::hashOf(const std::string& path, const FileStamp& stamp) {
   return it == entries_.end() || it->second.stamp != stamp ? 0 : it->second.hash;
 }
 
+void PrescanCache::storeResolved(const std::string& path, const FileStamp& stamp,
+                                 std::vector<std::pair<std::string, bool>> resolved) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(path);
+  if (it == entries_.end() || it->second.stamp != stamp) return;
+  it->second.resolved = std::move(resolved);
+  ++stores_;
+}
+
+void PrescanCache::dropResolved() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [path, e] : entries_)
+    if (e.resolved) {
+      e.resolved.reset();
+      ++stores_;
+    }
+}
+
 std::map<std::string, PrescanCache::Entry> PrescanCache::snapshot(std::string* words) {
   std::lock_guard<std::mutex> lock(mu_);
   *words = words_;

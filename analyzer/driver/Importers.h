@@ -22,17 +22,6 @@ namespace shardlint {
 
 struct LintOptions;
 
-// What says a file on disk is unchanged without reading it: its size and its modification and
-// status-change times (ns). The status-change time cannot be set by a user, so a file rewritten
-// with its old size and modification time (`rsync -t`, `touch -r`) still shows as changed.
-struct FileStamp {
-  uint64_t size = 0;
-  int64_t mtime = 0;
-  int64_t ctime = 0;
-  bool operator==(const FileStamp& o) const { return size == o.size && mtime == o.mtime && ctime == o.ctime; }
-  bool operator!=(const FileStamp& o) const { return !(*this == o); }
-};
-
 // What the importer search learnt of each file, kept between runs by the language server (so that
 // an edit costs a stat per project file, not a read): its size and modification time, its imports
 // once scanned, and the module words it was read for and found not to mention.
@@ -72,6 +61,10 @@ class PrescanCache {
     bool hasImports = false;           // `imports` was scanned (files near a linted one only)
     std::vector<std::string> imports;  // as spelled (scanImports)
     uint64_t hash = 0;                 // contentHash of the text; 0 when not computed
+    // Where its imports led (after `imports` was scanned): per import that names a project module, the
+    // module's file (absolute) and whether it is one of the file's own ancestor packages. An answer of
+    // the ProjectIndex, so good only while its layout is unchanged (ResultCache::layout).
+    std::optional<std::vector<std::pair<std::string, bool>>> resolved;
   };
   // The stamp of the regular file `path`, or none when it cannot be stat'ed.
   static std::optional<FileStamp> statOf(const std::string& path);
@@ -79,6 +72,10 @@ class PrescanCache {
   // The content hash kept for `path` with this stamp, whatever the words; 0 when none.
   uint64_t hashOf(const std::string& path, const FileStamp& stamp);
   void store(const std::string& path, Entry e, const std::string& words);
+  // Sets the `resolved` of `path`'s entry, when it has this stamp.
+  void storeResolved(const std::string& path, const FileStamp& stamp, std::vector<std::pair<std::string, bool>> resolved);
+  // Forgets every `resolved` (the layout they rest on changed, or is not known).
+  void dropResolved();
   // For the persistent cache: every entry with the words its masks mean, and the reverse.
   std::map<std::string, Entry> snapshot(std::string* words);
   void restore(std::string words, std::map<std::string, Entry> entries);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/Parallel.h"
+#include "config/Markdown.h"
 #include "core/WordSet.h"
 #include "driver/CxxLint.h"
 #include "driver/Discovery.h"
@@ -113,15 +114,48 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     else if (isLaunchPath(p)) launchPaths.push_back(p);
     else pyPaths.push_back(p);
   }
+  ProjectIndex index(options_.roots);
+  index.addFiles(pyPaths);
+  // The persistent cache: findings of files whose text and dependencies are unchanged, and the
+  // stamps of the files the pre-scan read (a file whose stamp is unchanged is not read again).
+  std::unique_ptr<ResultCache> cache;
+  if (!options_.cacheDir.empty() && !persistent) {
+    std::string key = options_.cacheKey + "\n" + options_.selection.describe() + "\nmax " +
+                      std::to_string(options_.maxFileBytes) + (options_.reportUnusedNoqa ? " noqa" : "") + "\n";
+    for (const auto& [k, v] : options_.settingsFacts) key += k + "=" + v + "\n";
+    // Not the linted set: import roots come from each file and its project (one answer per file), and
+    // a finding an importer makes in a file is never cached (the importer is analysed on every run).
+    for (const auto& r : index.extraRoots()) key += "root " + r + "\n";
+    cache = std::make_unique<ResultCache>(options_.cacheDir, key);
+    cache->load();
+  }
+  // The pre-scan cache (the language server's, or the persistent cache's stamps), and what its masks
+  // mean (the words, in bit order; for a configuration or Markdown file, bit 0: ConfigMentions).
+  PrescanCache* prescans = persistent ? &persistent->prescans() : cache ? &cache->stamps() : nullptr;
+  std::string prescanWords;
+  for (auto w : words) prescanWords.append(w).push_back('\n');
+  for (const auto& w : extraWords) prescanWords.append("+").append(w).push_back('\n');
+  for (auto w : catalog_.configWords) prescanWords.append("config ").append(w).push_back('\n');
+  ConfigMentions mentions(prescans, prescanWords, options_);
   // Configuration files are read and parsed first (their facts configure the scripts);
   // their checks run after the Python analysis, with the project facts.
   std::vector<ConfigDoc> configDocs;
   std::map<std::string, Facts> configFacts;  // absolute path -> facts
+  // A file unchanged since a run that found it mentions no word the config rules need is not read.
+  auto knownQuiet = [&](const std::string& p, const std::optional<FileStamp>& stamp) {
+    if (!mentions.knownQuiet(p, stamp)) return false;
+    ++stats.filesKnown;
+    ++stats.filesSkipped;
+    return true;
+  };
   for (const auto& p : configPaths) {
-    ReadResult r = readSource(p, options_);
     ++stats.filesRead;
+    std::optional<FileStamp> stamp = mentions.stampOf(p);
+    if (knownQuiet(p, stamp)) continue;
+    ReadResult r = readSource(p, options_);
     if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
     stats.bytesRead += r.text.size();
+    mentions.remember(p, stamp, r.text.size(), mentionsConfigWord(r.text));
     Facts f;
     try {  // a failure parsing one configuration file is SL002 for it
       if (auto doc = readConfig(p, std::move(r.text), stats, &f)) configDocs.push_back(std::move(*doc));
@@ -134,18 +168,19 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // Markdown files: the configs their fenced blocks document, checked like configuration files (they
   // configure no script).
   for (const auto& p : markdownPaths) {
-    ReadResult r = readSource(p, options_);
     ++stats.filesRead;
+    std::optional<FileStamp> stamp = mentions.stampOf(p);
+    if (knownQuiet(p, stamp)) continue;
+    ReadResult r = readSource(p, options_);
     if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
     stats.bytesRead += r.text.size();
+    mentions.remember(p, stamp, r.text.size(), config::mayHaveFences(r.text) && mentionsConfigWord(r.text));
     try {
       for (auto& doc : readMarkdown(p, r.text, stats, all)) configDocs.push_back(std::move(doc));
     } catch (const std::exception& e) {
       if (reportSkips) all.push_back(skippedDiagnostic(*sl002, p, stoppedWhy(e)));
     }
   }
-  ProjectIndex index(options_.roots);
-  index.addFiles(pyPaths);
   // The launch scripts and configuration files of each linted Python file's project (one answer per
   // file: a script's config must not depend on which other files are named).
   std::map<std::string, ProjectFiles> projects;
@@ -175,20 +210,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       if (!walk->truncated) projects[d] = std::move(walk->files);
     }
   }
-  std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all, projects);
-  // The persistent cache: findings of files whose text and dependencies are unchanged, and the
-  // stamps of the files the pre-scan read (a file whose stamp is unchanged is not read again).
-  std::unique_ptr<ResultCache> cache;
-  if (!options_.cacheDir.empty() && !persistent) {
-    std::string key = options_.cacheKey + "\n" + options_.selection.describe() + "\nmax " +
-                      std::to_string(options_.maxFileBytes) + (options_.reportUnusedNoqa ? " noqa" : "") + "\n";
-    for (const auto& [k, v] : options_.settingsFacts) key += k + "=" + v + "\n";
-    // Not the linted set: import roots come from each file and its project (one answer per file), and
-    // a finding an importer makes in a file is never cached (the importer is analysed on every run).
-    for (const auto& r : index.extraRoots()) key += "root " + r + "\n";
-    cache = std::make_unique<ResultCache>(options_.cacheDir, key);
-    cache->load();
-  }
+  std::map<std::string, Facts> linked = linkConfigs(launchPaths, std::move(configFacts), &all, projects, &mentions);
   struct Scanned {
     std::string path;
     std::string text;
@@ -234,12 +256,6 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       scanned.push_back({f, "", false, true, false, 0, false, 0, {}, {}, 0});
     }
   }
-  // The pre-scan cache (the language server's, or the persistent cache's stamps), and what its masks
-  // mean (the words, in bit order).
-  PrescanCache* prescans = persistent ? &persistent->prescans() : cache ? &cache->stamps() : nullptr;
-  std::string prescanWords;
-  for (auto w : words) prescanWords.append(w).push_back('\n');
-  for (const auto& w : extraWords) prescanWords.append("+").append(w).push_back('\n');
   constexpr size_t kMaxExtraFiles = 4000;
   // Breadth first, a wave per import level: each wave's files are read, masked and scanned for
   // imports on `jobs` threads, then their imports are resolved in order (the same order, and so
@@ -250,7 +266,28 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     std::vector<std::string> imports;  // as spelled
     size_t bytes = 0;                  // read from disk
     bool known = false;                // its pre-scan facts came from a stamp
+    std::optional<FileStamp> stat;     // its stamp, when the pre-scan cache keeps its facts
+    std::optional<std::vector<std::pair<std::string, bool>>> resolved;  // the last run's, by its stamp
   };
+  // The import resolution the persistent cache keeps (per file, with its stamp) rests on the project
+  // layout of that run: reused while no folder of it changed (one stat each, on `jobs` threads).
+  bool layoutKept = false;
+  if (cache && cache->layout() && cache->layout()->trustworthy && cache->layout()->cwd == index.cwd()) {
+    std::vector<std::pair<const std::string*, const FileStamp*>> folders;
+    for (const auto& [folder, st] : cache->layout()->folders) folders.emplace_back(&folder, &st);
+    std::atomic<bool> same{true};
+    parallelFor(folders.size(), jobs, [&](size_t k) {
+      if (!same.load(std::memory_order_relaxed)) return;
+      auto now = ProjectIndex::folderStamp(*folders[k].first);
+      if (!now || *now != *folders[k].second) same = false;
+    });
+    layoutKept = same;
+    stats.layoutFolders = folders.size();
+    stats.layoutKept = layoutKept;
+  }
+  // Else every kept answer is forgotten: one left for a file this run does not resolve would be taken
+  // by a later run whose layout (this run's) it does not rest on.
+  if (cache && !layoutKept) prescans->dropResolved();
   for (size_t first = 0; first < scanned.size();) {
     size_t last = scanned.size();
     std::vector<Read> reads(last - first);
@@ -280,17 +317,23 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         if (known) {
           rd.bytes = rd.r.text.size();
           rd.known = true;
+          rd.stat = stat;
           sc.mask = known->mask;
-          if (sc.depth < 2) rd.imports = known->imports;
+          if (sc.depth < 2) {
+            rd.imports = known->imports;
+            if (layoutKept) rd.resolved = std::move(known->resolved);
+          }
           return;
         }
         rd.bytes = rd.r.text.size();
         sc.mask = maskOf(rd.r.text);
         if (sc.depth < 2) rd.imports = scanImports(rd.r.text);
-        if (stat && stat->size == rd.bytes)
+        if (stat && stat->size == rd.bytes) {
+          rd.stat = stat;
           prescans->store(sc.path,
                           PrescanCache::Entry{*stat, sc.mask, sc.depth < 2, rd.imports, contentHash(rd.r.text)},
                           prescanWords);
+        }
         if (!wantText) rd.r.text = std::string();  // only its mask and imports were wanted
       } catch (const std::exception& e) {  // (out of memory): this file is skipped, not the run
         rd = Read{};
@@ -309,29 +352,41 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       scanned[i].ok = true;
       // Imports: for the relevance closure (two levels: only linted files' and their imports'
       // imports are needed), and to know which files others import.
-      std::string ownModule = rd.imports.empty() ? std::string() : index.moduleOf(scanned[i].path).name;
-      for (const auto& spelled : rd.imports) {
-        auto name = index.absoluteName(scanned[i].path, spelled);
-        if (!name) continue;
-        auto file = index.findModule(*name, scanned[i].path);
-        if (!file) continue;
-        // A module's own ancestor packages (`import torch` inside torch/nn/...) say nothing about
-        // which rules matter to this file; following them would make a whole library relevant.
-        if (ownModule.size() > name->size() && ownModule.compare(0, name->size(), *name) == 0 &&
-            ownModule[name->size()] == '.') {
-          if (auto at = byPath.find(*file); at != byPath.end() && at->second != i)
-            scanned[i].ancestors.push_back(at->second);
-          continue;
+      auto follow = [&](const std::string& file, bool ancestor) {
+        std::string shown = index.shown(file);
+        if (ancestor) {
+          if (auto at = byPath.find(shown); at != byPath.end() && at->second != i) scanned[i].ancestors.push_back(at->second);
+          return;
         }
-        auto [it, fresh] = byPath.emplace(*file, scanned.size());
+        auto [it, fresh] = byPath.emplace(shown, scanned.size());
         if (fresh) {
           if (scanned.size() >= pyPaths.size() + kMaxExtraFiles) {
             byPath.erase(it);
-            continue;
+            return;
           }
-          scanned.push_back({*file, "", false, false, false, 0, false, 0, {}, {}, scanned[i].depth + 1});
+          scanned.push_back({shown, "", false, false, false, 0, false, 0, {}, {}, scanned[i].depth + 1});
         }
         if (it->second != i) scanned[i].imports.push_back(it->second);
+      };
+      if (rd.resolved) {
+        ++stats.importsKept;
+        for (const auto& [file, ancestor] : *rd.resolved) follow(file, ancestor);
+      } else {
+        std::vector<std::pair<std::string, bool>> resolved;
+        std::string ownModule = rd.imports.empty() ? std::string() : index.moduleOf(scanned[i].path).name;
+        for (const auto& spelled : rd.imports) {
+          auto name = index.absoluteName(scanned[i].path, spelled);
+          if (!name) continue;
+          auto file = index.findModuleFile(*name, scanned[i].path);
+          if (!file) continue;
+          // A module's own ancestor packages (`import torch` inside torch/nn/...) say nothing about
+          // which rules matter to this file; following them would make a whole library relevant.
+          bool ancestor = ownModule.size() > name->size() && ownModule.compare(0, name->size(), *name) == 0 &&
+                          ownModule[name->size()] == '.';
+          resolved.emplace_back(*file, ancestor);
+        }
+        for (const auto& [file, ancestor] : resolved) follow(file, ancestor);
+        if (cache && rd.stat && scanned[i].depth < 2) prescans->storeResolved(scanned[i].path, *rd.stat, std::move(resolved));
       }
       if (scanned[i].linted || scanned[i].importer) scanned[i].text = std::move(rd.r.text);
     }
@@ -720,7 +775,14 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       for (auto& d : found) all.push_back(std::move(d));
     }
   }
-  if (cache) stats.cacheProblem = cache->save(trustBefore);
+  if (cache) {
+    // The layout this run's resolution rests on (with the kept one's folders, when its answers were used).
+    ProjectIndex::Layout layout = index.layout();
+    if (layoutKept && layout.trustworthy)
+      for (const auto& [folder, st] : cache->layout()->folders) layout.folders.emplace(folder, st);
+    cache->setLayout(layout.trustworthy ? std::optional<ProjectIndex::Layout>(std::move(layout)) : std::nullopt);
+    stats.cacheProblem = cache->save(trustBefore);
+  }
   // C++ translation units (their own frontend; not cached).
   lintCxx(catalog_, options_, cxxPaths, all, stats);
   stats.filesParsed += table->parses() - parsesBefore;

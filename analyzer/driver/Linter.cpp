@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <new>
 #include <stdexcept>
 #include <system_error>
 #include <tuple>
+
+#include <unistd.h>
 
 #include "driver/CxxLint.h"
 #include "driver/LinterImpl.h"
@@ -113,6 +116,24 @@ bool normalAbsolute(const std::string& p) {
 
 std::string absolutePathKey(const std::string& path) {
   if (normalAbsolute(path)) return path;  // the common case, without a getcwd() and a path split
+  // A relative path of plain names (after any leading "./"), under a working folder that is itself
+  // normal: joined by string, as absolute() and lexically_normal() would join it.
+  size_t from = 0;
+  while (path.compare(from, 2, "./") == 0) {
+    from += 2;
+    while (from < path.size() && path[from] == '/') ++from;
+  }
+  if (from < path.size() && path[0] != '/') {
+    std::string joined;
+    char buf[4096];
+    if (::getcwd(buf, sizeof buf)) {
+      joined.reserve(std::strlen(buf) + 1 + path.size() - from);
+      joined.append(buf);
+      if (joined.back() != '/') joined.push_back('/');
+      joined.append(path, from, std::string::npos);
+      if (normalAbsolute(joined)) return joined;
+    }
+  }
   std::error_code ec;
   auto abs = std::filesystem::absolute(path, ec);
   return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();

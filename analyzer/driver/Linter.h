@@ -112,6 +112,11 @@ struct LintStats {
   // Of those, files whose stamp (size, times) the cache or the language server knew unchanged: their
   // pre-scan facts came from there, and they were not read unless their analysis ran.
   size_t filesKnown = 0;
+  // The persistent cache's import answers: the folders they rest on (checked by their stamps), whether
+  // none changed, and the files whose imports' answers were taken from there.
+  size_t layoutFolders = 0;
+  bool layoutKept = false;
+  size_t importsKept = 0;
   size_t filesSkipped = 0;   // linted files the pre-scan ruled out (not parsed)
   size_t filesAnalysed = 0;  // linted files analysed (parsed, semantic model, rules)
   // Files not linted that import a linted file, analysed for the findings they make in it
@@ -163,6 +168,8 @@ struct LintInternalError : std::runtime_error {
       : std::runtime_error(what), partial(std::move(found)) {}
   std::vector<Diagnostic> partial;
 };
+
+class ConfigMentions;  // driver/LinterImpl.h
 
 class Linter {
  public:
@@ -233,7 +240,8 @@ class Linter {
   std::map<std::string, Facts> linkConfigs(const std::vector<std::string>& launchPaths,
                                            std::map<std::string, Facts> configFacts,
                                            std::vector<Diagnostic>* diagnostics,
-                                           const std::map<std::string, ProjectFiles>& projects = {}) const;
+                                           const std::map<std::string, ProjectFiles>& projects = {},
+                                           ConfigMentions* mentions = nullptr) const;
   // `base` with the facts of the packages the rules read that `path`'s project declares
   // (RuleCatalog::requirementPackages); a new Facts kept in `store` when there are any, else `base`.
   const Facts* withRequirements(const std::string& path, const Facts* base,

@@ -80,6 +80,28 @@ const Facts* Linter::withRequirements(const std::string& path, const Facts* base
   return store.back().get();
 }
 
+std::optional<FileStamp> ConfigMentions::stampOf(const std::string& path) const {
+  if (!cache_ || options_.overlays.count(absolutePathKey(path))) return std::nullopt;
+  return PrescanCache::statOf(path);
+}
+
+bool ConfigMentions::knownQuiet(const std::string& path, const std::optional<FileStamp>& stamp) {
+  std::string key = absolutePathKey(path);
+  if (quiet_.count(key)) return true;
+  if (!stamp) return false;
+  auto known = cache_->find(key, *stamp, words_);
+  return known && !(known->mask & 1);
+}
+
+void ConfigMentions::remember(const std::string& path, const std::optional<FileStamp>& stamp, size_t bytes,
+                              bool mentions) {
+  std::string key = absolutePathKey(path);
+  if (!mentions) quiet_.insert(key);
+  if (!stamp || stamp->size != bytes) return;
+  if (auto known = cache_->find(key, *stamp, words_); known && (known->mask & 1) == (mentions ? 1u : 0u)) return;
+  cache_->store(key, PrescanCache::Entry{*stamp, mentions ? 1u : 0u, false, {}, 0}, words_);
+}
+
 bool Linter::mentionsConfigWord(std::string_view text) const {
   if (catalog_.configWords.empty()) return true;
   std::string lower(text);
@@ -91,7 +113,8 @@ bool Linter::mentionsConfigWord(std::string_view text) const {
 std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>& launchPaths,
                                                  std::map<std::string, Facts> configFacts,
                                                  std::vector<Diagnostic>* diagnostics,
-                                                 const std::map<std::string, ProjectFiles>& projects) const {
+                                                 const std::map<std::string, ProjectFiles>& projects,
+                                                 ConfigMentions* mentions) const {
   namespace fs = std::filesystem;
   std::vector<const Facts*> named;  // the named configs' (map nodes: the pointers stay valid)
   for (const auto& [path, f] : configFacts) named.push_back(&f);
@@ -181,9 +204,14 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
         found.push_back(&it->second);
         continue;
       }
-      ReadResult r = readSource(c, options_);  // the config rules' words first: most files are not configs
-      if (r.skipped || contentProblem(r.text, options_.maxFileBytes) || !mentionsConfigWord(r.text)) continue;
-      found.push_back(factsOfConfig(c));
+      // The config rules' words first: most files are not configs.
+      std::optional<FileStamp> stamp = mentions ? mentions->stampOf(c) : std::nullopt;
+      if (mentions && mentions->knownQuiet(c, stamp)) continue;
+      ReadResult r = readSource(c, options_);
+      if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
+      bool mentioned = mentionsConfigWord(r.text);
+      if (mentions) mentions->remember(c, stamp, r.text.size(), mentioned);
+      if (mentioned) found.push_back(factsOfConfig(c));
     }
     if (const Facts* only = onlyOne(found)) out["project:" + dir] = *only;
   }

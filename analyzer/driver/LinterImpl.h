@@ -5,10 +5,12 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "driver/Importers.h"
 #include "driver/Linter.h"
 #include "driver/ModuleTable.h"
 #include "driver/Project.h"
@@ -31,6 +33,29 @@ void finalizeDiagnostics(std::vector<Diagnostic>& all);
 bool isLaunchPath(const std::string& path);
 bool isConfigPath(const std::string& path);
 bool isMarkdownPath(const std::string& path);
+
+// Whether configuration and Markdown files mention a word the config rules need (Linter::
+// mentionsConfigWord), as the run learns it: from the pre-scan cache when a file's stamp is unchanged
+// (bit 0 of its mask; such a file is not read), else from its text, remembered for later runs and for
+// the rest of this one (linkConfigs then does not read a linted file again).
+class ConfigMentions {
+ public:
+  // `cache`: the pre-scan cache (none: every file is read); `words`: what its masks mean.
+  ConfigMentions(PrescanCache* cache, std::string words, const LintOptions& options)
+      : cache_(cache), words_(std::move(words)), options_(options) {}
+  // The stamp to remember a file by: none without a cache, for an open editor buffer, or when it
+  // cannot be stat'ed. Taken before the file is read.
+  std::optional<FileStamp> stampOf(const std::string& path) const;
+  // Known to mention none: seen so in this run, or unchanged since a run that saw so.
+  bool knownQuiet(const std::string& path, const std::optional<FileStamp>& stamp);
+  void remember(const std::string& path, const std::optional<FileStamp>& stamp, size_t bytes, bool mentions);
+
+ private:
+  PrescanCache* cache_;
+  std::string words_;
+  const LintOptions& options_;
+  std::set<std::string> quiet_;  // absolute keys of the files read in this run and found quiet
+};
 
 // One analysis task: a linted file (the root) and the project modules its calls reach,
 // from the run's ModuleTable (each parsed once per run, shared with the other tasks).

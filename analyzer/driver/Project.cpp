@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <set>
 #include <system_error>
+
+#include <sys/stat.h>
 
 namespace fs = std::filesystem;
 
@@ -20,11 +23,7 @@ bool isDir(const fs::path& p) {
   std::error_code ec;
   return fs::is_directory(p, ec);
 }
-fs::path absoluteOf(const std::string& p) {
-  std::error_code ec;
-  fs::path a = fs::absolute(p, ec);
-  return (ec ? fs::path(p) : a).lexically_normal();
-}
+fs::path absoluteOf(const std::string& p) { return fs::path(absolutePathKey(p)); }
 }  // namespace
 
 static void addUnique(std::vector<fs::path>& roots, fs::path dir) {
@@ -47,9 +46,14 @@ size_t ProjectIndex::rootListOf(const fs::path& dir) const {
   if (auto it = rootsOfDir_.find(dir.string()); it != rootsOfDir_.end()) return it->second;
   std::vector<fs::path> roots = extra_;
   fs::path top = dir;
-  while (isFile(top / "__init__.py") && top.has_parent_path() && top.parent_path() != top) top = top.parent_path();
+  while (probeFile(top, "__init__.py") && top.has_parent_path() && top.parent_path() != top) top = top.parent_path();
   addUnique(roots, top);  // the package's top folder (the script's own folder outside packages)
   auto [project, repository] = enclosing(dir.string());
+  if (!project.empty()) {
+    noteFolder(project.string());
+    std::error_code ec;
+    if (fs::is_symlink(project / "src", ec)) distrust();
+  }
   if (!project.empty() && isDir(project / "src")) addUnique(roots, project / "src");
   if (!project.empty()) addUnique(roots, project);
   else if (!repository.empty()) addUnique(roots, repository);
@@ -74,7 +78,7 @@ ProjectIndex::Enclosing ProjectIndex::enclosing(const std::string& dir) const {
       out = it->second;
       break;
     }
-    bool project = isFile(up / "pyproject.toml") || isFile(up / "setup.py") || isFile(up / "setup.cfg");
+    bool project = probeFile(up, "pyproject.toml") || probeFile(up, "setup.py") || probeFile(up, "setup.cfg");
     walked.emplace_back(up, project);
     std::error_code ec;
     if (fs::exists(up / ".git", ec)) {
@@ -114,7 +118,7 @@ bool ProjectIndex::hasInit(const fs::path& dir) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = initCache_.find(key); it != initCache_.end()) return it->second;
   }
-  bool yes = isFile(dir / "__init__.py");
+  bool yes = probeFile(dir, "__init__.py");
   std::lock_guard<std::mutex> lock(mu_);
   return initCache_[key] = yes;
 }
@@ -132,6 +136,7 @@ std::string ProjectIndex::displayKept(const std::string& absolute) const {
 const ProjectIndex::Listing& ProjectIndex::listingOf(const std::string& folder) const {  // filesMu_ held
   auto it = listings_.find(folder);
   if (it != listings_.end()) return it->second;
+  noteFolder(folder.empty() ? std::string(".") : folder);
   Listing entries;
   std::error_code ec;
   for (fs::directory_iterator d(folder.empty() ? fs::path(".") : fs::path(folder), ec), end; !ec && d != end;
@@ -157,7 +162,8 @@ bool ProjectIndex::isFileKept(const std::string& p) const {
     if (e == listing.end()) return false;
     kind = e->second;
   }
-  return kind == Entry::File || (kind == Entry::Link && isFile(p));  // a link: what it points to
+  if (kind == Entry::Link) distrust();  // what it points to can change with no folder's stamp
+  return kind == Entry::File || (kind == Entry::Link && isFile(p));
 }
 
 bool ProjectIndex::mayHold(const fs::path& root, const std::string& first) const {
@@ -192,7 +198,7 @@ ProjectIndex::Module ProjectIndex::computeModuleOf(const std::string& path) cons
   return m;
 }
 
-std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, const std::string& fromFile) const {
+std::optional<std::string> ProjectIndex::findModuleFile(const std::string& dotted, const std::string& fromFile) const {
   if (dotted.empty() || dotted[0] == '.') return std::nullopt;
   const std::vector<fs::path>* roots = nullptr;
   size_t list = 0;
@@ -220,17 +226,23 @@ std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, c
     if (base.empty() || base.back() != '/') base.push_back('/');
     base += rel;
     if (isFileKept(base + ".py")) {
-      found = displayKept(base + ".py");
+      found = base + ".py";
       break;
     }
     if (isFileKept(base + "/__init__.py")) {
-      found = displayKept(base + "/__init__.py");
+      found = base + "/__init__.py";
       break;
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
   cache_[list][dotted] = found;
   return found;
+}
+
+std::optional<std::string> ProjectIndex::findModule(const std::string& dotted, const std::string& fromFile) const {
+  std::optional<std::string> file = findModuleFile(dotted, fromFile);
+  if (file) file = displayKept(*file);
+  return file;
 }
 
 std::optional<std::string> ProjectIndex::absoluteName(const std::string& fromFile, std::string_view spelled) const {
@@ -253,6 +265,45 @@ std::optional<std::string> ProjectIndex::absoluteName(const std::string& fromFil
   std::string_view rest = spelled.substr(dots);
   if (!rest.empty()) out += (out.empty() ? "" : ".") + std::string(rest);
   if (out.empty()) return std::nullopt;
+  return out;
+}
+
+std::optional<FileStamp> ProjectIndex::folderStamp(const std::string& folder) {
+  struct stat st {};
+  if (::lstat(folder.c_str(), &st) != 0)
+    return errno == ENOENT || errno == ENOTDIR ? std::optional<FileStamp>(FileStamp{kMissing, 0, 0}) : std::nullopt;
+  if (S_ISLNK(st.st_mode)) return std::nullopt;
+  auto ns = [](const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; };
+  return FileStamp{static_cast<uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+void ProjectIndex::noteFolder(const std::string& folder) const {
+  std::lock_guard<std::mutex> lock(layoutMu_);
+  if (!layout_.trustworthy || layout_.folders.count(folder)) return;
+  if (auto stamp = folderStamp(folder)) layout_.folders.emplace(folder, *stamp);
+  else layout_.trustworthy = false;  // a link, or it cannot be stat'ed
+}
+
+void ProjectIndex::distrust() const {
+  std::lock_guard<std::mutex> lock(layoutMu_);
+  layout_.trustworthy = false;
+}
+
+bool ProjectIndex::probeFile(const fs::path& dir, const char* name) const {
+  std::string folder = dir.string();
+  noteFolder(folder);
+  std::string p = folder + "/" + name;
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) return false;
+  if (!S_ISLNK(st.st_mode)) return S_ISREG(st.st_mode);
+  distrust();  // what it points to can change with no folder's stamp
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+ProjectIndex::Layout ProjectIndex::layout() const {
+  std::lock_guard<std::mutex> lock(layoutMu_);
+  Layout out = layout_;
+  out.cwd = cwd_.string();
   return out;
 }
 

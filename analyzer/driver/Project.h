@@ -1,6 +1,7 @@
 // The project model: import roots, module names of files, module lookup, and the
 // byte-level import scan used by the pre-scan.
 #pragma once
+#include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -13,6 +14,17 @@
 #include <vector>
 
 namespace shardlint {
+
+// What says a file (or a folder) on disk is unchanged without reading it: its size and its modification
+// and status-change times (ns); a folder's change when an entry is added, removed or renamed in it. The status-change time cannot be set by a user, so a file rewritten
+// with its old size and modification time (`rsync -t`, `touch -r`) still shows as changed.
+struct FileStamp {
+  uint64_t size = 0;
+  int64_t mtime = 0;
+  int64_t ctime = 0;
+  bool operator==(const FileStamp& o) const { return size == o.size && mtime == o.mtime && ctime == o.ctime; }
+  bool operator!=(const FileStamp& o) const { return !(*this == o); }
+};
 
 class ProjectIndex {
  public:
@@ -50,6 +62,27 @@ class ProjectIndex {
   std::string displayOf(const std::string& path) const { return display(std::filesystem::absolute(path)); }
   // The roots given in configuration or on the command line (the same for every file).
   std::vector<std::string> extraRoots() const;
+
+  // findModule's answer as an absolute path, and how such a path is shown (findModule gives that).
+  std::optional<std::string> findModuleFile(const std::string& dotted, const std::string& fromFile) const;
+  std::string shown(const std::string& absolute) const { return displayKept(absolute); }
+
+  // The layout the index's answers rest on: every folder whose entries it listed or probed for a name
+  // (a package's `__init__.py`, a project's markers), by the folder's stamp taken before the look, and
+  // the working folder (relative paths are read against it). While no such folder's stamp changed and
+  // the working folder is the same, the answers are the same. Not `trustworthy` when a look followed a
+  // symbolic link (its target can change with no folder's stamp) or a folder could not be stat'ed.
+  struct Layout {
+    std::string cwd;
+    std::map<std::string, FileStamp> folders;
+    bool trustworthy = true;
+  };
+  Layout layout() const;
+  std::string cwd() const { return cwd_.string(); }
+  // A folder's stamp as the layout keeps it: `kMissing` as its size when there is no such folder (its
+  // coming would change a recorded one); none for a symbolic link or a folder that cannot be stat'ed.
+  static constexpr uint64_t kMissing = ~uint64_t{0};
+  static std::optional<FileStamp> folderStamp(const std::string& folder);
 
  private:
   std::string display(const std::filesystem::path& absolute) const;
@@ -96,6 +129,13 @@ class ProjectIndex {
   mutable std::unordered_map<std::string, std::string> displayed_;
   // Whether `root` has an entry `first` or `first.py` (from its listing).
   bool mayHold(const std::filesystem::path& root, const std::string& first) const;
+  // Records `folder` in the layout (its stamp, the first time) before the index looks into it.
+  void noteFolder(const std::string& folder) const;
+  // Whether `dir/name` is a regular file (a link to one: the layout is no longer trustworthy).
+  bool probeFile(const std::filesystem::path& dir, const char* name) const;
+  void distrust() const;  // the layout is not trustworthy
+  mutable std::mutex layoutMu_;
+  mutable Layout layout_;
 };
 
 // Imported module names in a Python source, found without parsing:

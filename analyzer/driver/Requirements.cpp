@@ -458,19 +458,25 @@ struct FolderFiles {
 FolderFiles filesIn(const fs::path& dir) {
   FolderFiles out;
   std::error_code ec;
+  bool hasSub = false;  // an entry named `requirements` (not a regular file): listed below
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code fe;
-    if (!it->is_regular_file(fe)) continue;
     std::string name = it->path().filename().string();
+    if (!it->is_regular_file(fe)) {
+      hasSub = hasSub || name == "requirements";
+      continue;
+    }
     if (isDependencyFile(name)) out.dependencies.push_back(it->path());
     else if (isShellScript(name)) out.scripts.push_back(it->path());
   }
-  fs::path sub = dir / "requirements";
-  for (fs::directory_iterator it(sub, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code fe;
-    std::string name = it->path().filename().string();
-    if (it->is_regular_file(fe) && name.size() > 4 && name.compare(name.size() - 4, 4, ".txt") == 0)
-      out.dependencies.push_back(it->path());
+  if (hasSub) {
+    fs::path sub = dir / "requirements";
+    for (fs::directory_iterator it(sub, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code fe;
+      std::string name = it->path().filename().string();
+      if (it->is_regular_file(fe) && name.size() > 4 && name.compare(name.size() - 4, 4, ".txt") == 0)
+        out.dependencies.push_back(it->path());
+    }
   }
   std::sort(out.dependencies.begin(), out.dependencies.end());
   std::sort(out.scripts.begin(), out.scripts.end());
@@ -504,13 +510,13 @@ const Requirements& RequirementsIndex::forDirectory(const fs::path& start) {
     Requirements own;
   };
   std::vector<Step> steps;
-  const Requirements* above = nullptr;  // the known answer the walk reached, when it did not end on its own
-  if (auto it = cache_.find(start.native()); it != cache_.end()) return it->second;  // asked before, as spelled
+  std::shared_ptr<const Requirements> above;  // the known answer the walk reached, when it did not end on its own
+  if (auto it = cache_.find(start.native()); it != cache_.end()) return *it->second;  // asked before, as spelled
   fs::path dir = start.lexically_normal();
   for (int n = 0; n < 64 && !dir.empty(); ++n) {
     std::string key = dir.string();
     if (auto it = cache_.find(key); it != cache_.end()) {
-      above = &it->second;
+      above = it->second;
       break;
     }
     FolderFiles files = filesIn(dir);
@@ -524,15 +530,18 @@ const Requirements& RequirementsIndex::forDirectory(const fs::path& start) {
     dir = dir.parent_path();
   }
   if (steps.empty()) return above ? *above : none;
-  // From the top down: a folder's own declarations first, then those that apply to the folder above.
-  Requirements inherited = above ? *above : Requirements{};
+  // From the top down: a folder's own declarations first, then those that apply to the folder above
+  // (shared, not copied, by a folder that declares nothing).
+  std::shared_ptr<const Requirements> inherited = above ? above : std::make_shared<const Requirements>();
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    Requirements mine = std::move(it->own);
-    append(mine, inherited);
-    inherited = mine;
-    cache_[it->key] = std::move(mine);
+    if (!it->own.empty()) {
+      auto mine = std::make_shared<Requirements>(std::move(it->own));
+      append(*mine, *inherited);
+      inherited = std::move(mine);
+    }
+    cache_[it->key] = inherited;
   }
-  return cache_[steps.front().key];
+  return *cache_[steps.front().key];
 }
 
 }  // namespace shardlint

@@ -19,6 +19,7 @@
 #pragma once
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -50,7 +51,8 @@ class RequirementsIndex {
 
  private:
   std::mutex mu_;
-  std::map<std::string, Requirements> cache_;
+  // Folder -> its answer; a folder that declares nothing shares the answer of the folder above.
+  std::map<std::string, std::shared_ptr<const Requirements>> cache_;
 };
 
 }  // namespace shardlint

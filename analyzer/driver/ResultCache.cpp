@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-constexpr int kFormat = 3;  // after the 8-byte checksum, MessagePack       // bump when the file layout changes
+constexpr int kFormat = 4;  // after the 8-byte checksum, MessagePack       // bump when the file layout changes
 constexpr size_t kMaxItems = 50000;
 
 json lineCol(const LineCol& lc) { return {lc.line, lc.byteColumn, lc.codepointColumn, lc.utf16Column}; }
@@ -82,6 +82,14 @@ json stampJson(const PrescanCache::Entry& e, NameTable& names) {
     json imports = json::array();
     for (const auto& i : e.imports) imports.push_back(names.id(i));
     j.push_back(std::move(imports));
+    if (e.resolved) {  // [file, ancestor, file, ancestor...]
+      json resolved = json::array();
+      for (const auto& [file, ancestor] : *e.resolved) {
+        resolved.push_back(names.id(file));
+        resolved.push_back(ancestor);
+      }
+      j.push_back(std::move(resolved));
+    }
   }
   return j;
 }
@@ -94,6 +102,11 @@ PrescanCache::Entry stampFrom(const json& j, const std::vector<std::string>& nam
   if (j.size() > 5) {
     e.hasImports = true;
     for (const auto& i : j.at(5)) e.imports.push_back(names.at(i.get<uint32_t>()));
+  }
+  if (j.size() > 6) {
+    const json& r = j.at(6);
+    e.resolved.emplace();
+    for (size_t k = 0; k + 1 < r.size(); k += 2) e.resolved->emplace_back(names.at(r[k].get<uint32_t>()), r[k + 1].get<bool>());
   }
   return e;
 }
@@ -163,6 +176,7 @@ void ResultCache::load() {
   items_.clear();
   outlines_.clear();
   stamps_.restore("", {});
+  layout_.reset();
   std::ifstream in(file_, std::ios::binary);
   if (!in) return;
   try {
@@ -193,10 +207,22 @@ void ResultCache::load() {
     for (const auto& j : doc.at("stamps"))  // [path, stamp...]
       stamps.emplace(names.at(j.at(0).get<uint32_t>()), stampFrom(j.at(1), names));
     stamps_.restore(doc.at("words").get<std::string>(), std::move(stamps));
+    if (doc.contains("layout")) {  // [cwd, [folder, size, mtime, ctime, ...]]
+      const json& l = doc.at("layout");
+      ProjectIndex::Layout layout;
+      layout.cwd = l.at(0).get<std::string>();
+      const json& folders = l.at(1);
+      for (size_t k = 0; k + 3 < folders.size(); k += 4)
+        layout.folders.emplace(names.at(folders[k].get<uint32_t>()),
+                               FileStamp{folders[k + 1].get<uint64_t>(), folders[k + 2].get<int64_t>(),
+                                         folders[k + 3].get<int64_t>()});
+      layout_ = std::move(layout);
+    }
   } catch (const std::exception&) {
     items_.clear();  // a damaged cache is no cache
     outlines_.clear();
     stamps_.restore("", {});
+    layout_.reset();
   }
 }
 
@@ -257,6 +283,23 @@ std::string ResultCache::save(int64_t trustBefore) {
       stampList.push_back({names.id(path), stampJson(e, names)});
   json doc = {{"format", kFormat}, {"names", names.names}, {"files", std::move(files)},
               {"outlines", std::move(outlines)}, {"words", words}, {"stamps", std::move(stampList)}};
+  // The layout, unless a folder in it changed too recently to be trusted by its stamp (as files).
+  bool layoutSettled = layout_ && layout_->trustworthy && layout_->folders.size() < kMaxItems;
+  if (layoutSettled) {
+    json folders = json::array();
+    for (const auto& [folder, st] : layout_->folders) {
+      if (st.size != ProjectIndex::kMissing && (st.mtime >= trustBefore || st.ctime >= trustBefore)) {
+        layoutSettled = false;
+        break;
+      }
+      folders.push_back(names.id(folder));
+      folders.push_back(st.size);
+      folders.push_back(st.mtime);
+      folders.push_back(st.ctime);
+    }
+    if (layoutSettled) doc["layout"] = json::array({layout_->cwd, std::move(folders)});
+  }
+  doc["names"] = names.names;  // the layout's folders too
   std::vector<std::uint8_t> payload = json::to_msgpack(doc);
   std::string bytes(8, '\0');
   uint64_t sum = contentHash(std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));

@@ -52,6 +52,17 @@ class ResultCache {
   // written again within its clock's granularity could keep its stamp with another text (Git's
   // "racily clean" entries), so such a file is read again next time.
   std::string save(int64_t trustBefore);
+  // The layout the stamps' `resolved` answers rest on (ProjectIndex::layout): what the last run kept,
+  // and what this run leaves for the next.
+  const std::optional<ProjectIndex::Layout>& layout() const { return layout_; }
+  void setLayout(std::optional<ProjectIndex::Layout> layout) {
+    auto same = [](const ProjectIndex::Layout& a, const ProjectIndex::Layout& b) {
+      return a.cwd == b.cwd && a.trustworthy == b.trustworthy && a.folders == b.folders;
+    };
+    if (layout.has_value() == layout_.has_value() && (!layout || same(*layout, *layout_))) return;
+    layout_ = std::move(layout);
+    dirty_ = true;
+  }
   const std::filesystem::path& file() const { return file_; }
 
  private:
@@ -65,6 +76,7 @@ class ResultCache {
   std::map<std::string, Item> items_;
   std::map<std::string, std::pair<uint64_t, syntax::Outline>> outlines_;
   PrescanCache stamps_;
+  std::optional<ProjectIndex::Layout> layout_;
   bool dirty_ = false;
 };
 
