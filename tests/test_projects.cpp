@@ -436,3 +436,40 @@ TEST_CASE("project index: project folders, roots and module lookups answer alike
     CHECK(index.moduleOf(train).name == "train");
   }
 }
+
+// The layout an index's answers rest on (ProjectIndex::Layout, kept by the cache with them): the folders
+// it looked into by their stamps, a folder it looked for and did not find as missing, and no trust once a
+// lookup followed a symbolic link.
+TEST_CASE("project index: the layout records the folders its answers rest on", "[projects][unit][index]") {
+  shardlint::testing::TempDir dir("sl-layout-");
+  fs::create_directories(dir.path() / "repo" / ".git");
+  dir.write("repo/pkg/__init__.py", "");
+  dir.write("repo/pkg/mod.py", "x = 1\n");
+  dir.write("repo/train.py", "import pkg.mod\n");
+  const fs::path repo = fs::canonical(dir.path() / "repo");
+  const std::string train = (repo / "train.py").string();
+  {
+    shardlint::ProjectIndex index;
+    CHECK(index.findModuleFile("pkg.mod", train) == (repo / "pkg" / "mod.py").string());
+    CHECK(!index.findModuleFile("pkg.nothere.deep", train));
+    shardlint::ProjectIndex::Layout layout = index.layout();
+    CHECK(layout.trustworthy);
+    REQUIRE(layout.folders.count(repo.string()) == 1);
+    REQUIRE(layout.folders.count((repo / "pkg").string()) == 1);
+    CHECK(layout.folders.at(repo.string()) == *shardlint::ProjectIndex::folderStamp(repo.string()));
+    // Looked for, not there: recorded as missing, so that its coming changes the layout.
+    REQUIRE(layout.folders.count((repo / "pkg" / "nothere").string()) == 1);
+    CHECK(layout.folders.at((repo / "pkg" / "nothere").string()).size == shardlint::ProjectIndex::kMissing);
+    fs::create_directories(repo / "pkg" / "nothere");
+    CHECK(*shardlint::ProjectIndex::folderStamp((repo / "pkg" / "nothere").string()) !=
+          layout.folders.at((repo / "pkg" / "nothere").string()));
+  }
+  {
+    fs::create_symlink("mod.py", repo / "pkg" / "linked.py");
+    shardlint::ProjectIndex index;
+    CHECK(index.findModuleFile("pkg.mod", train));
+    CHECK(index.layout().trustworthy);
+    CHECK(index.findModuleFile("pkg.linked", train));
+    CHECK(!index.layout().trustworthy);
+  }
+}
