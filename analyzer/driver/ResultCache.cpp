@@ -15,22 +15,41 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-constexpr int kFormat = 4;  // after the 8-byte checksum, MessagePack       // bump when the file layout changes
+constexpr int kFormat = 5;  // after the 8-byte checksum, MessagePack       // bump when the file layout changes
 constexpr size_t kMaxItems = 50000;
 
-json lineCol(const LineCol& lc) { return {lc.line, lc.byteColumn, lc.codepointColumn, lc.utf16Column}; }
-LineCol lineColFrom(const json& j) {
-  return LineCol{j.at(0).get<uint32_t>(), j.at(1).get<uint32_t>(), j.at(2).get<uint32_t>(), j.at(3).get<uint32_t>()};
+// Names (paths, imported modules, rule codes and names) are written once, in a table, and referred to by their index.
+struct NameTable {
+  std::vector<std::string> names;
+  std::map<std::string, uint32_t> ids;
+  uint32_t id(const std::string& name) {
+    auto [it, fresh] = ids.emplace(name, static_cast<uint32_t>(names.size()));
+    if (fresh) names.push_back(name);
+    return it->second;
+  }
+};
+
+// A location as one flat array: [path, range begin, range end, start (4 columns), end (4 columns)].
+json location(const Location& l, NameTable& names) {
+  json out = json::array();
+  out.push_back(names.id(l.path));
+  out.push_back(l.range.begin);
+  out.push_back(l.range.end);
+  for (const LineCol* lc : {&l.start, &l.end}) {
+    out.push_back(lc->line);
+    out.push_back(lc->byteColumn);
+    out.push_back(lc->codepointColumn);
+    out.push_back(lc->utf16Column);
+  }
+  return out;
 }
-json location(const Location& l) {
-  return {{"path", l.path}, {"range", {l.range.begin, l.range.end}}, {"start", lineCol(l.start)}, {"end", lineCol(l.end)}};
-}
-Location locationFrom(const json& j) {
+Location locationFrom(const json& j, const std::vector<std::string>& names) {
+  auto u = [&](size_t k) { return j.at(k).get<uint32_t>(); };
   Location l;
-  l.path = j.at("path").get<std::string>();
-  l.range = ByteRange{j.at("range").at(0).get<uint32_t>(), j.at("range").at(1).get<uint32_t>()};
-  l.start = lineColFrom(j.at("start"));
-  l.end = lineColFrom(j.at("end"));
+  l.path = names.at(u(0));
+  l.range = ByteRange{u(1), u(2)};
+  l.start = LineCol{u(3), u(4), u(5), u(6)};
+  l.end = LineCol{u(7), u(8), u(9), u(10)};
   return l;
 }
 json outlineJson(const syntax::Outline& o) {
@@ -65,16 +84,6 @@ syntax::Outline outlineFrom(const json& j) {
   return o;
 }
 
-// Names (paths, imported modules) are written once, in a table, and referred to by their index.
-struct NameTable {
-  std::vector<std::string> names;
-  std::map<std::string, uint32_t> ids;
-  uint32_t id(const std::string& name) {
-    auto [it, fresh] = ids.emplace(name, static_cast<uint32_t>(names.size()));
-    if (fresh) names.push_back(name);
-    return it->second;
-  }
-};
 
 json stampJson(const PrescanCache::Entry& e, NameTable& names) {
   json j = {e.stamp.size, e.stamp.mtime, e.stamp.ctime, e.mask, e.hash};
@@ -111,33 +120,45 @@ PrescanCache::Entry stampFrom(const json& j, const std::vector<std::string>& nam
   return e;
 }
 
-json findingJson(const Diagnostic& d) {
+// A finding as an array: [code, name, severity, location, message, [location, message, ...] (its notes)],
+// and with a fix [title, safe, [location, text, ...] (its edits)] after them.
+json findingJson(const Diagnostic& d, NameTable& names) {
   json notes = json::array();
-  for (const auto& note : d.notes) notes.push_back({{"location", location(note.location)}, {"message", note.message}});
-  json f = {{"code", d.code}, {"name", d.name}, {"severity", static_cast<int>(d.severity)},
-            {"location", location(d.location)}, {"message", d.message}, {"notes", notes}};
+  for (const auto& note : d.notes) {
+    notes.push_back(location(note.location, names));
+    notes.push_back(note.message);
+  }
+  json f = {names.id(d.code), names.id(d.name), static_cast<int>(d.severity), location(d.location, names), d.message,
+            std::move(notes)};
   if (d.fix) {
     json edits = json::array();
-    for (const auto& e : d.fix->edits) edits.push_back({location(e.location), e.text});
-    f["fix"] = {{"title", d.fix->title}, {"safe", d.fix->applicability == Applicability::Safe}, {"edits", edits}};
+    for (const auto& e : d.fix->edits) {
+      edits.push_back(location(e.location, names));
+      edits.push_back(e.text);
+    }
+    f.push_back({d.fix->title, d.fix->applicability == Applicability::Safe, std::move(edits)});
   }
   return f;
 }
 
-Diagnostic findingFrom(const json& f) {
+Diagnostic findingFrom(const json& f, const std::vector<std::string>& names) {
   Diagnostic d;
-  d.code = f.at("code").get<std::string>();
-  d.name = f.at("name").get<std::string>();
-  d.severity = static_cast<Severity>(f.at("severity").get<int>());
-  d.location = locationFrom(f.at("location"));
-  d.message = f.at("message").get<std::string>();
-  for (const auto& n : f.at("notes")) d.notes.push_back(Note{locationFrom(n.at("location")), n.at("message").get<std::string>()});
-  if (f.contains("fix")) {
-    const json& x = f.at("fix");
+  d.code = names.at(f.at(0).get<uint32_t>());
+  d.name = names.at(f.at(1).get<uint32_t>());
+  d.severity = static_cast<Severity>(f.at(2).get<int>());
+  d.location = locationFrom(f.at(3), names);
+  d.message = f.at(4).get<std::string>();
+  const json& notes = f.at(5);
+  for (size_t k = 0; k + 1 < notes.size(); k += 2)
+    d.notes.push_back(Note{locationFrom(notes[k], names), notes[k + 1].get<std::string>()});
+  if (f.size() > 6) {
+    const json& x = f.at(6);
     Fix fix;
-    fix.title = x.at("title").get<std::string>();
-    fix.applicability = x.at("safe").get<bool>() ? Applicability::Safe : Applicability::Unsafe;
-    for (const auto& e : x.at("edits")) fix.edits.push_back(Edit{locationFrom(e.at(0)), e.at(1).get<std::string>()});
+    fix.title = x.at(0).get<std::string>();
+    fix.applicability = x.at(1).get<bool>() ? Applicability::Safe : Applicability::Unsafe;
+    const json& edits = x.at(2);
+    for (size_t k = 0; k + 1 < edits.size(); k += 2)
+      fix.edits.push_back(Edit{locationFrom(edits[k], names), edits[k + 1].get<std::string>()});
     d.fix = std::move(fix);
   }
   return d;
@@ -198,7 +219,7 @@ void ResultCache::load() {
       const json& deps = j.at(3);
       for (size_t k = 0; k + 1 < deps.size(); k += 2)
         item.deps.emplace_back(names.at(deps[k].get<uint32_t>()), deps[k + 1].get<uint64_t>());
-      for (const auto& f : j.at(4)) item.findings.push_back(findingFrom(f));
+      for (const auto& f : j.at(4)) item.findings.push_back(findingFrom(f, names));
       items_[names.at(j.at(0).get<uint32_t>())] = std::move(item);
     }
     for (const auto& j : doc.at("outlines"))  // [path, hash, outline]
@@ -271,7 +292,7 @@ std::string ResultCache::save(int64_t trustBefore) {
       deps.push_back(h);
     }
     json findings = json::array();
-    for (const auto& d : item.findings) findings.push_back(findingJson(d));
+    for (const auto& d : item.findings) findings.push_back(findingJson(d, names));
     files.push_back({names.id(path), item.hash, item.facts, std::move(deps), std::move(findings)});
   }
   json outlines = json::array();
