@@ -4,6 +4,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
 
 #include "core/AtomicWrite.h"
@@ -15,7 +16,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-constexpr int kFormat = 5;  // after the 8-byte checksum, MessagePack       // bump when the file layout changes
+constexpr int kFormat = 6;  // after the 8-byte checksum, MessagePack       // bump when the file layout changes
 constexpr size_t kMaxItems = 50000;
 
 // Names (paths, imported modules, rule codes and names) are written once, in a table, and referred to by their index.
@@ -85,39 +86,103 @@ syntax::Outline outlineFrom(const json& j) {
 }
 
 
-json stampJson(const PrescanCache::Entry& e, NameTable& names) {
-  json j = {e.stamp.size, e.stamp.mtime, e.stamp.ctime, e.mask, e.hash};
-  if (e.hasImports) {
-    json imports = json::array();
-    for (const auto& i : e.imports) imports.push_back(names.id(i));
-    j.push_back(std::move(imports));
-    if (e.resolved) {  // [file, ancestor, file, ancestor...]
-      json resolved = json::array();
-      for (const auto& [file, ancestor] : *e.resolved) {
-        resolved.push_back(names.id(file));
-        resolved.push_back(ancestor);
-      }
-      j.push_back(std::move(resolved));
-    }
+// The bulky regular sections (the name table, the stamps, the layout) are packed as MessagePack binary
+// values: one value each, not a value per number, so that loading them costs no allocation per number.
+// Little-endian fixed-width fields; an Unpacker throws on a field past the end (a damaged cache is none).
+struct Packer {
+  std::vector<std::uint8_t> bytes;
+  template <typename T>
+  void put(T v) {
+    auto u = static_cast<uint64_t>(v);
+    for (size_t k = 0; k < sizeof(T); ++k) bytes.push_back(static_cast<std::uint8_t>((u >> (8 * k)) & 0xff));
   }
-  return j;
+};
+struct Unpacker {
+  const std::vector<std::uint8_t>& bytes;
+  size_t at = 0;
+  template <typename T>
+  T get() {
+    if (bytes.size() - at < sizeof(T)) throw std::runtime_error("cache: a packed section is cut short");
+    uint64_t u = 0;
+    for (size_t k = 0; k < sizeof(T); ++k) u |= static_cast<uint64_t>(bytes[at + k]) << (8 * k);
+    at += sizeof(T);
+    return static_cast<T>(u);
+  }
+  const std::string& name(const std::vector<std::string>& names) { return names.at(get<uint32_t>()); }
+};
+
+json packNames(const std::vector<std::string>& names) {
+  Packer p;
+  p.put<uint32_t>(static_cast<uint32_t>(names.size()));
+  for (const auto& n : names) {
+    p.put<uint32_t>(static_cast<uint32_t>(n.size()));
+    p.bytes.insert(p.bytes.end(), n.begin(), n.end());
+  }
+  return json::binary(std::move(p.bytes));
 }
 
-PrescanCache::Entry stampFrom(const json& j, const std::vector<std::string>& names) {
+std::vector<std::string> unpackNames(const std::vector<std::uint8_t>& bytes) {
+  Unpacker u{bytes};
+  std::vector<std::string> names;
+  uint32_t count = u.get<uint32_t>();
+  if (count > bytes.size()) throw std::runtime_error("cache: a bad name count");
+  names.reserve(count);
+  for (uint32_t k = 0; k < count; ++k) {
+    uint32_t size = u.get<uint32_t>();
+    if (bytes.size() - u.at < size) throw std::runtime_error("cache: a name is cut short");
+    names.emplace_back(reinterpret_cast<const char*>(bytes.data() + u.at), size);
+    u.at += size;
+  }
+  return names;
+}
+
+// Each stamp: path, size, mtime, ctime, mask, hash, flags (1: imports, 2: resolved), then the imports
+// (a count and names) and the resolved files (a count, then a name and an ancestor byte each).
+void packStamp(Packer& p, const std::string& path, const PrescanCache::Entry& e, NameTable& names) {
+  p.put<uint32_t>(names.id(path));
+  p.put<uint64_t>(e.stamp.size);
+  p.put<int64_t>(e.stamp.mtime);
+  p.put<int64_t>(e.stamp.ctime);
+  p.put<uint64_t>(e.mask);
+  p.put<uint64_t>(e.hash);
+  bool resolved = e.hasImports && e.resolved;
+  p.put<uint8_t>(static_cast<uint8_t>((e.hasImports ? 1 : 0) | (resolved ? 2 : 0)));
+  if (e.hasImports) {
+    p.put<uint32_t>(static_cast<uint32_t>(e.imports.size()));
+    for (const auto& i : e.imports) p.put<uint32_t>(names.id(i));
+  }
+  if (resolved) {
+    p.put<uint32_t>(static_cast<uint32_t>(e.resolved->size()));
+    for (const auto& [file, ancestor] : *e.resolved) {
+      p.put<uint32_t>(names.id(file));
+      p.put<uint8_t>(ancestor ? 1 : 0);
+    }
+  }
+}
+
+std::pair<std::string, PrescanCache::Entry> unpackStamp(Unpacker& u, const std::vector<std::string>& names) {
+  std::string path = u.name(names);
   PrescanCache::Entry e;
-  e.stamp = FileStamp{j.at(0).get<uint64_t>(), j.at(1).get<int64_t>(), j.at(2).get<int64_t>()};
-  e.mask = j.at(3).get<uint64_t>();
-  e.hash = j.at(4).get<uint64_t>();
-  if (j.size() > 5) {
+  e.stamp.size = u.get<uint64_t>();
+  e.stamp.mtime = u.get<int64_t>();
+  e.stamp.ctime = u.get<int64_t>();
+  e.mask = u.get<uint64_t>();
+  e.hash = u.get<uint64_t>();
+  uint8_t flags = u.get<uint8_t>();
+  if (flags & 1) {
     e.hasImports = true;
-    for (const auto& i : j.at(5)) e.imports.push_back(names.at(i.get<uint32_t>()));
+    uint32_t n = u.get<uint32_t>();
+    for (uint32_t k = 0; k < n; ++k) e.imports.push_back(u.name(names));
   }
-  if (j.size() > 6) {
-    const json& r = j.at(6);
+  if (flags & 2) {
+    uint32_t n = u.get<uint32_t>();
     e.resolved.emplace();
-    for (size_t k = 0; k + 1 < r.size(); k += 2) e.resolved->emplace_back(names.at(r[k].get<uint32_t>()), r[k + 1].get<bool>());
+    for (uint32_t k = 0; k < n; ++k) {
+      const std::string& file = u.name(names);
+      e.resolved->emplace_back(file, u.get<uint8_t>() != 0);
+    }
   }
-  return e;
+  return {std::move(path), std::move(e)};
 }
 
 // A finding as an array: [code, name, severity, location, message, [location, message, ...] (its notes)],
@@ -201,7 +266,13 @@ void ResultCache::load() {
   std::ifstream in(file_, std::ios::binary);
   if (!in) return;
   try {
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string bytes;
+    in.seekg(0, std::ios::end);
+    std::streamoff size = in.tellg();
+    if (size < 8) return;
+    bytes.resize(static_cast<size_t>(size));
+    in.seekg(0);
+    if (!in.read(bytes.data(), size)) return;
     // The first 8 bytes: the content hash of the rest (a damaged or edited file is no cache, rather than
     // findings with a changed byte).
     if (bytes.size() < 8) return;
@@ -211,32 +282,37 @@ void ResultCache::load() {
     if (contentHash(payload) != sum) return;
     json doc = json::from_msgpack(payload.begin(), payload.end());
     if (doc.value("format", 0) != kFormat) return;
-    std::vector<std::string> names = doc.at("names").get<std::vector<std::string>>();
+    std::vector<std::string> names = unpackNames(doc.at("names").get_binary());
     for (const auto& j : doc.at("files")) {  // [path, hash, facts, [dep, hash, dep, hash...], findings]
       Item item;
       item.hash = j.at(1).get<uint64_t>();
       item.facts = j.at(2).get<std::string>();
-      const json& deps = j.at(3);
-      for (size_t k = 0; k + 1 < deps.size(); k += 2)
-        item.deps.emplace_back(names.at(deps[k].get<uint32_t>()), deps[k + 1].get<uint64_t>());
+      Unpacker deps{j.at(3).get_binary()};  // a count, then a name and a hash each
+      for (uint32_t n = deps.get<uint32_t>(), k = 0; k < n; ++k) {
+        const std::string& dep = deps.name(names);
+        item.deps.emplace_back(dep, deps.get<uint64_t>());
+      }
       for (const auto& f : j.at(4)) item.findings.push_back(findingFrom(f, names));
       items_[names.at(j.at(0).get<uint32_t>())] = std::move(item);
     }
     for (const auto& j : doc.at("outlines"))  // [path, hash, outline]
       outlines_[names.at(j.at(0).get<uint32_t>())] = {j.at(1).get<uint64_t>(), outlineFrom(j.at(2))};
     std::map<std::string, PrescanCache::Entry> stamps;
-    for (const auto& j : doc.at("stamps"))  // [path, stamp...]
-      stamps.emplace(names.at(j.at(0).get<uint32_t>()), stampFrom(j.at(1), names));
+    Unpacker packedStamps{doc.at("stamps").get_binary()};
+    for (uint32_t n = packedStamps.get<uint32_t>(), k = 0; k < n; ++k) stamps.insert(unpackStamp(packedStamps, names));
     stamps_.restore(doc.at("words").get<std::string>(), std::move(stamps));
-    if (doc.contains("layout")) {  // [cwd, [folder, size, mtime, ctime, ...]]
-      const json& l = doc.at("layout");
+    if (doc.contains("layout")) {  // cwd, then a count and each folder: name, size, mtime, ctime
+      Unpacker u{doc.at("layout").get_binary()};
       ProjectIndex::Layout layout;
-      layout.cwd = l.at(0).get<std::string>();
-      const json& folders = l.at(1);
-      for (size_t k = 0; k + 3 < folders.size(); k += 4)
-        layout.folders.emplace(names.at(folders[k].get<uint32_t>()),
-                               FileStamp{folders[k + 1].get<uint64_t>(), folders[k + 2].get<int64_t>(),
-                                         folders[k + 3].get<int64_t>()});
+      layout.cwd = u.name(names);
+      for (uint32_t n = u.get<uint32_t>(), k = 0; k < n; ++k) {
+        const std::string& folder = u.name(names);
+        FileStamp st;
+        st.size = u.get<uint64_t>();
+        st.mtime = u.get<int64_t>();
+        st.ctime = u.get<int64_t>();
+        layout.folders.emplace(folder, st);
+      }
       layout_ = std::move(layout);
     }
   } catch (const std::exception&) {
@@ -286,41 +362,47 @@ std::string ResultCache::save(int64_t trustBefore) {
   json files = json::array();
   for (const auto& [path, item] : items_) {
     if (files.size() >= kMaxItems) break;
-    json deps = json::array();
+    Packer deps;
+    deps.put<uint32_t>(static_cast<uint32_t>(item.deps.size()));
     for (const auto& [p, h] : item.deps) {
-      deps.push_back(names.id(p));
-      deps.push_back(h);
+      deps.put<uint32_t>(names.id(p));
+      deps.put<uint64_t>(h);
     }
     json findings = json::array();
     for (const auto& d : item.findings) findings.push_back(findingJson(d, names));
-    files.push_back({names.id(path), item.hash, item.facts, std::move(deps), std::move(findings)});
+    files.push_back({names.id(path), item.hash, item.facts, json::binary(std::move(deps.bytes)), std::move(findings)});
   }
   json outlines = json::array();
   for (const auto& [path, o] : outlines_) outlines.push_back({names.id(path), o.first, outlineJson(o.second)});
   std::string words;
-  json stampList = json::array();
+  Packer stamps;
+  uint32_t stampCount = 0;
+  stamps.put<uint32_t>(0);  // the count, set below
   for (const auto& [path, e] : stamps_.snapshot(&words))
-    if (e.stamp.mtime < trustBefore && e.stamp.ctime < trustBefore && stampList.size() < kMaxItems)
-      stampList.push_back({names.id(path), stampJson(e, names)});
-  json doc = {{"format", kFormat}, {"names", names.names}, {"files", std::move(files)},
-              {"outlines", std::move(outlines)}, {"words", words}, {"stamps", std::move(stampList)}};
+    if (e.stamp.mtime < trustBefore && e.stamp.ctime < trustBefore && stampCount < kMaxItems) {
+      packStamp(stamps, path, e, names);
+      ++stampCount;
+    }
+  for (size_t k = 0; k < 4; ++k) stamps.bytes[k] = static_cast<std::uint8_t>((stampCount >> (8 * k)) & 0xff);
+  json doc = {{"format", kFormat}, {"files", std::move(files)}, {"outlines", std::move(outlines)}, {"words", words},
+              {"stamps", json::binary(std::move(stamps.bytes))}};
   // The layout, unless a folder in it changed too recently to be trusted by its stamp (as files).
   bool layoutSettled = layout_ && layout_->trustworthy && layout_->folders.size() < kMaxItems;
+  for (const auto& [folder, st] : layoutSettled ? layout_->folders : std::map<std::string, FileStamp>{})
+    if (st.size != ProjectIndex::kMissing && (st.mtime >= trustBefore || st.ctime >= trustBefore)) layoutSettled = false;
   if (layoutSettled) {
-    json folders = json::array();
+    Packer layout;
+    layout.put<uint32_t>(names.id(layout_->cwd));
+    layout.put<uint32_t>(static_cast<uint32_t>(layout_->folders.size()));
     for (const auto& [folder, st] : layout_->folders) {
-      if (st.size != ProjectIndex::kMissing && (st.mtime >= trustBefore || st.ctime >= trustBefore)) {
-        layoutSettled = false;
-        break;
-      }
-      folders.push_back(names.id(folder));
-      folders.push_back(st.size);
-      folders.push_back(st.mtime);
-      folders.push_back(st.ctime);
+      layout.put<uint32_t>(names.id(folder));
+      layout.put<uint64_t>(st.size);
+      layout.put<int64_t>(st.mtime);
+      layout.put<int64_t>(st.ctime);
     }
-    if (layoutSettled) doc["layout"] = json::array({layout_->cwd, std::move(folders)});
+    doc["layout"] = json::binary(std::move(layout.bytes));
   }
-  doc["names"] = names.names;  // the layout's folders too
+  doc["names"] = packNames(names.names);  // last: every section's names are in it
   std::vector<std::uint8_t> payload = json::to_msgpack(doc);
   std::string bytes(8, '\0');
   uint64_t sum = contentHash(std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
