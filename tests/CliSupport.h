@@ -90,6 +90,13 @@ inline json parseJson(const Result& r) {
   return j;
 }
 
+// The line of `--stats` output (stderr) that contains `key`, or "".
+inline std::string statLine(const Result& r, const std::string& key) {
+  for (const auto& l : lines(r.err))
+    if (l.find(key) != std::string::npos) return l;
+  return std::string();
+}
+
 inline std::set<std::string> reportedPaths(const json& j) {
   std::set<std::string> out;
   for (const auto& f : j.at("findings")) out.insert(f.at("path").get<std::string>());

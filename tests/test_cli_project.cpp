@@ -221,11 +221,6 @@ TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
             "from helpers import build_optimizer\nfrom nets import Net\n"
             "model = Net()\nopt = build_optimizer(model)\nmodel = FSDP(model)\nopt.step()\n");
   dir.write("other.py", kBuggy);
-  auto statLine = [](const Result& r, const std::string& key) {
-    for (const auto& l : lines(r.err))
-      if (l.find(key) != std::string::npos) return l;
-    return std::string();
-  };
   Result cold = run(dir, "check . --stats", kDefaultCache);
   CHECK(cold.code == 1);
   CHECK(statLine(cold, "cache ").find("0 of 2 analysed") != std::string::npos);
@@ -304,6 +299,15 @@ TEST_CASE("cli: the cache of findings (.shardlint_cache)", "[cli][cache]") {
   }
 }
 
+// Writes `text` over the project file `name` and sets its old modification time back (as `rsync -t`
+// or `touch -r` would): only its status-change time tells that it changed.
+static void rewriteKeepingMtime(TempDir& dir, const std::string& name, const std::string& text) {
+  fs::path file = dir.work() / name;
+  auto mtime = fs::last_write_time(file);
+  dir.write(name, text);
+  fs::last_write_time(file, mtime);
+}
+
 // The stamps in the cache: a warm run knows an unchanged file by its size and times and reads none of
 // its text; a file rewritten with its old size and modification time (its status-change time moves)
 // is read again, and a file written less than two seconds before a run is not trusted by its stamp.
@@ -320,11 +324,6 @@ TEST_CASE("cli: the cache knows unchanged files by their stamps; rewritten ones 
   dir.write("helpers.py", "import torch\nclass Net(torch.nn.Module):\n    pass\n");
   dir.write("train.py", before);
   dir.write("other.py", kBuggy);
-  auto statLine = [](const Result& r, const std::string& key) {
-    for (const auto& l : lines(r.err))
-      if (l.find(key) != std::string::npos) return l;
-    return std::string();
-  };
   // Stamps younger than two seconds at a run's start are not kept (a file written again within its
   // clock's granularity could keep them).
   std::this_thread::sleep_for(std::chrono::milliseconds(2200));
@@ -339,10 +338,7 @@ TEST_CASE("cli: the cache knows unchanged files by their stamps; rewritten ones 
   CHECK(reportedPaths(parseJson(warm)).count("train.py") == 1);
 
   // train.py rewritten with its old size and modification time: only its status-change time tells.
-  fs::path train = dir.work() / "train.py";
-  auto mtime = fs::last_write_time(train);
-  dir.write("train.py", after);
-  fs::last_write_time(train, mtime);
+  rewriteKeepingMtime(dir, "train.py", after);
   Result rewritten = run(dir, "check . --stats --format json", kDefaultCache);
   CHECK(rewritten.out == run(dir, "check . --no-cache --format json").out);
   CHECK(reportedPaths(parseJson(rewritten)).count("train.py") == 0);
@@ -366,11 +362,6 @@ TEST_CASE("cli: quiet configuration files are known by their stamps", "[cli][cac
   dir.write("train.py", kBuggy);
   dir.write("settings.yaml", quiet);
   dir.write("notes.md", "# Notes\n\n```yaml\nlr: 0.1\n```\n");
-  auto statLine = [](const Result& r, const std::string& key) {
-    for (const auto& l : lines(r.err))
-      if (l.find(key) != std::string::npos) return l;
-    return std::string();
-  };
   std::this_thread::sleep_for(std::chrono::milliseconds(2200));  // stamps younger than 2 s are not kept
   Result cold = run(dir, "check . --stats --format json", kDefaultCache);
   CHECK(cold.code == 1);
@@ -381,15 +372,19 @@ TEST_CASE("cli: quiet configuration files are known by their stamps", "[cli][cac
   CHECK(statLine(warm, "files read ").find("3 of them known unchanged") != std::string::npos);
   CHECK(statLine(warm, "bytes read ").find("bytes read      0") != std::string::npos);
 
-  fs::path settings = dir.work() / "settings.yaml";
-  auto mtime = fs::last_write_time(settings);
-  dir.write("settings.yaml", bad);
-  fs::last_write_time(settings, mtime);
+  rewriteKeepingMtime(dir, "settings.yaml", bad);
   Result rewritten = run(dir, "check . --stats --format json", kDefaultCache);
   CHECK(rewritten.out == run(dir, "check . --no-cache --format json").out);
   CHECK(reportedPaths(parseJson(rewritten)).count("settings.yaml") == 1);
   CHECK(statLine(rewritten, "files read ").find("2 of them known unchanged") != std::string::npos);
 }
+
+// A script with no rule word of its own (only what `helpers` holds makes it relevant): its optimizer is
+// built before the helper wraps the model.
+const std::string kWrappedByHelper =
+    "import torch\nfrom helpers import wrap_model\nmodel = torch.nn.Linear(2, 2)\n"
+    "opt = torch.optim.AdamW(model.parameters())\nwrap_model(model)\nopt.step()\n";
+const std::string kHelperWraps = "from torch.distributed.fsdp import fully_shard\ndef wrap_model(m):\n    fully_shard(m)\n";
 
 // Import answers in the cache rest on the project's layout: a warm run follows a file's imports as the
 // cache says while no folder they were looked up in changed; a module created since (its folder changed)
@@ -397,16 +392,8 @@ TEST_CASE("cli: quiet configuration files are known by their stamps", "[cli][cac
 TEST_CASE("cli: the cache's import answers are dropped when a folder they rest on changes", "[cli][cache]") {
   TempDir dir;
   dir.write(".git/HEAD", "ref: refs/heads/main\n");
-  // No rule word of its own: only what `helpers` holds makes it relevant.
-  dir.write("train.py",
-            "import torch\nfrom helpers import wrap_model\nmodel = torch.nn.Linear(2, 2)\n"
-            "opt = torch.optim.AdamW(model.parameters())\nwrap_model(model)\nopt.step()\n");
+  dir.write("train.py", kWrappedByHelper);
   dir.write("pkg/__init__.py", "");
-  auto statLine = [](const Result& r, const std::string& key) {
-    for (const auto& l : lines(r.err))
-      if (l.find(key) != std::string::npos) return l;
-    return std::string();
-  };
   // Stamps younger than 2 s are not kept. The cache folder is outside the project: one inside it (the
   // default) changes the project folder once, when it is made, and the next run resolves again.
   std::this_thread::sleep_for(std::chrono::milliseconds(2200));
@@ -416,7 +403,7 @@ TEST_CASE("cli: the cache's import answers are dropped when a folder they rest o
   CHECK(warm.out == cold.out);
   CHECK(statLine(warm, "imports ").find("followed as the cache says") != std::string::npos);
 
-  dir.write("helpers.py", "from torch.distributed.fsdp import fully_shard\ndef wrap_model(m):\n    fully_shard(m)\n");
+  dir.write("helpers.py", kHelperWraps);
   Result created = run(dir, "check . --cache-dir ../cache --stats --format json");
   CHECK(statLine(created, "imports ").find("resolved again") != std::string::npos);
   CHECK(created.code == 1);
@@ -429,10 +416,8 @@ TEST_CASE("cli: the cache's import answers are dropped when a folder they rest o
 TEST_CASE("cli: no import answers are kept when a lookup went through a symbolic link", "[cli][cache]") {
   TempDir dir;
   dir.write(".git/HEAD", "ref: refs/heads/main\n");
-  dir.write("train.py",
-            "import torch\nfrom helpers import wrap_model\nmodel = torch.nn.Linear(2, 2)\n"
-            "opt = torch.optim.AdamW(model.parameters())\nwrap_model(model)\nopt.step()\n");
-  dir.write("lib/real_helpers.py", "from torch.distributed.fsdp import fully_shard\ndef wrap_model(m):\n    fully_shard(m)\n");
+  dir.write("train.py", kWrappedByHelper);
+  dir.write("lib/real_helpers.py", kHelperWraps);
   fs::create_symlink("lib/real_helpers.py", dir.work() / "helpers.py");
   std::this_thread::sleep_for(std::chrono::milliseconds(2200));
   Result cold = run(dir, "check train.py --cache-dir ../cache --stats --format json");
