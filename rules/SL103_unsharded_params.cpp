@@ -616,10 +616,7 @@ class UnshardedParams final : public Rule {
       if (e.kind != EventKind::Call || !isReplication(e.name) || expectedToFail(st, e.point) ||
           neverRuns(st, e.point))
         continue;
-      const ValueSet* mod = e.args.empty() ? nullptr : &e.args[0];
-      for (const auto& [k, v] : e.kwargs)
-        if (k == "module") mod = &v;
-      if (mod)
+      if (const ValueSet* mod = e.arg(0, "module"))
         for (ObjId m : *mod) units.push_back({&e, lineageOf(st, m), true, {}});
     }
     std::set<std::pair<ObjId, std::string>> done;

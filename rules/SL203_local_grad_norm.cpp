@@ -35,13 +35,6 @@ bool fsdp1Wrap(const Event& w) {
   return w.target != kNoObj && (api == "fsdp1" || (api == "accelerate" && w.attr("fsdp_version") == "1"));
 }
 
-// The argument at `index` or keyword `name` of a call event, or null.
-const ValueSet* argOf(const Event& e, size_t index, std::string_view name) {
-  for (const auto& [k, v] : e.kwargs)
-    if (k == name) return &v;
-  return index < e.args.size() ? &e.args[index] : nullptr;
-}
-
 bool isComprehension(std::string_view type) {
   return type == "list_comprehension" || type == "set_comprehension" || type == "generator_expression";
 }
@@ -99,7 +92,7 @@ class LocalGradNorm final : public Rule {
   // `torch.nn.utils.clip_grad_norm_(params, max_norm)`: every value of `params` holds parameters of an FSDP1
   // unit that shards, wrapped before the call on every path.
   void checkTorchClip(RuleContext& cx, const Store& st, const Event& e) {
-    const ValueSet* params = argOf(e, 0, "parameters");
+    const ValueSet* params = e.arg(0, "parameters");
     if (!params || params->empty()) return;
     const Event* hit = nullptr;
     ObjId hitSource = kNoObj;
@@ -140,7 +133,7 @@ class LocalGradNorm final : public Rule {
       return;
     }
     if (!recv.hasTag("accelerator") || recv.tag("fsdp") != "1" || !shards(recv.tag("sharding"))) return;
-    const ValueSet* params = argOf(e, 0, "parameters");
+    const ValueSet* params = e.arg(0, "parameters");
     if (!params || params->empty()) return;
     // The models this accelerator prepared with FSDP1 before the call.
     std::vector<const Event*> prepared;

@@ -227,6 +227,12 @@ struct Event {
   }
   // Every object mentioned by the event's arguments.
   ValueSet allArgs() const;
+  // A call's argument given by `keyword`, else the positional one at `index`; null when neither is there.
+  const ValueSet* arg(size_t index, std::string_view keyword) const {
+    for (const auto& [k, v] : kwargs)
+      if (k == keyword) return &v;
+    return index < args.size() ? &args[index] : nullptr;
+  }
 };
 
 // A branch arm: one arm of an if/elif/else, a case, an except handler, the body
