@@ -141,24 +141,29 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // their checks run after the Python analysis, with the project facts.
   std::vector<ConfigDoc> configDocs;
   std::map<std::string, Facts> configFacts;  // absolute path -> facts
-  // A file unchanged since a run that found it mentions no word the config rules need is not read.
-  auto knownQuiet = [&](const std::string& p, const std::optional<FileStamp>& stamp) {
-    if (!mentions.knownQuiet(p, stamp)) return false;
-    ++stats.filesKnown;
-    ++stats.filesSkipped;
-    return true;
-  };
-  for (const auto& p : configPaths) {
+  // A configuration or Markdown file's text, or none: not ours to report (skipped, binary, too large), or
+  // unchanged since a run that found it mentions no word the config rules need (then it is not read).
+  auto readConfigText = [&](const std::string& p, bool markdown) -> std::optional<std::string> {
     ++stats.filesRead;
     std::optional<FileStamp> stamp = mentions.stampOf(p);
-    if (knownQuiet(p, stamp)) continue;
+    if (mentions.knownQuiet(p, stamp)) {
+      ++stats.filesKnown;
+      ++stats.filesSkipped;
+      return std::nullopt;
+    }
     ReadResult r = readSource(p, options_);
-    if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
+    if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) return std::nullopt;
     stats.bytesRead += r.text.size();
-    mentions.remember(p, stamp, r.text.size(), mentionsConfigWord(r.text));
+    bool mentioned = (!markdown || config::mayHaveFences(r.text)) && mentionsConfigWord(r.text);
+    mentions.remember(p, stamp, r.text.size(), mentioned);
+    return std::move(r.text);
+  };
+  for (const auto& p : configPaths) {
+    std::optional<std::string> text = readConfigText(p, false);
+    if (!text) continue;
     Facts f;
     try {  // a failure parsing one configuration file is SL002 for it
-      if (auto doc = readConfig(p, std::move(r.text), stats, &f)) configDocs.push_back(std::move(*doc));
+      if (auto doc = readConfig(p, std::move(*text), stats, &f)) configDocs.push_back(std::move(*doc));
     } catch (const std::exception& e) {
       if (reportSkips) all.push_back(skippedDiagnostic(*sl002, p, stoppedWhy(e)));
       continue;
@@ -168,15 +173,10 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // Markdown files: the configs their fenced blocks document, checked like configuration files (they
   // configure no script).
   for (const auto& p : markdownPaths) {
-    ++stats.filesRead;
-    std::optional<FileStamp> stamp = mentions.stampOf(p);
-    if (knownQuiet(p, stamp)) continue;
-    ReadResult r = readSource(p, options_);
-    if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;  // not ours to report
-    stats.bytesRead += r.text.size();
-    mentions.remember(p, stamp, r.text.size(), config::mayHaveFences(r.text) && mentionsConfigWord(r.text));
+    std::optional<std::string> text = readConfigText(p, true);
+    if (!text) continue;
     try {
-      for (auto& doc : readMarkdown(p, r.text, stats, all)) configDocs.push_back(std::move(doc));
+      for (auto& doc : readMarkdown(p, *text, stats, all)) configDocs.push_back(std::move(doc));
     } catch (const std::exception& e) {
       if (reportSkips) all.push_back(skippedDiagnostic(*sl002, p, stoppedWhy(e)));
     }

@@ -388,8 +388,9 @@ std::string ResultCache::save(int64_t trustBefore) {
               {"stamps", json::binary(std::move(stamps.bytes))}};
   // The layout, unless a folder in it changed too recently to be trusted by its stamp (as files).
   bool layoutSettled = layout_ && layout_->trustworthy && layout_->folders.size() < kMaxItems;
-  for (const auto& [folder, st] : layoutSettled ? layout_->folders : std::map<std::string, FileStamp>{})
-    if (st.size != ProjectIndex::kMissing && (st.mtime >= trustBefore || st.ctime >= trustBefore)) layoutSettled = false;
+  if (layoutSettled)
+    for (const auto& [folder, st] : layout_->folders)
+      if (st.size != ProjectIndex::kMissing && (st.mtime >= trustBefore || st.ctime >= trustBefore)) layoutSettled = false;
   if (layoutSettled) {
     Packer layout;
     layout.put<uint32_t>(names.id(layout_->cwd));
