@@ -94,6 +94,18 @@ void PrescanCache::storeResolved(const std::string& path, const FileStamp& stamp
   ++stores_;
 }
 
+std::optional<PrescanCache::ConfigFacts> PrescanCache::configFacts(const std::string& path, const FileStamp& stamp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = configFacts_.find(path);
+  if (it == configFacts_.end() || it->second.first != stamp) return std::nullopt;
+  return it->second.second;
+}
+
+void PrescanCache::storeConfigFacts(const std::string& path, const FileStamp& stamp, ConfigFacts facts) {
+  std::lock_guard<std::mutex> lock(mu_);
+  configFacts_[path] = {stamp, std::move(facts)};
+}
+
 void PrescanCache::dropResolved() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [path, e] : entries_)

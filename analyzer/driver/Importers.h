@@ -81,12 +81,19 @@ class PrescanCache {
   void restore(std::string words, std::map<std::string, Entry> entries);
   // store() calls since the last restore().
   size_t stores() const { return stores_.load(); }
+  // The facts (Rule.h's Facts) of a configuration file that was read only for them (Linter::linkConfigs),
+  // kept by its stamp for the rest of the cache's life (the language server's next edits); never saved
+  // with the persistent cache.
+  using ConfigFacts = std::map<std::string, std::string>;
+  std::optional<ConfigFacts> configFacts(const std::string& path, const FileStamp& stamp);
+  void storeConfigFacts(const std::string& path, const FileStamp& stamp, ConfigFacts facts);
 
  private:
   std::atomic<size_t> stores_{0};
   std::mutex mu_;
   std::string words_;  // what the entries' masks mean; other words clear them
   std::map<std::string, Entry> entries_;
+  std::map<std::string, std::pair<FileStamp, ConfigFacts>> configFacts_;
 };
 
 struct ImportersFound {

@@ -93,6 +93,12 @@ bool ConfigMentions::knownQuiet(const std::string& path, const std::optional<Fil
   return known && !(known->mask & 1);
 }
 
+bool ConfigMentions::knownMentioning(const std::string& path, const std::optional<FileStamp>& stamp) {
+  if (!stamp) return false;
+  auto known = cache_->find(absolutePathKey(path), *stamp, words_);
+  return known && (known->mask & 1);
+}
+
 void ConfigMentions::remember(const std::string& path, const std::optional<FileStamp>& stamp, size_t bytes,
                               bool mentions) {
   std::string key = absolutePathKey(path);
@@ -100,6 +106,16 @@ void ConfigMentions::remember(const std::string& path, const std::optional<FileS
   if (!stamp || stamp->size != bytes) return;
   if (auto known = cache_->find(key, *stamp, words_); known && (known->mask & 1) == (mentions ? 1u : 0u)) return;
   cache_->store(key, PrescanCache::Entry{*stamp, mentions ? 1u : 0u, false, {}, 0}, words_);
+}
+
+std::optional<Facts> ConfigMentions::knownFacts(const std::string& key, const std::optional<FileStamp>& stamp) const {
+  if (!stamp) return std::nullopt;
+  return cache_->configFacts(key, *stamp);
+}
+
+void ConfigMentions::rememberFacts(const std::string& key, const std::optional<FileStamp>& stamp, size_t bytes,
+                                   const Facts& facts) {
+  if (stamp && stamp->size == bytes) cache_->storeConfigFacts(key, *stamp, facts);
 }
 
 bool Linter::mentionsConfigWord(std::string_view text) const {
@@ -122,8 +138,13 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
     std::string key = absolutePathKey(path);
     auto it = configFacts.find(key);
     if (it != configFacts.end()) return &it->second;
-    // A config outside the linted paths: read it for its facts only (its findings are not ours to report).
+    // A config outside the linted paths: read it for its facts only (its findings are not ours to report),
+    // unless the cache knows them by the file's stamp (the language server's next edit).
+    std::optional<FileStamp> stamp = mentions ? mentions->stampOf(path) : std::nullopt;
+    if (auto known = mentions ? mentions->knownFacts(key, stamp) : std::nullopt)
+      return &(configFacts[key] = std::move(*known));
     ReadResult r = readSource(path, options_);
+    size_t bytes = r.text.size();
     Facts f;
     if (!r.skipped && !contentProblem(r.text, options_.maxFileBytes) && catalog_.configFacts) {
       SourceFile file(path, std::move(r.text));
@@ -133,6 +154,7 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
       } catch (const config::YamlError&) {
       }
     }
+    if (mentions && !r.skipped) mentions->rememberFacts(key, stamp, bytes, f);
     return &(configFacts[key] = std::move(f));
   };
   std::map<std::string, Facts> out;
@@ -207,6 +229,10 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
       // The config rules' words first: most files are not configs.
       std::optional<FileStamp> stamp = mentions ? mentions->stampOf(c) : std::nullopt;
       if (mentions && mentions->knownQuiet(c, stamp)) continue;
+      if (mentions && mentions->knownMentioning(c, stamp)) {  // not read again: its facts are kept too
+        found.push_back(factsOfConfig(c));
+        continue;
+      }
       ReadResult r = readSource(c, options_);
       if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
       bool mentioned = mentionsConfigWord(r.text);

@@ -48,7 +48,13 @@ class ConfigMentions {
   std::optional<FileStamp> stampOf(const std::string& path) const;
   // Known to mention none: seen so in this run, or unchanged since a run that saw so.
   bool knownQuiet(const std::string& path, const std::optional<FileStamp>& stamp);
+  // Known to mention one: unchanged since a run (or an edit of the language server's) that saw so.
+  bool knownMentioning(const std::string& path, const std::optional<FileStamp>& stamp);
   void remember(const std::string& path, const std::optional<FileStamp>& stamp, size_t bytes, bool mentions);
+  // The facts of a configuration file read only for them, as an earlier run with the same cache found them
+  // in the file with this stamp (`key`: its absolutePathKey); and the reverse, for a file of `bytes` bytes.
+  std::optional<Facts> knownFacts(const std::string& key, const std::optional<FileStamp>& stamp) const;
+  void rememberFacts(const std::string& key, const std::optional<FileStamp>& stamp, size_t bytes, const Facts& facts);
 
  private:
   PrescanCache* cache_;
