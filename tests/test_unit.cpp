@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_set>
 #include <vector>
 #include <thread>
 
@@ -122,6 +123,35 @@ TEST_CASE("node kinds are resolved once and checked against the grammar", "[unit
   auto bad = parser.parse("def f(:\n");
   CHECK(syntax::firstSyntaxError(bad.root()).has_value());
   CHECK_FALSE(syntax::firstSyntaxError(tree.root()).has_value());
+}
+
+TEST_CASE("calls found by their callee names are the ones a walk of the tree meets in its order", "[unit][syntax]") {
+  const auto& kinds = syntax::PyKinds::instance();
+  syntax::Parser parser;
+  std::string src =
+      "import transformers as t\n"
+      "a = TrainingArguments(fsdp_config=dict(x=Plugin()))  # TrainingArguments(...) in a comment\n"
+      "b = t.TrainingArguments(output_dir='TrainingArguments(')\n"
+      "c = obj.attr.Plugin(Plugin(1))(2)\n"
+      "d = TrainingArgumentsX() + XTrainingArguments() + (TrainingArguments)() + TrainingArguments\n"
+      "e = make()[0].Plugin(k=TrainingArguments(x=1).Plugin)\n"
+      "def Plugin(TrainingArguments): return TrainingArguments.Plugin(\n"
+      "  t . TrainingArguments  (1))\n"
+      "f = Plugin(\n";  // a syntax error at the end
+  auto tree = parser.parse(src);
+  REQUIRE(tree);
+  std::unordered_set<std::string_view> names{"TrainingArguments", "Plugin", "Missing"};
+  std::vector<std::pair<uint32_t, uint32_t>> walked, found;
+  syntax::walk(tree.root(), [&](TSNode n) {
+    if (kinds.kind(n) == syntax::Kind::call && names.count(syntax::calleeLastName(n, src)))
+      walked.emplace_back(ts_node_start_byte(n), ts_node_end_byte(n));
+    return true;
+  });
+  for (TSNode n : syntax::callsNamed(tree.root(), src, names))
+    found.emplace_back(ts_node_start_byte(n), ts_node_end_byte(n));
+  CHECK(walked.size() >= 8);
+  CHECK(found == walked);
+  CHECK(syntax::callsNamed(tree.root(), src, {}).empty());
 }
 
 TEST_CASE("field and child look-ups agree with the tree-sitter runtime's own", "[unit][syntax]") {

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_set>
 #include <vector>
 
 #include "driver/LinterImpl.h"
@@ -81,8 +82,15 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   if (!rules.empty()) analysis.run();
   std::vector<Diagnostic> controls;
   RuleContext cx(table_, analysis, found, options_.controls ? &controls : nullptr);
-  // Per-node-kind dispatch for the rules that ask for it; the comments for suppressions.
-  std::vector<std::vector<Rule*>> table(static_cast<size_t>(syntax::Kind::Count));
+  // Per-node-kind dispatch for the rules that ask for it; the comments for suppressions. A rule that
+  // names the callees it wants (Rule::callNames) sees only their calls: each call's callee is read
+  // once, and looked up among every such rule's names before any rule's own list.
+  struct Wanted {
+    Rule* rule;
+    std::vector<std::string_view> callees;  // empty: every node of the kind
+  };
+  std::vector<std::vector<Wanted>> table(static_cast<size_t>(syntax::Kind::Count));
+  std::unordered_set<std::string_view> anyCallee;
   bool anyKinds = false;
   auto ownWords = [&](const Rule& r) {  // the file itself has a word of every pre-scan group
     for (const auto& group : r.prescanTokens())
@@ -94,13 +102,33 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   for (auto& r : rules) {
     std::vector<syntax::Kind> kinds = r->nodeKinds();
     if (kinds.empty() || !ownWords(*r)) continue;
-    for (syntax::Kind k : kinds) table[static_cast<size_t>(k)].push_back(r.get());
+    std::vector<std::string_view> callees = r->callNames();
+    anyCallee.insert(callees.begin(), callees.end());
+    for (syntax::Kind k : kinds)
+      table[static_cast<size_t>(k)].push_back({r.get(), k == syntax::Kind::call ? callees : std::vector<std::string_view>{}});
     anyKinds = true;
   }
-  if (anyKinds)
-    dispatchNodes(treeRoot, [&](syntax::Kind k, TSNode n) {
-      for (Rule* r : table[static_cast<size_t>(k)]) r->onNode(cx, n);
-    });
+  // When every rule that asks wants only some callees' calls, those calls are found by their names.
+  bool onlyNamedCalls = true;
+  for (size_t k = 0; k < table.size(); ++k)
+    for (const Wanted& w : table[k])
+      onlyNamedCalls = onlyNamedCalls && k == static_cast<size_t>(syntax::Kind::call) && !w.callees.empty();
+  auto visit = [&](syntax::Kind k, TSNode n) {
+    std::optional<std::string_view> callee;  // read on first need
+    for (const Wanted& w : table[static_cast<size_t>(k)]) {
+      if (!w.callees.empty()) {
+        if (!callee) callee = syntax::calleeLastName(n, file.text);
+        if (!anyCallee.count(*callee) || std::find(w.callees.begin(), w.callees.end(), *callee) == w.callees.end())
+          continue;
+      }
+      w.rule->onNode(cx, n);
+    }
+  };
+  if (anyKinds && onlyNamedCalls) {
+    for (TSNode call : syntax::callsNamed(treeRoot, file.text, anyCallee)) visit(syntax::Kind::call, call);
+  } else if (anyKinds) {
+    dispatchNodes(treeRoot, visit);
+  }
   Suppressions own(&file);
   collectComments(file, treeRoot, own);
   for (auto& r : rules) r->finish(cx);

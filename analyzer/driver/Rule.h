@@ -126,6 +126,10 @@ class Rule {
   // Node kinds this rule wants to see during the rule walk. The walk visits only files whose
   // own text has a word of every prescanTokens() group: what onNode looks at is in the file.
   virtual std::vector<syntax::Kind> nodeKinds() const { return {}; }
+  // With `call` among nodeKinds(): the callees (their last name, `TrainingArguments` for
+  // `transformers.TrainingArguments(...)`) whose calls onNode wants; the walk reads each call's callee
+  // once for all such rules. Empty: every call.
+  virtual std::vector<std::string_view> callNames() const { return {}; }
   virtual void onNode(RuleContext&, TSNode) {}
   // Called once per file after the walk, with the semantic model complete.
   virtual void finish(RuleContext&) {}

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <stdexcept>
 #include <string>
+#include <unordered_set>
 
 namespace shardlint::syntax {
 
@@ -392,6 +393,37 @@ std::string_view calleeLastName(TSNode call, std::string_view src) {
   std::string_view name = textOf(field(call, "function"), src);
   size_t dot = name.rfind('.');
   return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+std::vector<TSNode> callsNamed(TSNode root, std::string_view src, const std::unordered_set<std::string_view>& names) {
+  const auto& kinds = PyKinds::instance();
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::vector<TSNode> calls;
+  for (std::string_view name : names) {
+    if (name.empty()) continue;
+    for (size_t pos = src.find(name); pos != std::string_view::npos; pos = src.find(name, pos + 1)) {
+      size_t end = pos + name.size();
+      if ((pos > 0 && word(src[pos - 1])) || (end < src.size() && word(src[end]))) continue;
+      TSNode id = ts_node_descendant_for_byte_range(root, static_cast<uint32_t>(pos), static_cast<uint32_t>(end));
+      if (ts_node_is_null(id) || kinds.kind(id) != Kind::identifier) continue;
+      // `name(...)`, or `x.name(...)` (the identifier is the attribute's last part).
+      TSNode callee = id, up = ts_node_parent(id);
+      if (!ts_node_is_null(up) && kinds.kind(up) == Kind::attribute &&
+          ts_node_eq(field(up, "attribute"), id)) {
+        callee = up;
+        up = ts_node_parent(up);
+      }
+      if (ts_node_is_null(up) || kinds.kind(up) != Kind::call || !ts_node_eq(field(up, "function"), callee))
+        continue;
+      if (calleeLastName(up, src) == name) calls.push_back(up);
+    }
+  }
+  // A walk's (pre-)order: by start, the enclosing call (the longer) first.
+  std::sort(calls.begin(), calls.end(), [](TSNode a, TSNode b) {
+    uint32_t as = ts_node_start_byte(a), bs = ts_node_start_byte(b);
+    return as != bs ? as < bs : ts_node_end_byte(a) > ts_node_end_byte(b);
+  });
+  return calls;
 }
 
 std::optional<TSNode> firstSyntaxError(TSNode root) {

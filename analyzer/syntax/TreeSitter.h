@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -143,6 +144,10 @@ std::vector<KeywordArgument> keywordArguments(TSNode call);
 // The last dotted component of a call's callee as written (`FullyShardedDataParallelPlugin` for
 // `accelerate.utils.FullyShardedDataParallelPlugin(...)`).
 std::string_view calleeLastName(TSNode call, std::string_view src);
+// The calls whose calleeLastName is one of `names`, in the order a walk of the tree meets them (by
+// start, an enclosing call first): found from the names' whole-word occurrences in the text (the
+// callee's last name is an identifier there) rather than a walk over every node.
+std::vector<TSNode> callsNamed(TSNode root, std::string_view src, const std::unordered_set<std::string_view>& names);
 // First ERROR or MISSING node in document order, if any.
 std::optional<TSNode> firstSyntaxError(TSNode root);
 

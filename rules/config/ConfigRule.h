@@ -21,6 +21,7 @@ class ConfigRule : public Rule {
     return {{"fsdp_config", "FullyShardedDataParallelPlugin"}};
   }
   std::vector<syntax::Kind> nodeKinds() const override { return {syntax::Kind::call}; }
+  std::vector<std::string_view> callNames() const override;
   void onNode(RuleContext& cx, TSNode call) override { checkTrainingArguments(cx, call, *this); }
 
  protected:

@@ -202,6 +202,12 @@ const std::vector<std::string_view>& trainingArgumentsClasses() {
   return kArgs;
 }
 
+std::vector<std::string_view> ConfigRule::callNames() const {
+  std::vector<std::string_view> names = trainingArgumentsClasses();
+  names.push_back("FullyShardedDataParallelPlugin");
+  return names;
+}
+
 void checkTrainingArguments(RuleContext& cx, TSNode call, ConfigRule& rule) {
   std::string_view src = cx.file().text;
   std::string_view name = syntax::calleeLastName(call, src);
