@@ -246,6 +246,46 @@ TEST_CASE("module table: trimming frees first the trees needed again latest, the
   CHECK(e["d"]->tree);
 }
 
+TEST_CASE("module table: an editor buffer's outline is made when asked for, the same as at parse", "[unit][index]") {
+  // The language server's table keeps every tree (retireRoots false) and parses an edited buffer on each
+  // keystroke; its outline (the config checks' project facts) waits for outlineOf().
+  shardlint::testing::TempDir dir("shardlint-outline-");
+  const std::string text =
+      "from transformers import AutoModelForCausalLM\n\n"
+      "class Head(torch.nn.Module):\n    pass\n\n"
+      "model = AutoModelForCausalLM.from_pretrained(\"Qwen/Qwen2.5-0.5B\", trust_remote_code=True)\n";
+  std::string disk = dir.write("disk.py", text).string(), buffer = dir.write("buffer.py", "# on disk\n").string();
+  shardlint::ModuleTable::Config config;
+  config.retireRoots = false;
+  config.outlineWant = [](std::string_view) { return true; };
+  config.outline.callNames = {"from_pretrained"};
+  config.outline.keywords = {"trust_remote_code"};
+  shardlint::ModuleTable table(config);
+  shardlint::LintOptions options;
+  options.overlays[shardlint::absolutePathKey(buffer)] = text;
+  auto* fromDisk = table.loadRoot(disk, nullptr, options);
+  auto* fromBuffer = table.loadRoot(buffer, nullptr, options);
+  REQUIRE(fromDisk->parsed);
+  REQUIRE(fromBuffer->parsed);
+  CHECK_FALSE(fromDisk->outlineDeferred);
+  CHECK(fromBuffer->outlineDeferred);
+  uint64_t diskHash = 0, bufferHash = 0;
+  const shardlint::syntax::Outline* a = table.outlineOf(disk, &diskHash);
+  const shardlint::syntax::Outline* b = table.outlineOf(buffer, &bufferHash);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK_FALSE(fromBuffer->outlineDeferred);
+  CHECK(bufferHash == diskHash);  // the same text
+  REQUIRE(a->classes.size() == 1);
+  REQUIRE(b->classes.size() == 1);
+  CHECK(b->classes[0].name == a->classes[0].name);
+  REQUIRE(a->calls.size() == 1);
+  REQUIRE(b->calls.size() == 1);
+  CHECK(b->calls[0].callee == a->calls[0].callee);
+  CHECK(b->calls[0].args.size() == a->calls[0].args.size());
+  CHECK(table.outlineOf(buffer) == b);  // made once
+}
+
 // One answer per file: a Python file of a project fixture linted alone (as pre-commit and the editor do)
 // gives exactly the findings located in it when the whole project is linted.
 // A finding located in a class's file that only a driver script's flow shows (trainer_class/trainer.py)

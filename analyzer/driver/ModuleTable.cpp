@@ -143,9 +143,14 @@ bool ModuleTable::parseLocked(Entry* e, const ProjectIndex* index, const LintOpt
   ProjectIndex::Module m = index ? index->moduleOf(e->path) : ProjectIndex::Module{moduleNameFor(e->path), false};
   e->module = std::make_unique<semantic::Module>(*e->file, e->tree.root(), m.name, e->id, m.isPackage);
   if (config_.outlineWant && config_.outlineWant(e->file->text)) {
-    auto outline = std::make_unique<syntax::Outline>(syntax::outlineTree(e->file->text, e->tree.root(), config_.outline));
-    std::lock_guard<std::mutex> lock(mu_);
-    outlines_[absolutePathKey(e->path)] = {e->hash, std::move(outline)};
+    if (e->fromOverlay && !config_.retireRoots) {
+      e->outlineDeferred = true;  // outlineOf() makes it from the kept tree when a config check asks
+    } else {
+      auto outline =
+          std::make_unique<syntax::Outline>(syntax::outlineTree(e->file->text, e->tree.root(), config_.outline));
+      std::lock_guard<std::mutex> lock(mu_);
+      outlines_[absolutePathKey(e->path)] = {e->hash, std::move(outline)};
+    }
   }
   e->parsed = true;
   return true;
@@ -310,11 +315,28 @@ ModuleTable::Entry* ModuleTable::current(const std::string& path) const {
 }
 
 const syntax::Outline* ModuleTable::outlineOf(const std::string& path, uint64_t* hash) const {
+  std::string key = absolutePathKey(path);
+  Entry* deferred = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = outlines_.find(key); it != outlines_.end()) {
+      if (hash) *hash = it->second.first;
+      return it->second.second.get();
+    }
+    if (auto it = byKey_.find(key); it != byKey_.end() && it->second->outlineDeferred) deferred = it->second;
+  }
+  if (!deferred) return nullptr;
+  // The entry's lock before the table's, as when parsing.
+  std::lock_guard<std::mutex> el(deferred->mu);
+  if (!deferred->tree || !deferred->file) return nullptr;
+  auto outline =
+      std::make_unique<syntax::Outline>(syntax::outlineTree(deferred->file->text, deferred->tree.root(), config_.outline));
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = outlines_.find(absolutePathKey(path));
-  if (it == outlines_.end()) return nullptr;
-  if (hash) *hash = it->second.first;
-  return it->second.second.get();
+  auto& slot = outlines_[key];
+  if (!slot.second) slot = {deferred->hash, std::move(outline)};
+  deferred->outlineDeferred = false;
+  if (hash) *hash = slot.first;
+  return slot.second.get();
 }
 
 const SourceFile* ModuleTable::fileById(uint32_t id) const {

@@ -70,6 +70,9 @@ class ModuleTable final : public semantic::ModuleLookup {
     bool fromOverlay = false;
     std::optional<int64_t> mtime;  // of the file on disk when read
     bool worthLoading = false;
+    // Its outline (config.outlineWant) is made on the first outlineOf(): an editor buffer in a table that
+    // keeps every tree (retireRoots false), parsed again on each edit, while no config check asks for it.
+    bool outlineDeferred = false;
     syntax::Tree tree;
     std::unique_ptr<semantic::Module> module;
     // Guarded by the table: used as a module by some task (never retired in a run),
@@ -126,8 +129,8 @@ class ModuleTable final : public semantic::ModuleLookup {
   Entry* byId(uint32_t id) const;
   // The current entry of `path` (null when none was created or it was dropped).
   Entry* current(const std::string& path) const;
-  // The outline of `path` made when it was parsed (config.outlineWant), kept after its tree is
-  // freed; `hash` gets the content hash of the text it was made from.
+  // The outline of `path` made when it was parsed (config.outlineWant; an editor buffer's, now),
+  // kept after its tree is freed; `hash` gets the content hash of the text it was made from.
   const syntax::Outline* outlineOf(const std::string& path, uint64_t* hash = nullptr) const;
   const SourceFile* fileById(uint32_t id) const override;
   const semantic::Module* moduleById(uint32_t id) const override;
@@ -171,7 +174,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   std::map<std::string, Entry*> byKey_;     // absolute path -> current entry
   std::map<std::string, std::unique_ptr<semantic::SummaryCache>> caches_;
   // absolute path -> (content hash, outline)
-  std::map<std::string, std::pair<uint64_t, std::unique_ptr<syntax::Outline>>> outlines_;
+  mutable std::map<std::string, std::pair<uint64_t, std::unique_ptr<syntax::Outline>>> outlines_;
   std::atomic<size_t> parses_{0};
   std::atomic<uint64_t> clock_{0};
   std::set<std::string> parsedKeys_;
