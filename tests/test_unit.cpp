@@ -578,7 +578,8 @@ TEST_CASE("WordSet: one pass finds what find() finds", "[unit]") {
   };
   for (std::string_view text : {std::string_view(""), std::string_view("optimizer = FSDP(model)"),
                                 std::string_view("x.prepare(model)"), std::string_view("ful"), std::string_view("zzz"),
-                                std::string_view("w3_ w51_ w52_ state_dic"), std::string_view("...rank")}) {
+                                std::string_view("w3_ w51_ w52_ state_dic"), std::string_view("...rank"),
+                                std::string_view("xr"), std::string_view("r"), std::string_view("z")}) {
     INFO(text);
     CHECK(set.scan(text) == naive(text));
   }
