@@ -85,11 +85,23 @@ void FileAnalysis::run() {
   frame.isModule = true;
   Interp in(module_, session_, moduleStore_, frame);
   in.execBlock(module_.root());
-  // Every function's summary, which also tells which functions something calls. A function
-  // whose name the file mentions only where it defines it (a test method) cannot be called
-  // from here, so its summary is dropped as soon as its flags are known: big test files keep
-  // one such summary at a time, not hundreds.
-  std::map<const FunctionDef*, bool> worthInPlace;
+  int construct = moduleStore_.constructs++;
+  int index = 0;
+  // A function nothing here calls, in its own exclusive arm: parameters unknown, module globals as they
+  // stand at the end of the module body.
+  auto ownArm = [&](const FunctionDef& f) {
+    frame.arm = in.openArm(construct, index++, false);
+    frame.reachable = true;
+    std::vector<ValueSet> args;
+    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(f.node, "name")), {}};
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      ObjId id = in.newObject(ObjKind::Arg, f.params[i], origin);
+      moduleStore_.obj(id).argIndex = static_cast<int>(i);
+      args.push_back({id});
+    }
+    in.analyzeInPlace(f, args);
+    frame.arm = -1;
+  };
   // How often each word (a maximal run of letters, digits and `_`) occurs in the text, counted
   // once per file on first use: a name mentioned once is mentioned only where it is defined.
   std::unordered_map<std::string_view, int> wordCounts;
@@ -111,14 +123,29 @@ void FileAnalysis::run() {
     auto it = wordCounts.find(f.name);
     return it != wordCounts.end() && it->second == 1;
   };
+  // What a framework or the language calls on its own: a class's framework hooks (the framework's run
+  // below calls them), constructors and special methods (`__enter__`).
+  std::set<const FunctionDef*> calledByOthers;
+  for (const auto& c : module_.classes())
+    for (const auto& name : session_.model().frameworkOrder(c->allBases()))
+      if (const FunctionDef* f = c->findMethod(name)) calledByOthers.insert(f);
+  auto special = [](const std::string& n) {
+    return n.size() > 4 && n.compare(0, 2, "__") == 0 && n.compare(n.size() - 2, 2, "__") == 0;
+  };
+  // Every function's summary, which also tells which functions something calls, except for a function
+  // whose name the file mentions only where it defines it (a test method): nothing here can call it, so
+  // it is analysed in place at once, in its own arm (the calls it makes mark their callees called, as
+  // its summary's would), instead of computing a summary only to interpret its body again later.
+  std::set<const FunctionDef*> armed;
   for (const auto& f : module_.functions()) {
-    const Summary* s = session_.summary(f.get());
-    if (!s || f->nested || !session_.mayRelease(f.get()) || !mentionedOnce(*f)) continue;
-    worthInPlace[f.get()] = s->contextDependent || s->hasDomainFacts || s->truncated;
-    session_.release(f.get());
+    if (!f->nested && session_.mayRelease(f.get()) && !session_.called(f.get()) && !calledByOthers.count(f.get()) &&
+        !special(f->name) && mentionedOnce(*f)) {
+      ownArm(*f);
+      armed.insert(f.get());
+      continue;
+    }
+    session_.summary(f.get());
   }
-  int construct = moduleStore_.constructs++;
-  int index = 0;
   // Classes a framework drives: their hooks run in the framework's order on one instance.
   std::set<const FunctionDef*> driven;
   for (const auto& c : module_.classes()) {
@@ -186,24 +213,10 @@ void FileAnalysis::run() {
     frame.arm = -1;
   }
   for (const auto& f : module_.functions()) {
-    if (f->nested || session_.called(f.get()) || driven.count(f.get())) continue;
-    if (auto w = worthInPlace.find(f.get()); w != worthInPlace.end()) {
-      if (!w->second) continue;
-    } else {
-      const Summary* s = session_.summary(f.get());
-      if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
-    }
-    frame.arm = in.openArm(construct, index++, false);
-    frame.reachable = true;
-    std::vector<ValueSet> args;
-    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(f->node, "name")), {}};
-    for (size_t i = 0; i < f->params.size(); ++i) {
-      ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
-      moduleStore_.obj(id).argIndex = static_cast<int>(i);
-      args.push_back({id});
-    }
-    in.analyzeInPlace(*f, args);
-    frame.arm = -1;
+    if (f->nested || armed.count(f.get()) || session_.called(f.get()) || driven.count(f.get())) continue;
+    const Summary* s = session_.summary(f.get());
+    if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
+    ownArm(*f);
   }
 }
 
