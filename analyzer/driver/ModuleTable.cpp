@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "driver/Linter.h"
@@ -46,13 +45,19 @@ ReadResult readSource(const std::string& path, const LintOptions& options) {
     r.skipped = std::string("file skipped: unreadable (") + (errno ? std::strerror(errno) : "cannot open it") + ")";
     return r;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // One buffer of the size the file had, then whatever it grew by since (never a copy of the whole text).
+  r.text.resize(static_cast<size_t>(size));
+  in.read(r.text.data(), static_cast<std::streamsize>(r.text.size()));
+  r.text.resize(static_cast<size_t>(in.gcount()));
+  for (char more[16384]; in && !in.eof();) {
+    in.read(more, sizeof more);
+    r.text.append(more, static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) {
+    r.text.clear();
     r.skipped = "file skipped: unreadable (read error)";
     return r;
   }
-  r.text = ss.str();
   return r;
 }
 
