@@ -413,6 +413,41 @@ TEST_CASE("lsp: findings an importer makes in the edited file survive the fast p
 
 // The server keeps a project's walk (its launch scripts and configs) for a few seconds between lints; a
 // file the client reports created (workspace/didChangeWatchedFiles) is seen at the next lint.
+// The folder listings import resolution reads are kept between edits for a short while; a module created
+// on disk is seen as soon as the client reports it.
+TEST_CASE("lsp: a helper module created on disk is imported after the client reports it", "[lsp]") {
+  TempDir dir;
+  const std::string train =
+      "import torch\n"
+      "import torch.nn as nn\n"
+      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      "\n"
+      "from helpers import build_optimizer\n"
+      "\n"
+      "\n"
+      "def main():\n"
+      "    model = nn.Linear(8, 8)\n"
+      "    optimizer = build_optimizer(model)\n"
+      "    model = FSDP(model)\n"
+      "    model(torch.randn(2, 8)).sum().backward()\n"
+      "    optimizer.step()\n";
+  std::string uri = uriOf(dir.write("train.py", train));
+  LspProcess s;
+  s.initialize({}, dir.path());
+  s.open(uri, train);
+  CHECK(s.published(uri, 1)["diagnostics"].empty());  // no helpers.py: what it builds is unknown
+  s.change(uri, 2, {LspProcess::edit(rangeOf(12, 20, 12, 20), "  # step")});
+  CHECK(s.published(uri, 2)["diagnostics"].empty());
+  dir.write("helpers.py", "import torch\n\n\ndef build_optimizer(model):\n"
+                          "    return torch.optim.AdamW(model.parameters(), lr=1e-3)\n");
+  s.notify("workspace/didChangeWatchedFiles", {{"changes", {{{"uri", uriOf(dir.path() / "helpers.py")}, {"type", 1}}}}});
+  s.change(uri, 3, {LspProcess::edit(rangeOf(12, 28, 12, 28), "!")});
+  json d = s.published(uri, 3)["diagnostics"];
+  REQUIRE(d.size() == 1);
+  CHECK(d[0]["code"] == "SL101");
+  CHECK(s.shutdownAndExit() == 0);
+}
+
 TEST_CASE("lsp: a launch script and config created on disk are seen after the client reports them", "[lsp]") {
   TempDir dir;
   dir.write("pyproject.toml", "[project]\nname = \"p\"\n");

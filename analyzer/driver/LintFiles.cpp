@@ -129,6 +129,8 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     cache = std::make_unique<ResultCache>(options_.cacheDir, key);
     cache->load();
   }
+  // The language server's next edit lists the same folders: shared while young (ModuleTable::listings).
+  if (persistent && !cache) index.shareListings(persistent->listings());
   // The pre-scan cache (the language server's, or the persistent cache's stamps), and what its masks
   // mean (the words, in bit order; for a configuration or Markdown file, bit 0: ConfigMentions).
   PrescanCache* prescans = persistent ? &persistent->prescans() : cache ? &cache->stamps() : nullptr;

@@ -431,9 +431,20 @@ void ModuleTable::storeWalk(const std::string& dir, ProjectWalk walk) {
   walks_[dir] = {std::chrono::steady_clock::now(), std::move(walk)};
 }
 
+std::shared_ptr<ProjectIndex::ListingShare> ModuleTable::listings() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto now = std::chrono::steady_clock::now();
+  if (!listings_ || std::chrono::duration<double>(now - listingsSince_).count() > kWalkSeconds) {
+    listings_ = std::make_shared<ProjectIndex::ListingShare>();
+    listingsSince_ = now;
+  }
+  return listings_;
+}
+
 void ModuleTable::forgetWalks() {
   std::lock_guard<std::mutex> lock(mu_);
   walks_.clear();
+  listings_.reset();
 }
 
 size_t ModuleTable::filesParsed() const {

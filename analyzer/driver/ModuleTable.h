@@ -160,6 +160,9 @@ class ModuleTable final : public semantic::ModuleLookup {
   static constexpr double kWalkSeconds = 2.0;
   std::optional<ProjectWalk> walk(const std::string& dir) const;
   void storeWalk(const std::string& dir, ProjectWalk walk);
+  // Folder listings for the next lints' project indexes (import resolution), under the same rule as
+  // the walks: a share lives kWalkSeconds from its first use, and forgetWalks() drops it.
+  std::shared_ptr<ProjectIndex::ListingShare> listings();
   void forgetWalks();
 
  private:
@@ -181,6 +184,8 @@ class ModuleTable final : public semantic::ModuleLookup {
   ImportScanCache importScans_;
   PrescanCache prescans_;
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, ProjectWalk>> walks_;  // under mu_
+  std::shared_ptr<ProjectIndex::ListingShare> listings_;                                       // under mu_
+  std::chrono::steady_clock::time_point listingsSince_;
 };
 
 }  // namespace shardlint

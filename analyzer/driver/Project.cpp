@@ -135,7 +135,12 @@ std::string ProjectIndex::displayKept(const std::string& absolute) const {
 
 const ProjectIndex::Listing& ProjectIndex::listingOf(const std::string& folder) const {  // filesMu_ held
   auto it = listings_.find(folder);
-  if (it != listings_.end()) return it->second;
+  if (it != listings_.end()) return *it->second;
+  if (share_) {
+    std::lock_guard<std::mutex> lock(share_->mu);
+    if (auto shared = share_->listings.find(folder); shared != share_->listings.end())
+      return *listings_.emplace(folder, shared->second).first->second;
+  }
   noteFolder(folder.empty() ? std::string(".") : folder);
   Listing entries;
   std::error_code ec;
@@ -148,7 +153,12 @@ const ProjectIndex::Listing& ProjectIndex::listingOf(const std::string& folder) 
                                                                                                    : Entry::Other;
     entries.emplace(d->path().filename().native(), kind);
   }
-  return listings_.emplace(folder, std::move(entries)).first->second;
+  auto made = std::make_shared<const Listing>(std::move(entries));
+  if (share_) {
+    std::lock_guard<std::mutex> lock(share_->mu);
+    share_->listings.emplace(folder, made);
+  }
+  return *listings_.emplace(folder, std::move(made)).first->second;
 }
 
 bool ProjectIndex::isFileKept(const std::string& p) const {

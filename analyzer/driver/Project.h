@@ -5,6 +5,7 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -84,6 +85,19 @@ class ProjectIndex {
   static constexpr uint64_t kMissing = ~uint64_t{0};
   static std::optional<FileStamp> folderStamp(const std::string& folder);
 
+  // Each folder's entries by name (a regular file, a link or unknown, or something else).
+  enum class Entry : char { File, Link, Other };
+  using Listing = std::unordered_map<std::string, Entry>;
+  // Folder listings kept beyond one index, for the indexes of the next lints to reuse (the language
+  // server's edits: ModuleTable::listings). Thread-safe.
+  struct ListingShare {
+    std::mutex mu;
+    std::unordered_map<std::string, std::shared_ptr<const Listing>> listings;
+  };
+  // Listings are taken from `share` and added to it. Not with a persistent cache: a listing taken from
+  // the share is not recorded in layout().
+  void shareListings(std::shared_ptr<ListingShare> share) { share_ = std::move(share); }
+
  private:
   std::string display(const std::filesystem::path& absolute) const;
 
@@ -114,12 +128,11 @@ class ProjectIndex {
   Module computeModuleOf(const std::string& path) const;
   mutable std::mutex modulesMu_;
   mutable std::unordered_map<std::string, Module> moduleOfPath_;  // path as asked -> its module
-  // Each folder's entries by name, listed once per run (a module's candidates are many names in few
-  // folders): a regular file, a link or unknown (a stat tells), or something else.
-  enum class Entry : char { File, Link, Other };
-  using Listing = std::unordered_map<std::string, Entry>;
+  // Each folder's entries, listed once per run (a module's candidates are many names in few folders),
+  // or taken from share_.
   mutable std::mutex filesMu_;
-  mutable std::unordered_map<std::string, Listing> listings_;  // folder -> its entries
+  mutable std::unordered_map<std::string, std::shared_ptr<const Listing>> listings_;  // folder -> its entries
+  std::shared_ptr<ListingShare> share_;
   const Listing& listingOf(const std::string& folder) const;  // filesMu_ held
   // Whether `p` is a regular file (or a link to one), from its folder's listing. findModule calls it
   // without mu_.
