@@ -199,28 +199,32 @@ TEST_CASE("lsp: pull diagnostics when the client supports them", "[lsp]") {
   CHECK(s.shutdownAndExit() == 0);
 }
 
+// A script whose optimizer comes from a helper module's build_optimizer (SL101 once that builds one).
+const std::string kHelpers =
+    "import torch\n"
+    "\n"
+    "\n"
+    "def build_optimizer(model):\n"
+    "    return torch.optim.AdamW(model.parameters(), lr=1e-3)\n";
+const std::string kTrainWithHelper =
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+    "\n"
+    "from helpers import build_optimizer\n"
+    "\n"
+    "\n"
+    "def main():\n"
+    "    model = nn.Linear(8, 8)\n"
+    "    optimizer = build_optimizer(model)\n"
+    "    model = FSDP(model)\n"
+    "    model(torch.randn(2, 8)).sum().backward()\n"
+    "    optimizer.step()\n";
+
 TEST_CASE("lsp: editing a helper module re-checks the open files that import it", "[lsp]") {
   TempDir dir;
-  const std::string helpers =
-      "import torch\n"
-      "\n"
-      "\n"
-      "def build_optimizer(model):\n"
-      "    return torch.optim.AdamW(model.parameters(), lr=1e-3)\n";
-  const std::string train =
-      "import torch\n"
-      "import torch.nn as nn\n"
-      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
-      "\n"
-      "from helpers import build_optimizer\n"
-      "\n"
-      "\n"
-      "def main():\n"
-      "    model = nn.Linear(8, 8)\n"
-      "    optimizer = build_optimizer(model)\n"
-      "    model = FSDP(model)\n"
-      "    model(torch.randn(2, 8)).sum().backward()\n"
-      "    optimizer.step()\n";
+  const std::string& helpers = kHelpers;
+  const std::string& train = kTrainWithHelper;
   std::string helpersUri = uriOf(dir.write("helpers.py", helpers));
   std::string trainUri = uriOf(dir.write("train.py", train));
   LspProcess s;
@@ -411,26 +415,11 @@ TEST_CASE("lsp: findings an importer makes in the edited file survive the fast p
   CHECK(s.shutdownAndExit() == 0);
 }
 
-// The server keeps a project's walk (its launch scripts and configs) for a few seconds between lints; a
-// file the client reports created (workspace/didChangeWatchedFiles) is seen at the next lint.
 // The folder listings import resolution reads are kept between edits for a short while; a module created
 // on disk is seen as soon as the client reports it.
 TEST_CASE("lsp: a helper module created on disk is imported after the client reports it", "[lsp]") {
   TempDir dir;
-  const std::string train =
-      "import torch\n"
-      "import torch.nn as nn\n"
-      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
-      "\n"
-      "from helpers import build_optimizer\n"
-      "\n"
-      "\n"
-      "def main():\n"
-      "    model = nn.Linear(8, 8)\n"
-      "    optimizer = build_optimizer(model)\n"
-      "    model = FSDP(model)\n"
-      "    model(torch.randn(2, 8)).sum().backward()\n"
-      "    optimizer.step()\n";
+  const std::string& train = kTrainWithHelper;
   std::string uri = uriOf(dir.write("train.py", train));
   LspProcess s;
   s.initialize({}, dir.path());
@@ -438,8 +427,7 @@ TEST_CASE("lsp: a helper module created on disk is imported after the client rep
   CHECK(s.published(uri, 1)["diagnostics"].empty());  // no helpers.py: what it builds is unknown
   s.change(uri, 2, {LspProcess::edit(rangeOf(12, 20, 12, 20), "  # step")});
   CHECK(s.published(uri, 2)["diagnostics"].empty());
-  dir.write("helpers.py", "import torch\n\n\ndef build_optimizer(model):\n"
-                          "    return torch.optim.AdamW(model.parameters(), lr=1e-3)\n");
+  dir.write("helpers.py", kHelpers);
   s.notify("workspace/didChangeWatchedFiles", {{"changes", {{{"uri", uriOf(dir.path() / "helpers.py")}, {"type", 1}}}}});
   s.change(uri, 3, {LspProcess::edit(rangeOf(12, 28, 12, 28), "!")});
   json d = s.published(uri, 3)["diagnostics"];
@@ -448,6 +436,8 @@ TEST_CASE("lsp: a helper module created on disk is imported after the client rep
   CHECK(s.shutdownAndExit() == 0);
 }
 
+// The server keeps a project's walk (its launch scripts and configs) for a few seconds between lints; a
+// file the client reports created (workspace/didChangeWatchedFiles) is seen at the next lint.
 TEST_CASE("lsp: a launch script and config created on disk are seen after the client reports them", "[lsp]") {
   TempDir dir;
   dir.write("pyproject.toml", "[project]\nname = \"p\"\n");
