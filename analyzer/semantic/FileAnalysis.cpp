@@ -108,14 +108,13 @@ void FileAnalysis::run() {
   auto mentionedOnce = [&](const FunctionDef& f) {
     if (wordCounts.empty()) {
       std::string_view text = module_.file().text;
-      auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
       for (size_t i = 0; i < text.size();) {
-        if (!word(text[i])) {
+        if (!syntax::isWordByte(text[i])) {
           ++i;
           continue;
         }
         size_t j = i;
-        while (j < text.size() && word(text[j])) ++j;
+        while (j < text.size() && syntax::isWordByte(text[j])) ++j;
         ++wordCounts[text.substr(i, j - i)];
         i = j;
       }

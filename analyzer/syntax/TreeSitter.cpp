@@ -397,13 +397,12 @@ std::string_view calleeLastName(TSNode call, std::string_view src) {
 
 std::vector<TSNode> callsNamed(TSNode root, std::string_view src, const std::unordered_set<std::string_view>& names) {
   const auto& kinds = PyKinds::instance();
-  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   std::vector<TSNode> calls;
   for (std::string_view name : names) {
     if (name.empty()) continue;
     for (size_t pos = src.find(name); pos != std::string_view::npos; pos = src.find(name, pos + 1)) {
       size_t end = pos + name.size();
-      if ((pos > 0 && word(src[pos - 1])) || (end < src.size() && word(src[end]))) continue;
+      if ((pos > 0 && isWordByte(src[pos - 1])) || (end < src.size() && isWordByte(src[end]))) continue;
       TSNode id = ts_node_descendant_for_byte_range(root, static_cast<uint32_t>(pos), static_cast<uint32_t>(end));
       if (ts_node_is_null(id) || kinds.kind(id) != Kind::identifier) continue;
       // `name(...)`, or `x.name(...)` (the identifier is the attribute's last part).

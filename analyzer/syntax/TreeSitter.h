@@ -2,6 +2,7 @@
 #pragma once
 #include <tree_sitter/api.h>
 
+#include <cctype>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -144,6 +145,8 @@ std::vector<KeywordArgument> keywordArguments(TSNode call);
 // The last dotted component of a call's callee as written (`FullyShardedDataParallelPlugin` for
 // `accelerate.utils.FullyShardedDataParallelPlugin(...)`).
 std::string_view calleeLastName(TSNode call, std::string_view src);
+// A byte of a word in Python source: a letter, a digit (ASCII) or `_`.
+inline bool isWordByte(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 // The calls whose calleeLastName is one of `names`, in the order a walk of the tree meets them (by
 // start, an enclosing call first): found from the names' whole-word occurrences in the text (the
 // callee's last name is an identifier there) rather than a walk over every node.
