@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -116,6 +117,7 @@ class RegionIndex {
  public:
   struct Data {
     size_t regions = 0, points = 0;
+    bool tooLarge = false;        // the index would be too large: the queries walk the regions
     std::vector<uint32_t> start;  // per point, where its regions begin in `ids` (points + 1 entries)
     std::vector<uint32_t> ids;    // region indexes, each point's in the store's order
   };
@@ -138,6 +140,47 @@ class RegionIndex {
   const Data* get(const Regions& regions, size_t points) const;
 
  private:
+  mutable std::atomic<Data*> p_{nullptr};
+};
+
+// What readers of a finished store derive from it and keep with it (a rule's per-store facts, which a
+// query per event would otherwise derive again), one value per key (the address of something the reader
+// owns): made by `make` on first use, and made again when the store has changed in size since. A copy of
+// the store starts with none. Thread-safe: readers on several threads share one value; `make` may ask for
+// another key's facts of the same store.
+class ReaderFacts {
+ public:
+  struct Stamp {
+    size_t objects = 0, events = 0, points = 0, regions = 0;
+    bool operator==(const Stamp& o) const {
+      return objects == o.objects && events == o.events && points == o.points && regions == o.regions;
+    }
+  };
+  ReaderFacts() = default;
+  ReaderFacts(const ReaderFacts&) {}
+  ReaderFacts& operator=(const ReaderFacts&) {
+    reset();
+    return *this;
+  }
+  ReaderFacts(ReaderFacts&& o) noexcept : p_(o.p_.exchange(nullptr)) {}
+  ReaderFacts& operator=(ReaderFacts&& o) noexcept {
+    if (this != &o) delete p_.exchange(o.p_.exchange(nullptr));
+    return *this;
+  }
+  ~ReaderFacts() { reset(); }
+  void reset() { delete p_.exchange(nullptr); }
+  std::shared_ptr<const void> get(const void* key, const Stamp& stamp,
+                                  const std::function<std::shared_ptr<const void>()>& make) const;
+
+ private:
+  struct Entry {
+    Stamp stamp;
+    std::shared_ptr<const void> value;
+  };
+  struct Data {
+    std::recursive_mutex mu;  // a reader's `make` may ask for another key's facts
+    std::map<const void*, Entry> entries;
+  };
   mutable std::atomic<Data*> p_{nullptr};
 };
 
@@ -381,6 +424,14 @@ class Store {
   bool pathFrom(ObjId o, ObjId ancestor, std::vector<std::string_view>& edges) const;
   // A readable dump of objects and events (for debugging and tests).
   std::string dump() const;
+  // The facts a reader keeps with this store under `key` (ReaderFacts), made by `make()` (returning a
+  // std::shared_ptr<T>) when there are none or the store has changed in size since they were made.
+  template <class T, class Make>
+  std::shared_ptr<const T> readerFacts(const void* key, Make&& make) const {
+    ReaderFacts::Stamp stamp{objects.size(), events.size(), points.size(), regions.size()};
+    return std::static_pointer_cast<const T>(
+        readerFacts_.get(key, stamp, [&]() -> std::shared_ptr<const void> { return make(); }));
+  }
 
  private:
   std::vector<int> armChain(int arm) const;  // root first
@@ -389,47 +440,51 @@ class Store {
   bool anyRegionAt(PointId p, F&& f) const;
   HeapPart<Memo> memo_;
   RegionIndex regionIndex_;
+  ReaderFacts readerFacts_;
 };
 
 template <class Regions>
 const RegionIndex::Data* RegionIndex::get(const Regions& regions, size_t points) const {
   Data* d = p_.load(std::memory_order_acquire);
-  if (d && d->regions == regions.size() && d->points == points) return d;
+  if (d && d->regions == regions.size() && d->points == points) return d->tooLarge ? nullptr : d;
   constexpr size_t kMaxEntries = size_t{1} << 23;  // 32 MiB of ids: beyond, the queries walk the regions
   auto fresh = std::make_unique<Data>();
   fresh->regions = regions.size();
   fresh->points = points;
-  fresh->start.assign(points + 1, 0);
   size_t total = 0;
   for (const auto& r : regions) {
     if (r.begin < 0 || r.end <= r.begin) continue;
     size_t b = static_cast<size_t>(r.begin), e = std::min(static_cast<size_t>(r.end), points);
-    if (b >= e) continue;
-    total += e - b;
-    if (total > kMaxEntries) return nullptr;
-    for (size_t q = b; q < e; ++q) ++fresh->start[q + 1];
+    if (b < e) total += e - b;
   }
-  for (size_t q = 0; q < points; ++q) fresh->start[q + 1] += fresh->start[q];
-  fresh->ids.resize(total);
-  std::vector<uint32_t> fill(fresh->start.begin(), fresh->start.end() - 1);
-  for (size_t i = 0; i < regions.size(); ++i) {
-    const auto& r = regions[i];
-    if (r.begin < 0 || r.end <= r.begin) continue;
-    size_t b = static_cast<size_t>(r.begin), e = std::min(static_cast<size_t>(r.end), points);
-    for (size_t q = b; q < e; ++q) fresh->ids[fill[q]++] = static_cast<uint32_t>(i);
+  // Too large is remembered too: finding it out again on every query would cost as much as the walk.
+  fresh->tooLarge = total > kMaxEntries;
+  if (!fresh->tooLarge) {
+    fresh->start.assign(points + 1, 0);
+    for (const auto& r : regions) {
+      if (r.begin < 0 || r.end <= r.begin) continue;
+      size_t b = static_cast<size_t>(r.begin), e = std::min(static_cast<size_t>(r.end), points);
+      for (size_t q = b; q < e; ++q) ++fresh->start[q + 1];
+    }
+    for (size_t q = 0; q < points; ++q) fresh->start[q + 1] += fresh->start[q];
+    fresh->ids.resize(total);
+    std::vector<uint32_t> fill(fresh->start.begin(), fresh->start.end() - 1);
+    for (size_t i = 0; i < regions.size(); ++i) {
+      const auto& r = regions[i];
+      if (r.begin < 0 || r.end <= r.begin) continue;
+      size_t b = static_cast<size_t>(r.begin), e = std::min(static_cast<size_t>(r.end), points);
+      for (size_t q = b; q < e; ++q) fresh->ids[fill[q]++] = static_cast<uint32_t>(i);
+    }
   }
-  if (d) {  // stale: only while the one writer of the store queries it (see above)
-    Data* mine = fresh.release();
-    delete p_.exchange(mine, std::memory_order_acq_rel);
-    return mine;
-  }
-  Data* expected = nullptr;
   Data* mine = fresh.get();
-  if (p_.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) {
-    fresh.release();
-    return mine;
+  if (d) {  // stale: only while the one writer of the store queries it (see above)
+    delete p_.exchange(fresh.release(), std::memory_order_acq_rel);
+  } else {
+    Data* expected = nullptr;
+    if (p_.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) fresh.release();
+    else mine = expected;  // another thread built it first
   }
-  return expected;  // another thread built it first
+  return mine->tooLarge ? nullptr : mine;
 }
 
 template <class F>

@@ -27,50 +27,82 @@ std::optional<ShardTest> shardTestOf(const semantic::Region& r, std::string_view
   return std::nullopt;
 }
 
+// The `fully_shard` wraps of a store that count for a "sharded yet" test: in code that runs, not in
+// code a test expects to fail; each with the lineage of what it wraps.
+struct Fsdp2Wrap {
+  semantic::PointId point;
+  Lineage lineage;
+};
+
 // `v` is sharded at point `at` in the way `test` asks, on every path.
-bool shardedAt(const Store& st, ObjId v, ShardTest test, semantic::PointId at) {
+bool shardedAt(const Store& st, ObjId v, ShardTest test, semantic::PointId at, const std::vector<Fsdp2Wrap>& wraps) {
   const semantic::Obj& o = st.obj(v);
   if (test == ShardTest::Fsdp1) return o.tag("fsdp_wrapper") == "fsdp1";
+  if (wraps.empty()) return false;
   Lineage l = lineageOf(st, v);
   if (l.root == kNoObj) return false;
-  for (const Event& e : st.events) {
-    if (e.kind != EventKind::Domain || e.name != "wrap" || e.attr("api") != "fully_shard" || e.target == kNoObj)
-      continue;
-    if (!st.dominates(e.point, at) || st.neverRuns(e.point) || expectedToFail(st, e.point)) continue;
-    Lineage t = lineageOf(st, e.target);
-    if (within(t, l) && within(l, t)) return true;
-  }
+  for (const Fsdp2Wrap& w : wraps)
+    if (st.dominates(w.point, at) && within(w.lineage, l) && within(l, w.lineage)) return true;
   return false;
 }
+
+// Whether the code of region `r` never runs because it runs only when its model is not yet sharded and
+// every value the test reads already is there (neverRuns).
+bool shardedAlready(const Store& st, const semantic::Region& r, const std::vector<Fsdp2Wrap>& wraps) {
+  if (!r.negated || r.subject.empty() || (r.kind != "isinstance" && r.kind != "hasattr")) return false;
+  std::vector<ShardTest> tests;
+  for (const auto& n : r.names)
+    if (auto t = shardTestOf(r, n)) tests.push_back(*t);
+  if (tests.empty()) return false;
+  // A value that the same variable holds wrapped too, by an FSDP1 wrapper made on every path before
+  // the test (`m = FSDP(m)` in an arm its flag always selects, merged with the arm not taken), is
+  // that wrapper there.
+  semantic::ValueSet wrapped;
+  for (ObjId w : r.subject) {
+    const semantic::Obj& wo = st.obj(w);
+    if (wo.tag("fsdp_wrapper") != "fsdp1" || wo.inputs().empty() || !st.dominates(wo.point, r.begin)) continue;
+    for (ObjId v : wo.inputs()[0])
+      if (v != w) semantic::addValue(wrapped, v);
+  }
+  // The test holds (the code runs only when it does not) for every value: some named class matches.
+  return std::all_of(r.subject.begin(), r.subject.end(), [&](ObjId v) {
+    return std::binary_search(wrapped.begin(), wrapped.end(), v) ||
+           std::any_of(tests.begin(), tests.end(), [&](ShardTest t) { return shardedAt(st, v, t, r.begin, wraps); });
+  });
+}
+
+// Per region of a store, whether shardedAlready holds: found once per store (kept with it), since
+// neverRuns is asked for nearly every event and object of a store.
+struct NeverRunsFacts {
+  std::vector<bool> sharded;
+};
+const char kNeverRunsKey = 0;
 
 }  // namespace
 
 bool neverRuns(const Store& st, semantic::PointId p) {
   if (st.regions.empty() || p == semantic::kNoPoint) return false;
   if (st.neverRuns(p)) return true;
-  for (const semantic::Region* r : st.regionsAt(p)) {
-    if (!r->negated || r->subject.empty() || (r->kind != "isinstance" && r->kind != "hasattr")) continue;
-    std::vector<ShardTest> tests;
-    for (const auto& n : r->names)
-      if (auto t = shardTestOf(*r, n)) tests.push_back(*t);
-    if (tests.empty()) continue;
-    // A value that the same variable holds wrapped too, by an FSDP1 wrapper made on every path before
-    // the test (`m = FSDP(m)` in an arm its flag always selects, merged with the arm not taken), is
-    // that wrapper there.
-    auto superseded = [&](ObjId v) {
-      return std::any_of(r->subject.begin(), r->subject.end(), [&](ObjId w) {
-        const semantic::Obj& wo = st.obj(w);
-        return w != v && wo.tag("fsdp_wrapper") == "fsdp1" && !wo.inputs().empty() &&
-               std::binary_search(wo.inputs()[0].begin(), wo.inputs()[0].end(), v) && st.dominates(wo.point, r->begin);
-      });
-    };
-    // The test holds (the code runs only when it does not) for every value: some named class matches.
-    bool allSharded = std::all_of(r->subject.begin(), r->subject.end(), [&](ObjId v) {
-      return superseded(v) ||
-             std::any_of(tests.begin(), tests.end(), [&](ShardTest t) { return shardedAt(st, v, t, r->begin); });
-    });
-    if (allSharded) return true;
-  }
+  auto regions = st.regionsAt(p);
+  if (regions.empty()) return false;
+  auto facts = st.readerFacts<NeverRunsFacts>(&kNeverRunsKey, [&st] {
+    auto f = std::make_shared<NeverRunsFacts>();
+    f->sharded.assign(st.regions.size(), false);
+    std::vector<Fsdp2Wrap> wraps;
+    bool any = false;
+    for (const auto& r : st.regions) any = any || (r.negated && !r.subject.empty());
+    if (!any) return f;
+    for (const Event& e : st.events) {
+      if (e.kind != EventKind::Domain || e.name != "wrap" || e.attr("api") != "fully_shard" || e.target == kNoObj)
+        continue;
+      if (st.neverRuns(e.point) || expectedToFail(st, e.point)) continue;
+      wraps.push_back(Fsdp2Wrap{e.point, lineageOf(st, e.target)});
+    }
+    for (size_t i = 0; i < st.regions.size(); ++i) f->sharded[i] = shardedAlready(st, st.regions[i], wraps);
+    return f;
+  });
+  for (const semantic::Region* r : regions)
+    if (facts->sharded[static_cast<size_t>(r - st.regions.data())]) return true;
   return false;
 }
 
