@@ -14,6 +14,7 @@
 #include "Registry.h"
 #include "core/SourceFile.h"
 #include "core/WordSet.h"
+#include "syntax/CodeWords.h"
 #include "driver/Linter.h"
 #include "semantic/Interpreter.h"
 #include "syntax/TreeSitter.h"
@@ -559,6 +560,50 @@ TEST_CASE("a call chain cut by the depth limit gets an SL002 note on the cut cal
   // A shallow chain has no such note.
   auto shallow = linter.lintText("short.py", "def f(m):\n    return g(m)\ndef g(m):\n    return m\nf(1)\n");
   for (const auto& d : shallow) CHECK(d.code != "SL002");
+}
+
+// The words a file's code mentions (FileAnalysis: a function mentioned once is one nothing here calls):
+// comments and strings mention none, but a string that is one word (getattr's) and an f-string's words
+// count; prefixes, triple quotes, escapes and an unterminated string are lexed as Python does or, where
+// the text does not lex, counted as code (too often, never too rarely).
+TEST_CASE("codeWordCounts: the words code mentions, not those of comments and strings", "[unit]") {
+  std::string text = R"PY(def step(self):  # step is called by the trainer
+    """Run one step.
+
+    accelerator.prepare(step) 'quoted' """
+    getattr(self, "train")()
+    x = 'not prepare'
+    y = r'\d' + b"raw" + Rb'bytes'
+    z = f"{helper(x)} and {other}"
+    w = 'it\'s' + "a \" quote" + fix
+    s = '''one
+'two' three'''
+    u = 'unterminated
+    return after
+)PY";
+  auto counts = shardlint::syntax::codeWordCounts(text);
+  auto n = [&](std::string_view w) {
+    auto it = counts.find(w);
+    return it == counts.end() ? 0 : it->second;
+  };
+  CHECK(n("step") == 1);  // its def; the comment and the docstring do not count
+  CHECK(n("prepare") == 0);  // in a docstring and inside a longer string
+  CHECK(n("accelerator") == 0);
+  CHECK(n("quoted") == 0);
+  CHECK(n("train") == 1);  // a one-word string: getattr may name a method with it
+  CHECK(n("getattr") == 1);
+  CHECK(n("raw") == 1);  // b"raw" is one word as a whole
+  CHECK(n("bytes") == 1);
+  CHECK(n("d") == 0);  // r'\d' is not a word
+  CHECK(n("helper") == 1);  // f-string fields are code
+  CHECK(n("other") == 1);
+  CHECK(n("quote") == 0);  // the escaped quote does not end the string
+  CHECK(n("fix") == 1);  // after the strings with escapes, code again
+  CHECK(n("two") == 0);  // inside a triple-quoted string
+  CHECK(n("three") == 0);
+  CHECK(n("unterminated") == 1);  // an unterminated string is read as code
+  CHECK(n("after") == 1);
+  CHECK(n("self") == 2);
 }
 
 // The pre-scan's one-pass word search answers what one std::string_view::find per word answers: words

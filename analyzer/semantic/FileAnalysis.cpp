@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "semantic/InterpreterImpl.h"
+#include "syntax/CodeWords.h"
 #include "syntax/TreeSitter.h"
 
 namespace shardlint::semantic {
@@ -102,22 +103,14 @@ void FileAnalysis::run() {
     in.analyzeInPlace(f, args);
     frame.arm = -1;
   };
-  // How often each word (a maximal run of letters, digits and `_`) occurs in the text, counted
-  // once per file on first use: a name mentioned once is mentioned only where it is defined.
+  // How often the code mentions each word (syntax::codeWordCounts: not in comments, docstrings or other
+  // strings), counted once per file on first use: a name mentioned once is mentioned only where it is defined.
   std::unordered_map<std::string_view, int> wordCounts;
+  bool counted = false;
   auto mentionedOnce = [&](const FunctionDef& f) {
-    if (wordCounts.empty()) {
-      std::string_view text = module_.file().text;
-      for (size_t i = 0; i < text.size();) {
-        if (!syntax::isWordByte(text[i])) {
-          ++i;
-          continue;
-        }
-        size_t j = i;
-        while (j < text.size() && syntax::isWordByte(text[j])) ++j;
-        ++wordCounts[text.substr(i, j - i)];
-        i = j;
-      }
+    if (!counted) {
+      wordCounts = syntax::codeWordCounts(module_.file().text);
+      counted = true;
     }
     auto it = wordCounts.find(f.name);
     return it != wordCounts.end() && it->second == 1;

@@ -1,0 +1,94 @@
+#include "syntax/CodeWords.h"
+
+#include "syntax/TreeSitter.h"
+
+namespace shardlint::syntax {
+
+namespace {
+
+// A string prefix (`r`, `b`, `f`, `u`, `rb`, `fr`, ... in either case); `formatted` when it makes an f-string.
+bool stringPrefix(std::string_view w, bool& formatted) {
+  if (w.empty() || w.size() > 2) return false;
+  formatted = false;
+  bool raw = false, bytes = false, unicode = false;
+  for (char c : w) {
+    switch (c) {
+      case 'r': case 'R': if (raw) return false; raw = true; break;
+      case 'b': case 'B': if (bytes) return false; bytes = true; break;
+      case 'f': case 'F': if (formatted) return false; formatted = true; break;
+      case 'u': case 'U': if (unicode) return false; unicode = true; break;
+      default: return false;
+    }
+  }
+  if (unicode && w.size() > 1) return false;
+  return !(bytes && formatted);
+}
+
+}  // namespace
+
+std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text) {
+  std::unordered_map<std::string_view, int> counts;
+  auto countWords = [&](std::string_view part) {
+    for (size_t i = 0; i < part.size();) {
+      if (!isWordByte(part[i])) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < part.size() && isWordByte(part[j])) ++j;
+      ++counts[part.substr(i, j - i)];
+      i = j;
+    }
+  };
+  // The string whose opening quote is at `q`: returns where it ends (past its closing quote), or `q + 1`
+  // when it is not closed (the rest is then read as code).
+  auto string = [&](size_t q, bool formatted) -> size_t {
+    char quote = text[q];
+    bool triple = q + 2 < text.size() && text[q + 1] == quote && text[q + 2] == quote;
+    size_t open = triple ? 3 : 1, k = q + open;
+    while (k < text.size()) {
+      char c = text[k];
+      if (c == '\\') {
+        k += 2;
+        continue;
+      }
+      if (!triple && c == '\n') break;
+      if (c == quote && (!triple || (k + 2 < text.size() && text[k + 1] == quote && text[k + 2] == quote))) {
+        std::string_view body = text.substr(q + open, k - q - open);
+        if (formatted) {
+          countWords(body);
+        } else if (!body.empty()) {
+          size_t w = 0;
+          while (w < body.size() && isWordByte(body[w])) ++w;
+          if (w == body.size()) ++counts[body];
+        }
+        return k + open;
+      }
+      ++k;
+    }
+    return q + 1;  // not closed
+  };
+  for (size_t i = 0; i < text.size();) {
+    char c = text[i];
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      i = string(i, false);
+    } else if (isWordByte(c)) {
+      size_t j = i;
+      while (j < text.size() && isWordByte(text[j])) ++j;
+      bool formatted = false;
+      if (j < text.size() && (text[j] == '"' || text[j] == '\'') && stringPrefix(text.substr(i, j - i), formatted)) {
+        i = string(j, formatted);
+        continue;
+      }
+      ++counts[text.substr(i, j - i)];
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  return counts;
+}
+
+}  // namespace shardlint::syntax
