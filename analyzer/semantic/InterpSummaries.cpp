@@ -223,7 +223,7 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     base.name = e.name;
     for (const auto& a : e.args) base.args.push_back(mapSet(a));
     for (const auto& [k, v] : e.kwargs) base.kwargs.emplace_back(k, mapSet(v));
-    base.attrs = e.attrs;
+    base.setAttrs(e.attrs());
     base.origin = via(e.origin);
     base.point = mapPoint(e.point);
     ValueSet targets = e.target == kNoObj ? ValueSet{} : map[static_cast<size_t>(e.target)];

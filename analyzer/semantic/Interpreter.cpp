@@ -110,7 +110,7 @@ void Interp::domainEvent(std::string kind, ObjId target, const Origin& origin,
   e.name = std::move(kind);
   e.target = target;
   e.origin = origin;
-  e.attrs = std::move(attrs);
+  e.setAttrs(std::move(attrs));
   e.args = std::move(args);
   e.point = newPoint();
   st_.events.push_back(std::move(e));

@@ -439,7 +439,7 @@ std::string Store::dump() const {
            e.name + " target=" + (e.target == kNoObj ? std::string("-") : describe(e.target));
     for (const auto& a : e.args) out += " " + set(a);
     for (const auto& [k, v] : e.kwargs) out += " " + k + "=" + set(v);
-    for (const auto& [k, v] : e.attrs) out += " " + k + ":" + v;
+    for (const auto& [k, v] : e.attrs()) out += " " + k + ":" + v;
     out += "\n";
   }
   for (const Region& r : regions) {

@@ -260,13 +260,25 @@ struct Event {
   ObjId target = kNoObj;
   std::vector<ValueSet> args;
   std::vector<std::pair<std::string, ValueSet>> kwargs;
-  std::map<std::string, std::string, std::less<>> attrs;
   Origin origin;
   PointId point = kNoPoint;
 
+  // A domain event's attributes (set by the CallModel): kept apart, since most events have none and
+  // summaries hold tens of thousands of events.
+  using Attrs = std::map<std::string, std::string, std::less<>>;
+  const Attrs& attrs() const {
+    static const Attrs kNone;
+    return attrs_.get() ? *attrs_.get() : kNone;
+  }
+  void setAttrs(Attrs a) {
+    if (a.empty()) attrs_.reset();
+    else attrs_.make() = std::move(a);
+  }
+  void setAttr(const std::string& k, std::string v) { attrs_.make()[k] = std::move(v); }
   std::string_view attr(std::string_view k) const {
-    auto it = attrs.find(k);
-    return it == attrs.end() ? std::string_view() : std::string_view(it->second);
+    const Attrs& a = attrs();
+    auto it = a.find(k);
+    return it == a.end() ? std::string_view() : std::string_view(it->second);
   }
   // Every object mentioned by the event's arguments.
   ValueSet allArgs() const;
@@ -276,6 +288,9 @@ struct Event {
       if (k == keyword) return &v;
     return index < args.size() ? &args[index] : nullptr;
   }
+
+ private:
+  HeapPart<Attrs> attrs_;
 };
 
 // A branch arm: one arm of an if/elif/else, a case, an except handler, the body

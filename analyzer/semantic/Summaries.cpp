@@ -35,7 +35,7 @@ std::string Summary::describe() const {
   for (const Event& e : store.events) {
     if (e.kind != EventKind::Domain) continue;
     os << e.name << " " << (e.target == kNoObj ? "?" : store.describe(e.target));
-    for (const auto& [k, v] : e.attrs) os << " " << k << "=" << v;
+    for (const auto& [k, v] : e.attrs()) os << " " << k << "=" << v;
     os << "\n";
   }
   for (const auto& [key, vs] : attrWrites) os << "sets " << key << " = " << names(vs) << "\n";

@@ -60,7 +60,7 @@ bool handleFabric(CallSite& site, const Obj& fabric, const std::map<std::string,
       site.in.callCallable(fabric.inputs()[0], {site.args[0], {mesh}}, site.origin);
       for (size_t i = before; i < st.events.size(); ++i)
         if (st.events[i].kind == EventKind::Domain && st.events[i].name == "wrap")
-          st.events[i].attrs["strategy"] = "ModelParallelStrategy";
+          st.events[i].setAttr("strategy", "ModelParallelStrategy");
     }
     site.result = makeResult(site.in, site.args, site.origin);
     return true;
