@@ -7,13 +7,8 @@ namespace shardlint::semantic {
 
 std::shared_ptr<const void> ReaderFacts::get(const void* key, const Stamp& stamp,
                                              const std::function<std::shared_ptr<const void>()>& make) const {
-  Data* d = p_.load(std::memory_order_acquire);
-  if (!d) {
-    auto fresh = std::make_unique<Data>();
-    Data* expected = nullptr;
-    if (p_.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel)) d = fresh.release();
-    else d = expected;  // another thread made it first
-  }
+  Data* d = data_.get();
+  if (!d) d = data_.install(std::make_unique<Data>());
   std::lock_guard<std::recursive_mutex> lock(d->mu);
   Entry& e = d->entries[key];
   if (!e.value || !(e.stamp == stamp)) {

@@ -107,6 +107,43 @@ class HeapPart {
   std::unique_ptr<T> p_;
 };
 
+// Data a store derives from itself and keeps with it (RegionIndex, ReaderFacts): owned through an atomic
+// pointer that readers on several threads may install (the first one wins), dropped when the store is
+// copied, handed over when it is moved.
+template <class T>
+class DerivedPart {
+ public:
+  DerivedPart() = default;
+  DerivedPart(const DerivedPart&) {}
+  DerivedPart& operator=(const DerivedPart&) {
+    reset();
+    return *this;
+  }
+  DerivedPart(DerivedPart&& o) noexcept : p_(o.p_.exchange(nullptr)) {}
+  DerivedPart& operator=(DerivedPart&& o) noexcept {
+    if (this != &o) delete p_.exchange(o.p_.exchange(nullptr));
+    return *this;
+  }
+  ~DerivedPart() { reset(); }
+  void reset() { delete p_.exchange(nullptr); }
+  T* get() const { return p_.load(std::memory_order_acquire); }
+  // Installs `fresh` when there is none and returns it, else the one another thread installed first.
+  T* install(std::unique_ptr<T> fresh) const {
+    T* expected = nullptr;
+    if (p_.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel)) return fresh.release();
+    return expected;
+  }
+  // Replaces the one there (only the one thread that writes the store does this).
+  T* replace(std::unique_ptr<T> fresh) const {
+    T* mine = fresh.get();
+    delete p_.exchange(fresh.release(), std::memory_order_acq_rel);
+    return mine;
+  }
+
+ private:
+  mutable std::atomic<T*> p_{nullptr};
+};
+
 // Which regions cover each point of a store, for the point queries the rules make (regionsAt, neverRuns,
 // conditionsAt) once the interpretation is over: without it each query walks every region of the store.
 // Built on the first query after the store's regions or points changed in number (regions are added
@@ -121,26 +158,13 @@ class RegionIndex {
     std::vector<uint32_t> start;  // per point, where its regions begin in `ids` (points + 1 entries)
     std::vector<uint32_t> ids;    // region indexes, each point's in the store's order
   };
-  RegionIndex() = default;
-  RegionIndex(const RegionIndex&) {}
-  RegionIndex& operator=(const RegionIndex&) {
-    reset();
-    return *this;
-  }
-  RegionIndex(RegionIndex&& o) noexcept : p_(o.p_.exchange(nullptr)) {}
-  RegionIndex& operator=(RegionIndex&& o) noexcept {
-    if (this != &o) delete p_.exchange(o.p_.exchange(nullptr));
-    return *this;
-  }
-  ~RegionIndex() { reset(); }
-  void reset() { delete p_.exchange(nullptr); }
   // The index for `regions` over `points` points, or null when it would be too large to build (then
   // the caller walks the regions).
   template <class Regions>
   const Data* get(const Regions& regions, size_t points) const;
 
  private:
-  mutable std::atomic<Data*> p_{nullptr};
+  DerivedPart<Data> data_;
 };
 
 // What readers of a finished store derive from it and keep with it (a rule's per-store facts, which a
@@ -156,19 +180,6 @@ class ReaderFacts {
       return objects == o.objects && events == o.events && points == o.points && regions == o.regions;
     }
   };
-  ReaderFacts() = default;
-  ReaderFacts(const ReaderFacts&) {}
-  ReaderFacts& operator=(const ReaderFacts&) {
-    reset();
-    return *this;
-  }
-  ReaderFacts(ReaderFacts&& o) noexcept : p_(o.p_.exchange(nullptr)) {}
-  ReaderFacts& operator=(ReaderFacts&& o) noexcept {
-    if (this != &o) delete p_.exchange(o.p_.exchange(nullptr));
-    return *this;
-  }
-  ~ReaderFacts() { reset(); }
-  void reset() { delete p_.exchange(nullptr); }
   std::shared_ptr<const void> get(const void* key, const Stamp& stamp,
                                   const std::function<std::shared_ptr<const void>()>& make) const;
 
@@ -181,7 +192,7 @@ class ReaderFacts {
     std::recursive_mutex mu;  // a reader's `make` may ask for another key's facts
     std::map<const void*, Entry> entries;
   };
-  mutable std::atomic<Data*> p_{nullptr};
+  DerivedPart<Data> data_;
 };
 
 // The fields most objects leave empty (containers, domain annotations, ownership edges),
@@ -460,7 +471,7 @@ class Store {
 
 template <class Regions>
 const RegionIndex::Data* RegionIndex::get(const Regions& regions, size_t points) const {
-  Data* d = p_.load(std::memory_order_acquire);
+  Data* d = data_.get();
   if (d && d->regions == regions.size() && d->points == points) return d->tooLarge ? nullptr : d;
   constexpr size_t kMaxEntries = size_t{1} << 23;  // 32 MiB of ids: beyond, the queries walk the regions
   auto fresh = std::make_unique<Data>();
@@ -491,14 +502,9 @@ const RegionIndex::Data* RegionIndex::get(const Regions& regions, size_t points)
       for (size_t q = b; q < e; ++q) fresh->ids[fill[q]++] = static_cast<uint32_t>(i);
     }
   }
-  Data* mine = fresh.get();
-  if (d) {  // stale: only while the one writer of the store queries it (see above)
-    delete p_.exchange(fresh.release(), std::memory_order_acq_rel);
-  } else {
-    Data* expected = nullptr;
-    if (p_.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) fresh.release();
-    else mine = expected;  // another thread built it first
-  }
+  // Stale: replaced, only while the one writer of the store queries it (see above); else the first one
+  // built (another thread's may have won).
+  Data* mine = d ? data_.replace(std::move(fresh)) : data_.install(std::move(fresh));
   return mine->tooLarge ? nullptr : mine;
 }
 
