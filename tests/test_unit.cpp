@@ -563,8 +563,8 @@ TEST_CASE("a call chain cut by the depth limit gets an SL002 note on the cut cal
 }
 
 // The words a file's code mentions (FileAnalysis: a function mentioned once is one nothing here calls):
-// comments and strings mention none, but a string that is one word (getattr's) and an f-string's words
-// count; prefixes, triple quotes, escapes and an unterminated string are lexed as Python does or, where
+// comments and strings mention none, but a string that is one word (getattr's) and an f-string's (or a
+// template string's) words count; prefixes, triple quotes, escapes and an unterminated string are lexed as Python does or, where
 // the text does not lex, counted as code (too often, never too rarely).
 TEST_CASE("codeWordCounts: the words code mentions, not those of comments and strings", "[unit]") {
   std::string text = R"PY(def step(self):  # step is called by the trainer
@@ -574,7 +574,7 @@ TEST_CASE("codeWordCounts: the words code mentions, not those of comments and st
     getattr(self, "train")()
     x = 'not prepare'
     y = r'\d' + b"raw" + Rb'bytes'
-    z = f"{helper(x)} and {other}"
+    z = f"{helper(x)} and {other}" + t'{template()}' + Rf"{raw_field}"
     w = 'it\'s' + "a \" quote" + fix
     s = '''one
 'two' three'''
@@ -597,6 +597,8 @@ TEST_CASE("codeWordCounts: the words code mentions, not those of comments and st
   CHECK(n("d") == 0);  // r'\d' is not a word
   CHECK(n("helper") == 1);  // f-string fields are code
   CHECK(n("other") == 1);
+  CHECK(n("template") == 1);  // so are a template string's (Python 3.14)
+  CHECK(n("raw_field") == 1);
   CHECK(n("quote") == 0);  // the escaped quote does not end the string
   CHECK(n("fix") == 1);  // after the strings with escapes, code again
   CHECK(n("two") == 0);  // inside a triple-quoted string

@@ -6,7 +6,8 @@ namespace shardlint::syntax {
 
 namespace {
 
-// A string prefix (`r`, `b`, `f`, `u`, `rb`, `fr`, ... in either case); `formatted` when it makes an f-string.
+// A string prefix (`r`, `b`, `f`, `t`, `u`, `rb`, `fr`, `tr`, ... in either case); `formatted` when it makes
+// an f-string or a template string (Python 3.14), whose fields are code.
 bool stringPrefix(std::string_view w, bool& formatted) {
   if (w.empty() || w.size() > 2) return false;
   formatted = false;
@@ -15,7 +16,7 @@ bool stringPrefix(std::string_view w, bool& formatted) {
     switch (c) {
       case 'r': case 'R': if (raw) return false; raw = true; break;
       case 'b': case 'B': if (bytes) return false; bytes = true; break;
-      case 'f': case 'F': if (formatted) return false; formatted = true; break;
+      case 'f': case 'F': case 't': case 'T': if (formatted) return false; formatted = true; break;
       case 'u': case 'U': if (unicode) return false; unicode = true; break;
       default: return false;
     }

@@ -8,7 +8,7 @@ namespace shardlint::syntax {
 
 // Each word (a maximal run of letters, digits and `_`) and how often the code mentions it. Comments and
 // strings mention no word, except a string that is one word as a whole (`getattr(self, "step")` names a
-// method) and any word of an f-string (its fields are code). Text that does not lex (an unterminated
+// method) and any word of an f-string or a template string (their fields are code). Text that does not lex (an unterminated
 // string) counts as code past where it stops, so a word is never missed, only counted too often.
 std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text);
 
