@@ -395,6 +395,42 @@ TEST_CASE("function summaries", "[unit][summaries]") {
   }
 }
 
+TEST_CASE("the shared summary cache drops the least recently used summaries past its size", "[unit][summaries]") {
+  auto a = analyse("def f(m): pass\ndef g(m): pass\ndef h(m): pass\n");
+  auto b = analyse("def k(m): pass\n", false, "u");
+  const FunctionDef* f = a.module->findFunction("t.f");
+  const FunctionDef* g = a.module->findFunction("t.g");
+  const FunctionDef* h = a.module->findFunction("t.h");
+  const FunctionDef* k = b.module->findFunction("u.k");
+  REQUIRE((f && g && h && k));
+  auto made = [](const FunctionDef* def, size_t objects) {  // a summary with this many objects
+    auto s = std::make_shared<Summary>();
+    s->def = def;
+    s->store.objects.resize(objects);
+    return std::shared_ptr<const Summary>(s);
+  };
+  SummaryCache cache(10);
+  auto sf = cache.insert(made(f, 4));
+  CHECK(cache.insert(made(f, 3)) == sf);  // the first one inserted stays
+  cache.insert(made(g, 4));
+  CHECK(cache.items() == 8);
+  CHECK(cache.find(f) == sf);  // f is now used more recently than g
+  cache.insert(made(h, 4));    // 12 items: g goes
+  CHECK(cache.items() == 8);
+  CHECK(cache.find(g) == nullptr);
+  CHECK(cache.find(f) == sf);
+  CHECK(cache.find(h) != nullptr);
+  cache.insert(made(k, 2));
+  cache.forget(a.module.get());  // f and h go with their module
+  CHECK(cache.items() == 2);
+  CHECK(cache.find(f) == nullptr);
+  CHECK(cache.find(k) != nullptr);
+  cache.insert(made(g, 30));  // larger than the whole cache: kept alone, k goes
+  CHECK(cache.items() == 30);
+  CHECK(cache.find(k) == nullptr);
+  CHECK(cache.find(g) != nullptr);
+}
+
 TEST_CASE("callers use summaries: helpers, methods and the model's own class", "[unit][summaries]") {
   auto a = analyse(
       "import torch\n"

@@ -230,6 +230,8 @@ Diagnostic skippedDiagnostic(const RuleInfo& info, const std::string& path, std:
 ModuleTable::Config Linter::tableConfig(bool retireRoots) const {
   ModuleTable::Config config;
   config.retireRoots = retireRoots;
+  // A one-shot run keeps fewer summaries than a language server, which reuses them on every edit.
+  if (retireRoots) config.summaryItems = semantic::SummaryCache::kOneShotItems;
   // A module worth loading for its summaries mentions some pre-scan word (an optimizer,
   // a wrap) or the configured extra names; words of Python rules without groups make all
   // qualify (a rule that checks only C++ or configuration files says nothing about modules).

@@ -357,7 +357,7 @@ const semantic::Module* ModuleTable::moduleById(uint32_t id) const {
 semantic::SummaryCache& ModuleTable::summaries(const std::string& context) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& c = caches_[context];
-  if (!c) c = std::make_unique<semantic::SummaryCache>();
+  if (!c) c = std::make_unique<semantic::SummaryCache>(config_.summaryItems);
   return *c;
 }
 

@@ -52,6 +52,8 @@ class ModuleTable final : public semantic::ModuleLookup {
   struct Config {
     // Free a linted file's tree after its task when no other task used it (one-shot runs).
     bool retireRoots = true;
+    // Objects and events the shared summaries of each call-model context may hold (SummaryCache).
+    size_t summaryItems = semantic::SummaryCache::kMaxItems;
     // Whether a file is worth loading as a module (mentions a word some rule needs).
     std::function<bool(std::string_view)> worthLoading;
     // Outline every parsed file whose bytes `outlineWant` accepts (project facts for config rules).

@@ -170,24 +170,26 @@ std::shared_ptr<const Summary> SummaryCache::find(const FunctionDef* def) const 
   auto m = map_.find(def->owner);
   if (m == map_.end()) return nullptr;
   auto it = m->second.find(def);
-  return it == m->second.end() ? nullptr : it->second;
+  if (it == m->second.end()) return nullptr;
+  used_.splice(used_.end(), used_, it->second.used);
+  return it->second.summary;
 }
 
 std::shared_ptr<const Summary> SummaryCache::insert(std::shared_ptr<const Summary> s) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, fresh] = map_[s->def->owner].emplace(s->def, s);
-  if (!fresh) return it->second;
+  auto [it, fresh] = map_[s->def->owner].try_emplace(s->def);
+  if (!fresh) return it->second.summary;
   items_ += itemsOf(*s);
-  order_.push_back(s->def);
-  while (items_ > kMaxItems && order_.size() > 1) {
-    const FunctionDef* old = order_.front();
-    order_.pop_front();
+  it->second.summary = s;
+  it->second.used = used_.insert(used_.end(), s->def);
+  while (items_ > maxItems_ && used_.size() > 1) {
+    const FunctionDef* old = used_.front();
     auto m = map_.find(old->owner);
-    if (m == map_.end()) continue;  // forgotten with its module
     auto e = m->second.find(old);
-    if (e == m->second.end()) continue;
-    items_ -= itemsOf(*e->second);
+    items_ -= itemsOf(*e->second.summary);
+    used_.pop_front();
     m->second.erase(e);
+    if (m->second.empty()) map_.erase(m);
   }
   return s;
 }
@@ -196,8 +198,16 @@ void SummaryCache::forget(const Module* module) {
   std::lock_guard<std::mutex> lock(mu_);
   auto m = map_.find(module);
   if (m == map_.end()) return;
-  for (const auto& [def, s] : m->second) items_ -= itemsOf(*s);
+  for (const auto& [def, kept] : m->second) {
+    items_ -= itemsOf(*kept.summary);
+    used_.erase(kept.used);
+  }
   map_.erase(m);
+}
+
+size_t SummaryCache::items() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return items_;
 }
 
 // ---------------------------------------------------------------- Session

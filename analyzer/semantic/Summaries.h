@@ -5,7 +5,7 @@
 // SummaryCache shares it between tasks and threads. One that a recursive call or the
 // depth limit cut short depends on where it was first reached and stays in its task.
 #pragma once
-#include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -96,22 +96,33 @@ class ModuleProvider {
 // Thread-safe; a summary never changes once inserted.
 class SummaryCache {
  public:
+  // At most `maxItems` objects and events are kept: past it the least recently used summaries
+  // are dropped (a pure summary computed again is the same, so this costs time, never results).
+  explicit SummaryCache(size_t maxItems = kMaxItems) : maxItems_(maxItems) {}
+  // The summary of `def`, or null; a summary found counts as used.
   std::shared_ptr<const Summary> find(const FunctionDef* def) const;
   // Keeps the first summary inserted for `def` and returns it.
   std::shared_ptr<const Summary> insert(std::shared_ptr<const Summary> s);
   // Drops the summaries of `module`'s functions (the module is about to be freed).
   void forget(const Module* module);
-  // At most this many objects and events are kept: past it the oldest summaries are
-  // dropped (a pure summary computed again is the same, so this costs time, never results).
+  // A language server's session, which keeps its summaries between edits.
   static constexpr size_t kMaxItems = 150000;
+  // A one-shot run, where the memory goal rules (scripts/bench/README.md, "Where the memory goes").
+  static constexpr size_t kOneShotItems = 40000;
+  size_t items() const;
 
  private:
   static size_t itemsOf(const Summary& s) { return s.store.objects.size() + s.store.events.size(); }
+  struct Kept {
+    std::shared_ptr<const Summary> summary;
+    std::list<const FunctionDef*>::iterator used;  // its place in used_
+  };
+  const size_t maxItems_;
   mutable std::mutex mu_;
   size_t items_ = 0;
-  std::deque<const FunctionDef*> order_;  // insertion order, for eviction
+  mutable std::list<const FunctionDef*> used_;  // least recently used first, for eviction
   // By module, so that forgetting a module does not scan every summary.
-  std::unordered_map<const Module*, std::unordered_map<const FunctionDef*, std::shared_ptr<const Summary>>> map_;
+  std::unordered_map<const Module*, std::unordered_map<const FunctionDef*, Kept>> map_;
 };
 
 // Where an analysis limit cut the interpretation short (reported as SL002 notes).
