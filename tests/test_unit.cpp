@@ -395,6 +395,29 @@ TEST_CASE("function summaries", "[unit][summaries]") {
   }
 }
 
+TEST_CASE("a summary cut only at its own recursive call is pure; a cut further up the chain is not", "[unit][summaries]") {
+  auto a = analyse(
+      "def walk(m):\n    for c in m.children():\n        walk(c)\n    return m\n"
+      "def uses_walk(m):\n    return walk(m)\n"
+      "def ping(x):\n    return pong(x)\n"
+      "def pong(x):\n    return ping(x)\n");
+  auto summaryOf = [&](std::string_view q) {
+    const FunctionDef* def = a.module->findFunction(q);
+    REQUIRE(def);
+    const Summary* s = a.session->summary(def);
+    REQUIRE(s);
+    return s;
+  };
+  // The call of itself is cut wherever walk's summary is computed: the same summary in every task.
+  CHECK(summaryOf("t.walk")->truncated);
+  CHECK(summaryOf("t.walk")->pure);
+  CHECK(summaryOf("t.uses_walk")->pure);
+  // ping's call of pong is followed, pong's call back into ping is cut: which one is cut depends on
+  // which was entered first.
+  CHECK_FALSE(summaryOf("t.ping")->pure);
+  CHECK_FALSE(summaryOf("t.pong")->pure);
+}
+
 TEST_CASE("the shared summary cache drops the least recently used summaries past its size", "[unit][summaries]") {
   auto a = analyse("def f(m): pass\ndef g(m): pass\ndef h(m): pass\n");
   auto b = analyse("def k(m): pass\n", false, "u");

@@ -30,7 +30,9 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   if (!s) {  // recursion, or past the depth limit: its effects are unknown here
     if (summary_) {
       summary_->truncated = true;
-      summary_->pure = false;  // what was cut depends on where the chain was entered
+      // What was cut depends on where the chain was entered, except a function's call of itself, which
+      // is cut wherever its summary is computed (a cut further up the chain makes it impure there).
+      if (summary_->def != &def) summary_->pure = false;
     }
     if (cutByDepth && !inPlace)
       ses_.noteCut(Cut{callsite.site(), def.qualname,
