@@ -7,6 +7,7 @@
 #include <cctype>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -105,15 +106,11 @@ void FileAnalysis::run() {
   };
   // How often the code mentions each word (syntax::codeWordCounts: not in comments, docstrings or other
   // strings), counted once per file on first use: a name mentioned once is mentioned only where it is defined.
-  std::unordered_map<std::string_view, int> wordCounts;
-  bool counted = false;
+  std::optional<std::unordered_map<std::string_view, int>> wordCounts;
   auto mentionedOnce = [&](const FunctionDef& f) {
-    if (!counted) {
-      wordCounts = syntax::codeWordCounts(module_.file().text);
-      counted = true;
-    }
-    auto it = wordCounts.find(f.name);
-    return it != wordCounts.end() && it->second == 1;
+    if (!wordCounts) wordCounts = syntax::codeWordCounts(module_.file().text);
+    auto it = wordCounts->find(f.name);
+    return it != wordCounts->end() && it->second == 1;
   };
   // What a framework or the language calls on its own: a class's framework hooks (the framework's run
   // below calls them), constructors and special methods (`__enter__`).

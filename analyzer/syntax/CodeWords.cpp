@@ -25,6 +25,12 @@ bool stringPrefix(std::string_view w, bool& formatted) {
   return !(bytes && formatted);
 }
 
+// Where the run of word bytes that starts at `i` ends.
+size_t wordEnd(std::string_view text, size_t i) {
+  while (i < text.size() && isWordByte(text[i])) ++i;
+  return i;
+}
+
 }  // namespace
 
 std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text) {
@@ -35,8 +41,7 @@ std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text) 
         ++i;
         continue;
       }
-      size_t j = i;
-      while (j < part.size() && isWordByte(part[j])) ++j;
+      size_t j = wordEnd(part, i);
       ++counts[part.substr(i, j - i)];
       i = j;
     }
@@ -58,10 +63,8 @@ std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text) 
         std::string_view body = text.substr(q + open, k - q - open);
         if (formatted) {
           countWords(body);
-        } else if (!body.empty()) {
-          size_t w = 0;
-          while (w < body.size() && isWordByte(body[w])) ++w;
-          if (w == body.size()) ++counts[body];
+        } else if (!body.empty() && wordEnd(body, 0) == body.size()) {
+          ++counts[body];
         }
         return k + open;
       }
@@ -76,8 +79,7 @@ std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text) 
     } else if (c == '"' || c == '\'') {
       i = string(i, false);
     } else if (isWordByte(c)) {
-      size_t j = i;
-      while (j < text.size() && isWordByte(text[j])) ++j;
+      size_t j = wordEnd(text, i);
       bool formatted = false;
       if (j < text.size() && (text[j] == '"' || text[j] == '\'') && stringPrefix(text.substr(i, j - i), formatted)) {
         i = string(j, formatted);
