@@ -76,8 +76,12 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   // Its returns resume here, after the call's last point.
   for (size_t i = armsBefore; i < st_.arms.size(); ++i)
     if (st_.arms[i].returns && st_.arms[i].resumeAt < 0) st_.arms[i].resumeAt = static_cast<PointId>(st_.points.size());
+  // The attribute stores it made (or left as they were: those are not written again, nor logged).
   for (const auto& [k, v] : callee.env)
-    if (!k.empty() && k[0] == '#') setVar(k, v);
+    if (!k.empty() && k[0] == '#') {
+      auto at = frame_.env.find(k);
+      if (at == frame_.env.end() || at->second != v) setVar(k, v);
+    }
   return callee.returns;
 }
 
