@@ -59,6 +59,15 @@ Analysed analyse(const std::string& src, bool fsdp = false, std::string module =
   return a;
 }
 
+// The summary of the function `qualname` of `a`'s module (computed on first use).
+const Summary* summaryIn(Analysed& a, std::string_view qualname) {
+  const FunctionDef* def = a.analysis->findFunction(qualname);
+  REQUIRE(def);
+  const Summary* s = a.session->summary(def);
+  REQUIRE(s);
+  return s;
+}
+
 bool mayBefore(const Analysed& a, std::string_view x, std::string_view y) {
   const Event* ex = a.event(x);
   const Event* ey = a.event(y);
@@ -354,13 +363,7 @@ TEST_CASE("function summaries", "[unit][summaries]") {
       "        groups = [{'params': [p for n, p in self.named_parameters()], 'weight_decay': wd}]\n"
       "        return torch.optim.AdamW(groups)\n",
       /*fsdp=*/true);
-  auto summaryOf = [&](std::string_view q) {
-    const FunctionDef* def = a.analysis->findFunction(q);
-    REQUIRE(def);
-    const Summary* s = a.session->summary(def);
-    REQUIRE(s);
-    return s;
-  };
+  auto summaryOf = [&](std::string_view q) { return summaryIn(a, q); };
   SECTION("returns an optimizer built from the parameters of argument 0") {
     const Summary* s = summaryOf("t.build");
     REQUIRE(s->returns.size() == 1);
@@ -401,13 +404,7 @@ TEST_CASE("a summary cut only at its own recursive call is pure; a cut further u
       "def uses_walk(m):\n    return walk(m)\n"
       "def ping(x):\n    return pong(x)\n"
       "def pong(x):\n    return ping(x)\n");
-  auto summaryOf = [&](std::string_view q) {
-    const FunctionDef* def = a.module->findFunction(q);
-    REQUIRE(def);
-    const Summary* s = a.session->summary(def);
-    REQUIRE(s);
-    return s;
-  };
+  auto summaryOf = [&](std::string_view q) { return summaryIn(a, q); };
   // The call of itself is cut wherever walk's summary is computed: the same summary in every task.
   CHECK(summaryOf("t.walk")->truncated);
   CHECK(summaryOf("t.walk")->pure);
