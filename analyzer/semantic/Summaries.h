@@ -2,8 +2,9 @@
 // attributes it sets), relative to its parameters, computed once and instantiated at
 // each call site. A summary that depends only on the function's own code and the
 // modules it reaches is *pure*: the same in every analysis task of a run, so a
-// SummaryCache shares it between tasks and threads. One that a recursive call or the
-// depth limit cut short depends on where it was first reached and stays in its task.
+// SummaryCache shares it between tasks and threads. One that the depth limit or a call back
+// into a function further up the chain cut short depends on where it was first reached and
+// stays in its task; a function's call of itself is cut wherever it is computed and keeps it pure.
 #pragma once
 #include <list>
 #include <map>
