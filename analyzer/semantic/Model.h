@@ -477,10 +477,14 @@ const RegionIndex::Data* RegionIndex::get(const Regions& regions, size_t points)
   auto fresh = std::make_unique<Data>();
   fresh->regions = regions.size();
   fresh->points = points;
-  size_t total = 0;
+  // The points [b, e) region `r` covers, clamped to the store's points (b >= e when none).
+  auto span = [points](const auto& r, size_t& b, size_t& e) {
+    b = r.begin < 0 ? 0 : static_cast<size_t>(r.begin);
+    e = r.begin < 0 || r.end <= r.begin ? b : std::min(static_cast<size_t>(r.end), points);
+  };
+  size_t total = 0, b = 0, e = 0;
   for (const auto& r : regions) {
-    if (r.begin < 0 || r.end <= r.begin) continue;
-    size_t b = static_cast<size_t>(r.begin), e = std::min(static_cast<size_t>(r.end), points);
+    span(r, b, e);
     if (b < e) total += e - b;
   }
   // Too large is remembered too: finding it out again on every query would cost as much as the walk.
@@ -488,17 +492,14 @@ const RegionIndex::Data* RegionIndex::get(const Regions& regions, size_t points)
   if (!fresh->tooLarge) {
     fresh->start.assign(points + 1, 0);
     for (const auto& r : regions) {
-      if (r.begin < 0 || r.end <= r.begin) continue;
-      size_t b = static_cast<size_t>(r.begin), e = std::min(static_cast<size_t>(r.end), points);
+      span(r, b, e);
       for (size_t q = b; q < e; ++q) ++fresh->start[q + 1];
     }
     for (size_t q = 0; q < points; ++q) fresh->start[q + 1] += fresh->start[q];
     fresh->ids.resize(total);
     std::vector<uint32_t> fill(fresh->start.begin(), fresh->start.end() - 1);
     for (size_t i = 0; i < regions.size(); ++i) {
-      const auto& r = regions[i];
-      if (r.begin < 0 || r.end <= r.begin) continue;
-      size_t b = static_cast<size_t>(r.begin), e = std::min(static_cast<size_t>(r.end), points);
+      span(regions[i], b, e);
       for (size_t q = b; q < e; ++q) fresh->ids[fill[q]++] = static_cast<uint32_t>(i);
     }
   }
