@@ -351,6 +351,33 @@ TEST_CASE("bindings across branches: every arm starts from the same environment,
   }
 }
 
+TEST_CASE("attribute stores across calls interpreted in place: the callee sees and changes the caller's",
+          "[unit][bindings]") {
+  // `make()` calls an argument, so these helpers are interpreted in their caller's context; test_it is
+  // mentioned once, so it is analysed in place too.
+  const std::string helpers =
+      "class Box:\n    pass\n"
+      "def setter(box, make):\n    box.m = make()\n"
+      "def maybe(box, make):\n    if c:\n        box.m = make()\n"
+      "def nested(box, make):\n    setter(box, make)\n    seen_inside(box.m)\n"
+      "def reader(box, make):\n    seen_by_reader(box.m)\n    make()\n";
+  SECTION("a store the callee makes is the caller's after the call; one it may make joins with the old") {
+    auto a = analyse(helpers + "def test_it():\n    b = Box()\n    b.m = A()\n    reader(b, D)\n"
+                               "    setter(b, B)\n    use1(b.m)\n    b.m = A()\n    maybe(b, C)\n    use2(b.m)\n");
+    CHECK(argNames(a, "seen_by_reader") == "A");
+    CHECK(argNames(a, "use1") == "B");
+    CHECK(argNames(a, "use2") == "A,C");
+  }
+  SECTION("two calls deep, and inside an arm of the caller") {
+    auto a = analyse(helpers + "def test_it():\n    b = Box()\n    b.m = A()\n    if d:\n        nested(b, B)\n"
+                               "        in_arm(b.m)\n    else:\n        other(b.m)\n    use(b.m)\n");
+    CHECK(argNames(a, "seen_inside") == "B");
+    CHECK(argNames(a, "in_arm") == "B");
+    CHECK(argNames(a, "other") == "A");
+    CHECK(argNames(a, "use") == "A,B");
+  }
+}
+
 TEST_CASE("function summaries", "[unit][summaries]") {
   auto a = analyse(
       "import torch\nfrom torch.distributed.fsdp import fully_shard\n"

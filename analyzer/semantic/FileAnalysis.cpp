@@ -294,18 +294,19 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
   if (methods.empty()) return;
   int constructed = frame.arm;
   int construct = moduleStore_.constructs++;
-  std::unordered_map<std::string, ValueSet> after = frame.env;
+  std::unordered_map<std::string, ValueSet> after = frame.env, afterAttrs = frame.attrs;
   std::string selfKey = "#" + std::to_string(self) + ".";
   int index = 0;
   for (const FunctionDef* m : methods) {
     frame.env = after;
+    frame.attrs = afterAttrs;
     frame.arm = constructed;
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     for (const std::string& attr : unknownAt(m)) {
       ObjId id = in.newObject(ObjKind::Derived, "." + attr, origin);
       moduleStore_.obj(id).parent = self;
-      frame.env[selfKey + attr] = {id};
+      frame.attrs[selfKey + attr] = {id};
     }
     std::vector<ValueSet> args{{self}};
     for (size_t i = 1; i < m->params.size(); ++i) {
@@ -316,6 +317,7 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
     in.analyzeInPlace(*m, args);
   }
   frame.env = std::move(after);
+  frame.attrs = std::move(afterAttrs);
   frame.arm = constructed;
   frame.reachable = true;
 }

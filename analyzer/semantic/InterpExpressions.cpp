@@ -65,8 +65,8 @@ ValueSet Interp::eval(TSNode n) {
         std::string key(1, '#');  // (not "#" + ...: GCC 12 warns falsely about that)
         key += std::to_string(v);
         key += edge;
-        auto it = frame_.env.find(key);
-        if (it != frame_.env.end()) addValues(out, it->second);
+        auto it = frame_.attrs.find(key);
+        if (it != frame_.attrs.end()) addValues(out, it->second);
         else addValue(out, derive(v, edge));
       }
       return out;

@@ -27,10 +27,12 @@ void put(EnvMap& env, EnvMap::iterator it, const std::string& key, std::optional
 }  // namespace
 
 void Interp::setVar(const std::string& key, std::optional<ValueSet> value) {
-  auto it = frame_.env.find(key);
-  if (!logs_.empty() && logs_.back().keys.insert(key).second)
-    logs_.back().before.emplace_back(key, it == frame_.env.end() ? std::nullopt : std::optional<ValueSet>(it->second));
-  put(frame_.env, it, key, std::move(value));
+  EnvMap& env = envOf(key);
+  auto it = env.find(key);
+  auto current = [&] { return it == env.end() ? std::nullopt : std::optional<ValueSet>(it->second); };
+  if (!logs_.empty() && logs_.back().keys.insert(key).second) logs_.back().before.emplace_back(key, current());
+  if (trackAttrWrites_ && &env == &frame_.attrs && !attrsBefore_.count(key)) attrsBefore_.emplace(key, current());
+  put(env, it, key, std::move(value));
 }
 
 void Interp::beginArm() { logs_.emplace_back(); }
@@ -40,11 +42,12 @@ Interp::Changes Interp::endArm() {
   logs_.pop_back();
   Changes changes;
   for (auto& [key, old] : log.before) {
-    auto it = frame_.env.find(key);
-    std::optional<ValueSet> now = it == frame_.env.end() ? std::nullopt : std::optional<ValueSet>(it->second);
+    EnvMap& env = envOf(key);
+    auto it = env.find(key);
+    std::optional<ValueSet> now = it == env.end() ? std::nullopt : std::optional<ValueSet>(it->second);
     if (now == old) continue;
     changes.emplace_back(key, std::move(now));
-    put(frame_.env, it, key, std::move(old));  // undone: the outer arm's log never saw this write
+    put(env, it, key, std::move(old));  // undone: the outer arm's log never saw this write
   }
   return changes;
 }
@@ -61,10 +64,11 @@ Interp::Changes Interp::merged(const std::vector<Changes>& arms) const {
   Changes out;
   for (const std::string* key : order) {
     const auto& values = byKey.find(*key)->second;
-    auto cur = frame_.env.find(*key);
+    const EnvMap& env = envOf(*key);
+    auto cur = env.find(*key);
     std::optional<ValueSet> joined;
     for (const std::optional<ValueSet>* v : values) {
-      const ValueSet* vs = v ? (*v ? &**v : nullptr) : (cur == frame_.env.end() ? nullptr : &cur->second);
+      const ValueSet* vs = v ? (*v ? &**v : nullptr) : (cur == env.end() ? nullptr : &cur->second);
       if (!vs) continue;
       if (!joined) joined.emplace();
       addValues(*joined, *vs);
@@ -81,6 +85,7 @@ void Interp::apply(const Changes& changes) {
 void Interp::clearEnv() {
   std::vector<std::string> keys;
   for (const auto& [key, value] : frame_.env) keys.push_back(key);
+  for (const auto& [key, value] : frame_.attrs) keys.push_back(key);
   for (const auto& key : keys) setVar(key, std::nullopt);
 }
 

@@ -314,8 +314,9 @@ void Interp::widenLoopTests(const Changes& body, size_t regionsBefore, size_t ar
   if (body.empty()) return;
   std::vector<std::pair<const ValueSet*, const std::optional<ValueSet>*>> replaced;
   for (const auto& [key, now] : body) {
-    auto it = frame_.env.find(key);
-    if (it != frame_.env.end() && !it->second.empty()) replaced.emplace_back(&it->second, &now);
+    const auto& env = envOf(key);
+    auto it = env.find(key);
+    if (it != env.end() && !it->second.empty()) replaced.emplace_back(&it->second, &now);
   }
   auto widen = [&](ValueSet& vs) {
     if (vs.empty()) return;

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,24 +66,45 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   callee.baseArm = frame_.arm;
   size_t armsBefore = st_.arms.size();
   callee.globalsFrame = frame_.isModule ? &frame_ : frame_.globalsFrame;
-  for (const auto& [k, v] : frame_.env)
-    if (!k.empty() && k[0] == '#') callee.env.emplace(k, v);
   for (size_t i = 0; i < def.params.size() && i < args.size(); ++i) callee.env[def.params[i]] = args[i];
   Interp in(owner, ses_, st_, callee);
   in.via_ = callsite.via;
   if (!inPlace) in.via_.push_back(callsite.site());
   in.inlining_ = inlining_;
   in.inlining_.insert(&def);
-  in.execBody(def);
+  in.trackAttrWrites_ = true;
+  {
+    // The attribute stores the callee sees are the caller's: lent for the call (a swap, not a copy;
+    // nothing reads the caller's frame while its callee runs), and given back as the call left them,
+    // also when the interpretation throws.
+    struct Lend {
+      Frame& from;
+      Frame& to;
+      Lend(Frame& f, Frame& t) : from(f), to(t) { std::swap(from.attrs, to.attrs); }
+      ~Lend() { std::swap(from.attrs, to.attrs); }
+    } lend(frame_, callee);
+    in.execBody(def);
+  }
   // Its returns resume here, after the call's last point.
   for (size_t i = armsBefore; i < st_.arms.size(); ++i)
     if (st_.arms[i].returns && st_.arms[i].resumeAt < 0) st_.arms[i].resumeAt = static_cast<PointId>(st_.points.size());
-  // The attribute stores it made (or left as they were: those are not written again, nor logged).
-  for (const auto& [k, v] : callee.env)
-    if (!k.empty() && k[0] == '#') {
-      auto at = frame_.env.find(k);
-      if (at == frame_.env.end() || at->second != v) setVar(k, v);
+  // The attribute stores it changed, written again here through setVar, so that the caller's open
+  // arms log them: each one's value from before the call is put back first. A store the call
+  // unbound (an unreachable end, clearEnv) keeps its value from before the call; one it left as it
+  // was is neither written again nor logged.
+  for (auto& [k, before] : in.attrsBefore_) {
+    auto at = frame_.attrs.find(k);
+    std::optional<ValueSet> now;
+    if (at != frame_.attrs.end()) now = std::move(at->second);
+    if (before) {
+      if (at != frame_.attrs.end()) at->second = std::move(*before);
+      else at = frame_.attrs.emplace(k, std::move(*before)).first;
+    } else if (at != frame_.attrs.end()) {
+      frame_.attrs.erase(at);
+      at = frame_.attrs.end();
     }
+    if (now && (at == frame_.attrs.end() || at->second != *now)) setVar(k, std::move(*now));
+  }
   return callee.returns;
 }
 

@@ -211,7 +211,7 @@ ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
       return {st_.memo().defs[f] = id};
     }
   }
-  if (auto it = frame_.env.find(envKeyFor(obj, attr)); it != frame_.env.end()) return it->second;
+  if (auto it = frame_.attrs.find(envKeyFor(obj, attr)); it != frame_.attrs.end()) return it->second;
   if (o.kind == ObjKind::Container && o.hasTag("config_attrs") && isConfigMapping(obj))
     if (std::optional<ValueSet> v = configKey(obj, attr)) return *v;  // OmegaConf: `cfg.key` is `cfg["key"]`
   bool options = o.kind == ObjKind::Instance && o.name == "argparse.Namespace";

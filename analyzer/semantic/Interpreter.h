@@ -227,7 +227,7 @@ class Interp {
   ValueSet callFunction(const FunctionDef& def, const std::vector<ValueSet>& args, const Origin& callsite,
                         bool inPlace = false);
 
-  // The environment across branches. Every write to frame_.env goes through setVar, which
+  // The environment across branches. Every write to frame_.env (or .attrs) goes through setVar, which
   // records the key's value before the innermost open arm (beginArm) changed it; endArm undoes
   // the arm and returns its changes, so each arm of an `if` / loop / `try` / `match` starts from
   // the same environment without a copy of it, and where the arms meet (apply(merged(...))) only
@@ -251,6 +251,13 @@ class Interp {
     std::unordered_set<std::string> keys;
   };
   std::vector<EnvLog> logs_;
+  // The map of frame_ a key lives in: attribute stores (`#...`) or names.
+  std::unordered_map<std::string, ValueSet>& envOf(const std::string& key);
+  const std::unordered_map<std::string, ValueSet>& envOf(const std::string& key) const;
+  // A call interpreted in place: the value each attribute store had in the caller before this
+  // interpretation first wrote it (nullopt: unbound), for the write-back when the call returns.
+  bool trackAttrWrites_ = false;
+  std::unordered_map<std::string, std::optional<ValueSet>> attrsBefore_;
   ObjId defObject(ObjKind kind, const void* def);
 
   const Module& mod_;
@@ -279,7 +286,10 @@ class Interp {
 };
 
 struct Frame {
-  std::unordered_map<std::string, ValueSet> env;
+  std::unordered_map<std::string, ValueSet> env;  // names
+  // Attribute stores, by envKeyFor (`#<object>.<attr>`, `#<object>[key]`): apart from the names, so
+  // that a call interpreted in place takes its caller's by a swap (callFunction), not a copy.
+  std::unordered_map<std::string, ValueSet> attrs;
   bool reachable = true;
   int arm = -1;
   int baseArm = -1;  // the caller's arm when this frame is a call interpreted in place
@@ -288,5 +298,12 @@ struct Frame {
   std::unordered_map<std::string, ObjId> globals;  // Global objects created for free names
   Frame* globalsFrame = nullptr;  // the module frame, for functions interpreted in a caller's context
 };
+
+inline std::unordered_map<std::string, ValueSet>& Interp::envOf(const std::string& key) {
+  return !key.empty() && key[0] == '#' ? frame_.attrs : frame_.env;
+}
+inline const std::unordered_map<std::string, ValueSet>& Interp::envOf(const std::string& key) const {
+  return !key.empty() && key[0] == '#' ? frame_.attrs : frame_.env;
+}
 
 }  // namespace shardlint::semantic

@@ -275,8 +275,7 @@ std::unique_ptr<Summary> Session::compute(const FunctionDef* def) {
   // objects it returns (`args = parser.parse_args(); return args` carries the options' defaults).
   std::set<ObjId> returnedRoots;
   for (ObjId r : s->returns) returnedRoots.insert(s->store.rootOf(r));
-  for (const auto& [key, vs] : frame.env) {
-    if (key.empty() || key[0] != '#') continue;
+  for (const auto& [key, vs] : frame.attrs) {
     ObjId id = std::atoi(key.c_str() + 1);
     ObjId root = s->store.rootOf(id);
     ObjKind rk = s->store.obj(root).kind;
