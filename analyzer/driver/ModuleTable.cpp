@@ -91,12 +91,20 @@ ModuleTable::ModuleTable(Config config) : config_(std::move(config)) {
 }
 ModuleTable::~ModuleTable() = default;
 
-ModuleTable::Entry* ModuleTable::entryFor(const std::string& key, const std::string& path) {
+const std::string& ModuleTable::keyOfLocked(const std::string& path) {
+  auto it = pathKeys_.find(path);
+  if (it == pathKeys_.end()) it = pathKeys_.emplace(path, absolutePathKey(path)).first;
+  return it->second;
+}
+
+ModuleTable::Entry* ModuleTable::entryFor(const std::string& path) {
   // table lock held
+  const std::string& key = keyOfLocked(path);
   auto it = byKey_.find(key);
   if (it != byKey_.end()) return it->second;
   auto e = std::make_unique<Entry>();
   e->path = path;
+  e->key = key;
   e->id = static_cast<uint32_t>(all_.size());
   Entry* raw = e.get();
   all_.push_back(std::move(e));
@@ -112,7 +120,7 @@ void ModuleTable::readLocked(Entry* e, const LintOptions& options, std::optional
   else r = readSource(e->path, options);
   if (!text && !r.fromOverlay) e->mtime = mtimeOf(e->path);
   if (!text) e->fromOverlay = r.fromOverlay;
-  else e->fromOverlay = options.overlays.count(absolutePathKey(e->path)) > 0;
+  else e->fromOverlay = options.overlays.count(e->key) > 0;
   std::optional<std::string> problem = readProblem(r, options.maxFileBytes);
   e->hash = r.skipped ? 0 : contentHash(r.text);
   if (problem) {
@@ -132,14 +140,14 @@ bool ModuleTable::parseLocked(Entry* e, const ProjectIndex* index, const LintOpt
   if (!e->readable || !e->problem.empty()) return false;
   thread_local syntax::Parser parser;
   auto given = options.parsedTrees.empty() ? options.parsedTrees.end()
-                                           : options.parsedTrees.find(absolutePathKey(e->path));
+                                           : options.parsedTrees.find(e->key);
   if (given != options.parsedTrees.end() && given->second && e->fromOverlay) {
     e->tree = syntax::Tree(ts_tree_copy(given->second));
   } else {
     e->tree = parser.parse(e->file->text);
     ++parses_;
     std::lock_guard<std::mutex> lock(mu_);
-    parsedKeys_.insert(absolutePathKey(e->path));
+    parsedKeys_.insert(e->key);
   }
   if (!e->tree) {
     e->problem = "file skipped: the parser gave up on it";
@@ -154,7 +162,7 @@ bool ModuleTable::parseLocked(Entry* e, const ProjectIndex* index, const LintOpt
       auto outline =
           std::make_unique<syntax::Outline>(syntax::outlineTree(e->file->text, e->tree.root(), config_.outline));
       std::lock_guard<std::mutex> lock(mu_);
-      outlines_[absolutePathKey(e->path)] = {e->hash, std::move(outline)};
+      outlines_[e->key] = {e->hash, std::move(outline)};
     }
   }
   e->parsed = true;
@@ -166,7 +174,7 @@ ModuleTable::Entry* ModuleTable::loadRoot(const std::string& path, const Project
   Entry* e;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    e = entryFor(absolutePathKey(path), path);
+    e = entryFor(path);
   }
   std::lock_guard<std::mutex> lock(e->mu);
   readLocked(e, options, std::move(text));
@@ -179,7 +187,7 @@ ModuleTable::Entry* ModuleTable::readOnly(const std::string& path, const LintOpt
   Entry* e;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    e = entryFor(absolutePathKey(path), path);
+    e = entryFor(path);
   }
   std::lock_guard<std::mutex> lock(e->mu);
   readLocked(e, options, std::move(text));
@@ -195,7 +203,7 @@ ModuleTable::Entry* ModuleTable::loadData(const std::string& path, const LintOpt
   Entry* e;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    e = entryFor(absolutePathKey(path), path);
+    e = entryFor(path);
     if (from) const_cast<Entry*>(from)->deps.insert(e);
   }
   std::lock_guard<std::mutex> lock(e->mu);
@@ -205,12 +213,11 @@ ModuleTable::Entry* ModuleTable::loadData(const std::string& path, const LintOpt
 
 ModuleTable::Entry* ModuleTable::loadModule(const std::string& path, const ProjectIndex* index,
                                             const LintOptions& options, const Entry* from) {
-  std::string key = absolutePathKey(path);
   for (;;) {
     Entry* e;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      e = entryFor(key, path);
+      e = entryFor(path);
       if (from) const_cast<Entry*>(from)->deps.insert(e);
     }
     {
@@ -283,7 +290,7 @@ void ModuleTable::trimTrees(size_t sourceBytes, const std::function<size_t(const
 
 void ModuleTable::retire(Entry* e) {
   e->retired = true;
-  auto it = byKey_.find(absolutePathKey(e->path));
+  auto it = byKey_.find(e->key);
   if (it != byKey_.end() && it->second == e) byKey_.erase(it);
   for (auto& [key, cache] : caches_) cache->forget(e->module.get());
 }
@@ -396,7 +403,7 @@ size_t ModuleTable::refresh(const LintOptions& options) {
   lock.lock();
   for (Entry* e : stale) {
     e->deps.clear();
-    outlines_.erase(absolutePathKey(e->path));
+    outlines_.erase(e->key);
   }
   return stale.size();
 }

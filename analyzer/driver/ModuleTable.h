@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "driver/Discovery.h"
@@ -63,6 +64,7 @@ class ModuleTable final : public semantic::ModuleLookup {
 
   struct Entry {
     std::string path;  // as the linter spells it
+    std::string key;   // absolutePathKey(path)
     uint32_t id = 0;   // the file id Origins use
     // Set by load, then immutable until retired.
     bool read = false, readable = false, parsed = false, retired = false;
@@ -168,7 +170,11 @@ class ModuleTable final : public semantic::ModuleLookup {
   void forgetWalks();
 
  private:
-  Entry* entryFor(const std::string& key, const std::string& path);
+  // The current entry of `path`, made when there is none (table lock held).
+  Entry* entryFor(const std::string& path);
+  // absolutePathKey(path), computed once per spelling (table lock held): module paths come spelled
+  // relative to the working folder, and the same ones are looked up on every call that reaches them.
+  const std::string& keyOfLocked(const std::string& path);
   void readLocked(Entry* e, const LintOptions& options, std::optional<std::string> text);
   bool parseLocked(Entry* e, const ProjectIndex* index, const LintOptions& options);
   void retire(Entry* e);  // table lock held by the caller
@@ -177,6 +183,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   mutable std::mutex mu_;
   std::deque<std::unique_ptr<Entry>> all_;  // by id
   std::map<std::string, Entry*> byKey_;     // absolute path -> current entry
+  std::unordered_map<std::string, std::string> pathKeys_;  // keyOfLocked
   std::map<std::string, std::unique_ptr<semantic::SummaryCache>> caches_;
   // absolute path -> (content hash, outline)
   mutable std::map<std::string, std::pair<uint64_t, std::unique_ptr<syntax::Outline>>> outlines_;
