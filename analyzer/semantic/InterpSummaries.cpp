@@ -257,13 +257,13 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     base.point = mapPoint(e.point);
     ValueSet targets = e.target == kNoObj ? ValueSet{} : map[static_cast<size_t>(e.target)];
     if (targets.empty()) {
-      if (e.target == kNoObj) st_.events.push_back(base);
+      if (e.target == kNoObj) st_.events.push_back(std::move(base));
       continue;
     }
-    for (ObjId t : targets) {
-      Event copy = base;
-      copy.target = t;
-      if (copy.kind == EventKind::SetAttr && !copy.args.empty()) st_.noteOwnership(t, copy.name, copy.args[0]);
+    for (size_t k = 0; k < targets.size(); ++k) {
+      Event copy = k + 1 < targets.size() ? base : std::move(base);  // the last target takes it
+      copy.target = targets[k];
+      if (copy.kind == EventKind::SetAttr && !copy.args.empty()) st_.noteOwnership(copy.target, copy.name, copy.args[0]);
       st_.events.push_back(std::move(copy));
     }
   }
