@@ -35,6 +35,21 @@ void Interp::setVar(const std::string& key, std::optional<ValueSet> value) {
   put(env, it, key, std::move(value));
 }
 
+// The attribute stores a call interpreted in place changed (callFunction), written again through setVar
+// so that this frame's open arms log them: each one's value from before the call is put back first. A
+// store the call unbound (an unreachable end, clearEnv) keeps its value from before the call; one it
+// left as it was is neither written again nor logged.
+void Interp::writeBackAttrs(std::unordered_map<std::string, std::optional<ValueSet>>& before) {
+  for (auto& [key, old] : before) {
+    auto it = frame_.attrs.find(key);
+    std::optional<ValueSet> now;
+    if (it != frame_.attrs.end()) now = std::move(it->second);
+    bool changed = now && now != old;
+    put(frame_.attrs, it, key, std::move(old));
+    if (changed) setVar(key, std::move(now));
+  }
+}
+
 void Interp::beginArm() { logs_.emplace_back(); }
 
 Interp::Changes Interp::endArm() {

@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <map>
-#include <optional>
 #include <utility>
 #include <string>
 #include <string_view>
@@ -88,23 +87,7 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   // Its returns resume here, after the call's last point.
   for (size_t i = armsBefore; i < st_.arms.size(); ++i)
     if (st_.arms[i].returns && st_.arms[i].resumeAt < 0) st_.arms[i].resumeAt = static_cast<PointId>(st_.points.size());
-  // The attribute stores it changed, written again here through setVar, so that the caller's open
-  // arms log them: each one's value from before the call is put back first. A store the call
-  // unbound (an unreachable end, clearEnv) keeps its value from before the call; one it left as it
-  // was is neither written again nor logged.
-  for (auto& [k, before] : in.attrsBefore_) {
-    auto at = frame_.attrs.find(k);
-    std::optional<ValueSet> now;
-    if (at != frame_.attrs.end()) now = std::move(at->second);
-    if (before) {
-      if (at != frame_.attrs.end()) at->second = std::move(*before);
-      else at = frame_.attrs.emplace(k, std::move(*before)).first;
-    } else if (at != frame_.attrs.end()) {
-      frame_.attrs.erase(at);
-      at = frame_.attrs.end();
-    }
-    if (now && (at == frame_.attrs.end() || at->second != *now)) setVar(k, std::move(*now));
-  }
+  writeBackAttrs(in.attrsBefore_);
   return callee.returns;
 }
 

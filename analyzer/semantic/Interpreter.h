@@ -258,6 +258,8 @@ class Interp {
   // interpretation first wrote it (nullopt: unbound), for the write-back when the call returns.
   bool trackAttrWrites_ = false;
   std::unordered_map<std::string, std::optional<ValueSet>> attrsBefore_;
+  // Back from such a call: the stores it changed (its attrsBefore_), written here through setVar.
+  void writeBackAttrs(std::unordered_map<std::string, std::optional<ValueSet>>& before);
   ObjId defObject(ObjKind kind, const void* def);
 
   const Module& mod_;
