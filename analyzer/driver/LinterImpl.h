@@ -74,6 +74,9 @@ class Task final : public semantic::ModuleProvider {
   // No linted file still to be analysed imports this one: its summaries stay in this task.
   void setNotImported() { importedByOthers_ = false; }
   size_t sharedHits() const { return session_->sharedHits(); }
+  // Summaries an earlier analysis of the file gave this one (ModuleTable::seedSummaries), and of those, the ones used.
+  size_t seeded() const { return seeded_; }
+  size_t seededHits() const { return session_->seededHits(); }
 
   std::vector<Diagnostic> run(const std::string& path, std::optional<std::string> text);
 
@@ -98,8 +101,10 @@ class Task final : public semantic::ModuleProvider {
   ModuleTable& table_;
   std::unique_ptr<semantic::CallModel> model_;
   std::unique_ptr<semantic::Session> session_;
+  const semantic::SummaryCache* shared_ = nullptr;  // the summaries of the task's call-model context
   ModuleTable::Entry* root_ = nullptr;
   bool importedByOthers_ = true;
+  size_t seeded_ = 0;
   std::map<uint32_t, ModuleTable::Entry*> leased_;  // modules whose trees this task reads
 };
 

@@ -52,7 +52,7 @@ void dispatchNodes(TSNode root, const std::function<void(syntax::Kind, TSNode)>&
 
 Task::Task(const RuleCatalog& catalog, const LintOptions& options, const ProjectIndex* index, ModuleTable& table,
            const Facts* facts, semantic::SummaryCache* shared)
-    : catalog_(catalog), options_(options), index_(index), table_(table), model_(catalog.makeCallModel()) {
+    : catalog_(catalog), options_(options), index_(index), table_(table), model_(catalog.makeCallModel()), shared_(shared) {
   if (facts) model_->setFacts(*facts);
   session_ = std::make_unique<semantic::Session>(*model_, this, shared);
 }
@@ -79,7 +79,11 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
     if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
   if (!importedByOthers_) session_->keepLocal(root_->module.get());
   semantic::FileAnalysis analysis(*root_->module, *session_);
-  if (!rules.empty()) analysis.run();
+  if (!rules.empty()) {
+    seeded_ = table_.seedSummaries(root_, shared_, *session_, options_);
+    analysis.run();
+    table_.keepSummaries(root_, shared_, session_->pureSummariesOf(root_->module.get()));
+  }
   std::vector<Diagnostic> controls;
   RuleContext cx(table_, analysis, found, options_.controls ? &controls : nullptr);
   // Per-node-kind dispatch for the rules that ask for it; the comments for suppressions. A rule that

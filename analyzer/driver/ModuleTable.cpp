@@ -121,6 +121,14 @@ void ModuleTable::readLocked(Entry* e, const LintOptions& options, std::optional
   if (!text && !r.fromOverlay) e->mtime = mtimeOf(e->path);
   if (!text) e->fromOverlay = r.fromOverlay;
   else e->fromOverlay = options.overlays.count(e->key) > 0;
+  // A table that lives on (a language server) notices a change on disk by the file's time. Text handed in
+  // was read from disk moments ago: its time counts when the file, read after taking it, still holds that
+  // text (else the entry counts as changed at the next refresh, as it did before it had a time).
+  if (text && !e->fromOverlay && !config_.retireRoots) {
+    std::optional<int64_t> t = mtimeOf(e->path);
+    ReadResult again = readSource(e->path, options);
+    if (t && !again.skipped && !again.fromOverlay && again.text == r.text) e->mtime = t;
+  }
   std::optional<std::string> problem = readProblem(r, options.maxFileBytes);
   e->hash = r.skipped ? 0 : contentHash(r.text);
   if (problem) {
@@ -379,6 +387,7 @@ size_t ModuleTable::refresh(const LintOptions& options) {
     else changed = e->fromOverlay || mtimeOf(e->path) != e->mtime;
     if (changed) stale.insert(e);
   }
+  const std::set<Entry*> changed = stale;
   // Everything that depends on a stale entry is stale too.
   for (bool grew = true; grew;) {
     grew = false;
@@ -393,14 +402,19 @@ size_t ModuleTable::refresh(const LintOptions& options) {
     }
   }
   for (Entry* e : stale) retire(e);
+  std::vector<Entry*> carried = carryOnRefresh(stale, changed);
   lock.unlock();
+  std::map<Entry*, Carry> left;  // what the carried entries leave for their next lint
+  auto dead = std::make_shared<Carry::Dead>();
   for (Entry* e : stale) {
     std::lock_guard<std::mutex> el(e->mu);
+    if (!carried.empty()) leaveForCarry(e, carried, left, *dead);
     e->module.reset();
     e->tree = syntax::Tree();
     e->file.reset();
   }
   lock.lock();
+  if (!carried.empty()) finishCarry(std::move(left), dead);
   for (Entry* e : stale) {
     e->deps.clear();
     outlines_.erase(e->key);

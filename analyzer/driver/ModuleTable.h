@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "driver/Discovery.h"
@@ -143,6 +144,18 @@ class ModuleTable final : public semantic::ModuleLookup {
   // Language server: drops entries whose text changed (overlay or file on disk) and, with
   // them, every entry that depends on them. Returns how many were dropped.
   size_t refresh(const LintOptions& options);
+  // Language server (a table that keeps its roots): the pure summaries of its own functions that the task of
+  // the linted file `root` used, for the next analysis of that file (driver/ModuleTableCarry.cpp). Kept
+  // while `root` is current. When refresh() drops `root` because its own text changed (and nothing it
+  // depends on did), they are kept for one more lint, with the old text, tree and module they belong to.
+  void keepSummaries(Entry* root, const semantic::SummaryCache* context,
+                     std::vector<std::shared_ptr<const semantic::Summary>> summaries);
+  // Seeds `session`, the task of `root` under `context`, with the kept summaries that still hold: all of
+  // them when `root` is the entry they came from; after an edit, those of the functions it left unchanged
+  // whose summaries depend on nothing it changed, moved onto the new text; `root` then also depends on what
+  // they were made from. Returns how many.
+  size_t seedSummaries(Entry* root, const semantic::SummaryCache* context, semantic::Session& session,
+                       const LintOptions& options);
   // Paths (with content hashes) of `root` and everything its facts depend on, transitively.
   std::vector<std::pair<std::string, uint64_t>> dependencyClosure(const Entry* root) const;
   size_t parses() const { return parses_.load(); }
@@ -178,6 +191,31 @@ class ModuleTable final : public semantic::ModuleLookup {
   void readLocked(Entry* e, const LintOptions& options, std::optional<std::string> text);
   bool parseLocked(Entry* e, const ProjectIndex* index, const LintOptions& options);
   void retire(Entry* e);  // table lock held by the caller
+  // refresh(), what becomes of the kept summaries when `stale` entries are dropped, `changed` of them for
+  // their own text: carryOnRefresh (table lock held) drops those that no longer hold and returns the entries
+  // whose summaries go on; leaveForCarry (the entry's lock held) takes from each of those what its summaries
+  // were made from, and notes what every stale module defined; finishCarry (table lock) keeps them.
+  struct Carry {
+    Entry* from = nullptr;
+    const semantic::SummaryCache* context = nullptr;
+    std::vector<std::shared_ptr<const semantic::Summary>> summaries;
+    // Set when `from` was dropped for its own edit: what its summaries were made from, until the next refresh.
+    bool moved = false;
+    std::unique_ptr<SourceFile> file;
+    syntax::Tree tree;
+    std::unique_ptr<semantic::Module> module;
+    std::set<Entry*> deps;  // `from`'s (none of them dropped)
+    // The definitions and file ids of the modules dropped in that refresh.
+    struct Dead {
+      std::unordered_set<const void*> defs;
+      std::set<uint32_t> files;
+    };
+    std::shared_ptr<const Dead> dead;
+  };
+  std::vector<Entry*> carryOnRefresh(const std::set<Entry*>& stale, const std::set<Entry*>& changed);
+  static void leaveForCarry(Entry* e, const std::vector<Entry*>& carried, std::map<Entry*, Carry>& left,
+                            Carry::Dead& dead);
+  void finishCarry(std::map<Entry*, Carry> left, const std::shared_ptr<const Carry::Dead>& dead);
 
   Config config_;
   mutable std::mutex mu_;
@@ -185,6 +223,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   std::map<std::string, Entry*> byKey_;     // absolute path -> current entry
   std::unordered_map<std::string, std::string> pathKeys_;  // keyOfLocked
   std::map<std::string, std::unique_ptr<semantic::SummaryCache>> caches_;
+  std::map<std::string, Carry> carries_;  // by absolute path key (keepSummaries)
   // absolute path -> (content hash, outline)
   mutable std::map<std::string, std::pair<uint64_t, std::unique_ptr<syntax::Outline>>> outlines_;
   std::atomic<size_t> parses_{0};

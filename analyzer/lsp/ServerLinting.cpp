@@ -46,15 +46,17 @@ std::vector<Diagnostic> Server::lintFindings(const Document& d, const Linter& li
   if (d.kind == DocKind::Markdown && !config_.markdown.value_or(true)) return mine;  // `markdown = false`
   auto t0 = std::chrono::steady_clock::now();
   if (!table_) table_ = std::make_unique<ModuleTable>(Linter(catalog_, base_).tableConfig(false));
-  std::vector<Diagnostic> all = linter.lintFiles({d.path}, nullptr, table_.get());
+  LintStats stats;
+  std::vector<Diagnostic> all = linter.lintFiles({d.path}, &stats, table_.get());
   applyFindingSettings(catalog_, config_, all,
                        [&](const std::string& p) { return settingsPath(absolutePathKey(p)); });
   for (auto& diag : all)
     if (absolutePathKey(diag.location.path) == d.path) mine.push_back(std::move(diag));
   if (trace_)
-    std::fprintf(stderr, "shardlint server: lint of %s: %.2f ms, %zu diagnostics%s%s\n", d.path.c_str(),
+    std::fprintf(stderr, "shardlint server: lint of %s: %.2f ms, %zu diagnostics, %zu summaries carried over%s%s\n",
+                 d.path.c_str(),
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-                 mine.size(), *pass ? ", " : "", pass);
+                 mine.size(), stats.summariesCarried, *pass ? ", " : "", pass);
   return mine;
 }
 

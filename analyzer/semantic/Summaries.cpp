@@ -210,6 +210,67 @@ size_t SummaryCache::items() const {
   return items_;
 }
 
+// ---------------------------------------------------------------- moving a summary
+
+namespace {
+// What moveSummary does to one summary: `write` false only checks that everything in it can move.
+bool moveParts(Summary& s, const SummaryMove& move, bool write) {
+  bool ok = true;
+  auto def = [&](const void* d) -> const void* {
+    if (!d) return d;
+    if (auto it = move.defs.find(d); it != move.defs.end()) {
+      if (!it->second) ok = false;
+      return it->second;
+    }
+    if (move.deadDefs && move.deadDefs->count(d)) ok = false;
+    return d;
+  };
+  auto site = [&](uint32_t& file, ByteRange& range) {
+    if (file == move.fromFile) {
+      std::optional<ByteRange> to = move.place(range);
+      if (!to) ok = false;
+      else if (write) range = *to;
+      if (write) file = move.toFile;
+    } else if (move.deadFiles && move.deadFiles->count(file)) {
+      ok = false;
+    }
+  };
+  auto origin = [&](Origin& o) {
+    site(o.file, o.range);
+    for (Site& v : o.via) site(v.file, v.range);
+  };
+  const void* d = def(s.def);
+  if (write) s.def = static_cast<const FunctionDef*>(d);
+  std::set<const FunctionDef*> calls;
+  for (const FunctionDef* c : s.calls) calls.insert(static_cast<const FunctionDef*>(def(c)));
+  if (write) s.calls = std::move(calls);
+  for (Obj& o : s.store.objects) {
+    if (!ok) return false;
+    const void* f = def(o.function);
+    const void* c = def(o.cls);
+    if (write) {
+      o.function = static_cast<const FunctionDef*>(f);
+      o.cls = static_cast<const ClassDef*>(c);
+    }
+    origin(o.origin);
+    if (ObjMore* more = o.moreIfAny())
+      for (Origin& in : more->inputOrigins) origin(in);
+  }
+  for (Event& e : s.store.events) origin(e.origin);
+  return ok;
+}
+}  // namespace
+
+std::shared_ptr<const Summary> moveSummary(std::shared_ptr<const Summary> s, const SummaryMove& move) {
+  // The check writes nothing (const_cast only to share the walk with the move).
+  if (!s || !moveParts(const_cast<Summary&>(*s), move, false)) return nullptr;
+  // Held only here: moved where it is (it was made as a mutable Summary); else a copy is.
+  std::shared_ptr<Summary> out =
+      s.use_count() == 1 ? std::const_pointer_cast<Summary>(std::move(s)) : std::make_shared<Summary>(*s);
+  moveParts(*out, move, true);
+  return out;
+}
+
 // ---------------------------------------------------------------- Session
 
 void Session::noteCut(Cut cut) {
@@ -220,8 +281,12 @@ void Session::noteCut(Cut cut) {
 const Summary* Session::summary(const FunctionDef* def) {
   if (auto it = local_.find(def); it != local_.end()) return it->second.get();
   if (inProgress_.count(def)) return nullptr;
-  std::shared_ptr<const Summary> s = shared_ ? shared_->find(def) : nullptr;
-  if (s) {
+  std::shared_ptr<const Summary> s;
+  if (auto seeded = seeded_.find(def); seeded != seeded_.end()) {
+    s = seeded->second;
+    ++seededHits_;
+    if (shared_ && s->pure && !(keepLocal_ && def->owner == keepLocal_)) s = shared_->insert(std::move(s));
+  } else if ((s = shared_ ? shared_->find(def) : nullptr)) {
     ++sharedHits_;
   } else {
     // Summaries are computed on demand, a callee's inside its caller's: a chain of
@@ -236,6 +301,13 @@ const Summary* Session::summary(const FunctionDef* def) {
   }
   for (const FunctionDef* c : s->calls) called_.insert(c);
   return (local_[def] = std::move(s)).get();
+}
+
+std::vector<std::shared_ptr<const Summary>> Session::pureSummariesOf(const Module* module) const {
+  std::vector<std::shared_ptr<const Summary>> out;
+  for (const auto& [def, s] : local_)
+    if (def->owner == module && s->pure) out.push_back(s);
+  return out;
 }
 
 bool Session::atDepthLimit() const { return depth_ >= kMaxSummaryDepth; }

@@ -6,6 +6,7 @@
 // into a function further up the chain cut short depends on where it was first reached and
 // stays in its task; a function's call of itself is cut wherever it is computed and keeps it pure.
 #pragma once
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "semantic/CallModel.h"
@@ -126,6 +128,23 @@ class SummaryCache {
   std::unordered_map<const Module*, std::unordered_map<const FunctionDef*, Kept>> map_;
 };
 
+// Moves a summary onto a new text of its module: a language server's edit left the function, and
+// everything its summary was made from, as it was (driver/ModuleTableCarry.cpp decides that). A
+// definition of the old module goes through `defs` (old -> new; mapped to null: it changed, and the
+// summary cannot move), a place in `fromFile` through `place` (nullopt: the text there changed), a
+// definition or place of another module stays as it is unless that module was dropped too (`deadDefs`,
+// `deadFiles`). Nothing is dereferenced through the old pointers: their modules may be gone.
+struct SummaryMove {
+  uint32_t fromFile = 0, toFile = 0;
+  std::unordered_map<const void*, const void*> defs;
+  std::function<std::optional<ByteRange>(ByteRange)> place;
+  const std::unordered_set<const void*>* deadDefs = nullptr;
+  const std::set<uint32_t>* deadFiles = nullptr;
+};
+// `s` moved, or null when something in it cannot move. Moved in place when nothing else holds it, else
+// copied.
+std::shared_ptr<const Summary> moveSummary(std::shared_ptr<const Summary> s, const SummaryMove& move);
+
 // Where an analysis limit cut the interpretation short (reported as SL002 notes).
 struct Cut {
   Site site;           // the call (or the too-deep expression / statement) that was not followed
@@ -165,6 +184,12 @@ class Session {
   bool mayRelease(const FunctionDef* def) const { return def->owner == keepLocal_ && keepLocal_; }
   // Forgets the summary of `def` in this task (computed again if it is needed again).
   void release(const FunctionDef* def) { local_.erase(def); }
+  // A summary carried over from an earlier analysis of its module (a language server's edit, or a second
+  // pass over the same text): used as a computed one would be, when first asked for.
+  void seed(std::shared_ptr<const Summary> s) { seeded_[s->def] = std::move(s); }
+  size_t seededHits() const { return seededHits_; }
+  // The pure summaries this task used of `module`'s functions (what a later analysis may carry over).
+  std::vector<std::shared_ptr<const Summary>> pureSummariesOf(const Module* module) const;
 
  private:
   std::unique_ptr<Summary> compute(const FunctionDef* def);
@@ -180,6 +205,8 @@ class Session {
   std::vector<Cut> cuts_;
   std::set<std::string> cutCallees_;
   size_t sharedHits_ = 0;
+  size_t seededHits_ = 0;
+  std::unordered_map<const FunctionDef*, std::shared_ptr<const Summary>> seeded_;
   const Module* keepLocal_ = nullptr;
 };
 

@@ -14,7 +14,8 @@ import subprocess
 import threading
 import time
 
-_TRACE = re.compile(r"shardlint server: (incremental parse|full parse|lint) of (.*?): ([0-9.]+) ms")
+_TRACE = re.compile(r"shardlint server: (incremental parse|full parse|lint) of (.*?): ([0-9.]+) ms"
+                    r"(?:, [0-9]+ diagnostics, ([0-9]+) summaries carried over)?")
 
 
 class Client:
@@ -26,6 +27,7 @@ class Client:
         self.inbox = queue.Queue()
         self.trace = []  # (kind, ms) from the server's stderr
         self.trace_paths = []  # (kind, path, ms)
+        self.carried = []  # per lint: the summaries an earlier lint of the file gave it
         threading.Thread(target=self._read, daemon=True).start()
         if trace:
             threading.Thread(target=self._read_trace, daemon=True).start()
@@ -36,6 +38,8 @@ class Client:
             if m:
                 self.trace.append((m.group(1), float(m.group(3))))
                 self.trace_paths.append((m.group(1), m.group(2), float(m.group(3))))
+                if m.group(4) is not None:
+                    self.carried.append(int(m.group(4)))
 
     def _read(self):
         out = self.proc.stdout

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""The editor's incremental analysis on real files: after each edit, `shardlint server` must publish exactly
+the diagnostics that a fresh server publishes for the same text.
+
+The language server carries the summaries of the functions an edit left unchanged over to the next lint
+(analyzer/driver/ModuleTableCarry.cpp). A summary kept when it should not be shows here as a difference. For
+each sampled file of each checkout, one server opens the file and applies a fixed series of edits: a
+character typed into code and deleted again, a comment edited, a statement line added in a function body,
+and a line removed. After each edit it waits until the server has published its last diagnostics for the
+version. A new server process then opens the same text, and its settled diagnostics are compared with the
+first server's.
+
+Usage: ecosystem/editor_check.py --cache /work/eco-cache [--repo torchtitan ...] [--sample 8] [--largest 2]
+Exit status: 0 when every state agrees, 1 when some differ (each difference is printed), 2 on a usage error
+or a server that failed.
+"""
+import argparse
+import os
+import pathlib
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "scripts" / "bench"))
+
+import lsp_latency  # noqa: E402  (sample_files, edit sites)
+from lsp_client import Client  # noqa: E402
+
+WAIT_S = 120
+SETTLE_S = 0.6  # no publish for this long: the background passes are done
+
+
+def states(text):
+    """[(what, text)]: the texts the edits leave, in order."""
+    lines = text.split("\n")
+    out = []
+    code = lsp_latency.code_edit_site(text)
+    if code:
+        i, ch = code
+        line = lines[i]
+        # (code_edit_site counts UTF-16 units; its lines have no quotes or comments, and rarely non-ASCII)
+        typed = line[:ch] + "_" + line[ch:]
+        out.append(("code: a character typed", "\n".join(lines[:i] + [typed] + lines[i + 1:])))
+        out.append(("code: the character deleted", text))
+        indent = line[:len(line) - len(line.lstrip(" \t"))]
+        out.append(("code: a statement line added after it",
+                    "\n".join(lines[:i + 1] + [indent + "_edited = 0"] + lines[i + 1:])))
+    ci, cch = lsp_latency.edit_site(text)
+    base = out[-1][1] if out else text
+    blines = base.split("\n")
+    shift = 1 if code and ci > code[0] else 0
+    ci += shift
+    if ci < len(blines):
+        blines[ci] = blines[ci][:cch] + " edited" + blines[ci][cch:]
+        out.append(("comment: words typed", "\n".join(blines)))
+    if code:
+        cur = out[-1][1].split("\n")
+        out.append(("code: the line removed", "\n".join(cur[:code[0]] + cur[code[0] + 1:])))
+    return out
+
+
+def settled(client, uri, version):
+    """The diagnostics of `version` once the server has stopped publishing them."""
+    last = None
+    deadline = time.time() + WAIT_S
+    while time.time() < deadline:
+        try:
+            _, msg = client.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics"
+                                 and m["params"].get("uri") == uri, "diagnostics", SETTLE_S if last is not None else WAIT_S)
+        except SystemExit:
+            if last is not None:
+                return last
+            raise
+        if msg["params"].get("version") == version:
+            last = sorted((d["range"]["start"]["line"], d["range"]["start"]["character"], d["range"]["end"]["line"],
+                           d["range"]["end"]["character"], d.get("code", ""), d["message"])
+                          for d in msg["params"]["diagnostics"])
+    return last
+
+
+def start(binary, root, trace=False):
+    client = Client([binary, "server"], WAIT_S, trace=trace)
+    client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"processId": os.getpid(), "rootUri": pathlib.Path(root).as_uri(), "capabilities": {}}})
+    client.wait(lambda m: m.get("id") == 1, "the initialize response", WAIT_S)
+    client.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    return client
+
+
+def stop(client):
+    try:
+        client.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+        client.wait(lambda m: m.get("id") == 2, "the shutdown response", WAIT_S)
+        client.send({"jsonrpc": "2.0", "method": "exit"})
+        client.proc.wait(timeout=WAIT_S)
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+
+
+def fresh(binary, root, uri, text):
+    client = start(binary, root)
+    try:
+        client.send({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                     "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
+        return settled(client, uri, 1)
+    finally:
+        stop(client)
+
+
+def check_file(binary, root, path, text):
+    """[(what, carried, fresh)] for the states that differ, the number of states compared, and the summaries
+    carried over (all lints of the edited server)."""
+    uri = pathlib.Path(path).as_uri()
+    diffs = []
+    client = start(binary, root, trace=True)
+    try:
+        client.send({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                     "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
+        settled(client, uri, 1)
+        seq = states(text)
+        for v, (what, new) in enumerate(seq, start=2):
+            client.send({"jsonrpc": "2.0", "method": "textDocument/didChange",
+                         "params": {"textDocument": {"uri": uri, "version": v}, "contentChanges": [{"text": new}]}})
+            got = settled(client, uri, v)
+            want = fresh(binary, root, uri, new)
+            if got != want:
+                diffs.append((what, got, want))
+    finally:
+        stop(client)
+    return diffs, len(seq), sum(client.carried)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cache", required=True, help="the folder of the ecosystem checkouts (CACHE/NAME/)")
+    ap.add_argument("--repo", action="append", help="checkouts to use (default: torchtitan, accelerate, composer, "
+                                                    "pytorch-lightning)")
+    ap.add_argument("--sample", type=int, default=6, help="files sampled per checkout")
+    ap.add_argument("--largest", type=int, default=2, help="the largest files added per checkout")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--shardlint", default=str(HERE.parent / "build" / "shardlint"))
+    args = ap.parse_args()
+    repos = args.repo or ["torchtitan", "accelerate", "composer", "pytorch-lightning"]
+    bad = 0
+    compared = 0
+    carried = 0
+    for name in repos:
+        root = os.path.join(args.cache, name)
+        if not os.path.isdir(root):
+            print(f"editor_check: no checkout {root}", file=sys.stderr)
+            return 2
+        for path, text, _ in lsp_latency.sample_files(root, args.sample, args.seed, args.largest):
+            rel = os.path.relpath(path, root)
+            try:
+                diffs, n, c = check_file(args.shardlint, root, path, text)
+            except SystemExit as e:
+                print(f"editor_check: {name}/{rel}: {e}", file=sys.stderr)
+                return 2
+            compared += n
+            carried += c
+            for what, got, want in diffs:
+                bad += 1
+                print(f"DIFFERS {name}/{rel} after {what}:")
+                for d in sorted(set(got or []) - set(want or [])):
+                    print(f"  only after the edits: {d}")
+                for d in sorted(set(want or []) - set(got or [])):
+                    print(f"  only in a fresh server: {d}")
+            print(f"{name}/{rel}: {n} states, {len(diffs)} differ, {c} summaries carried over", file=sys.stderr,
+                  flush=True)
+    print(f"{'OK' if not bad else 'FAILED'}: {compared} edited states compared, {bad} differ "
+          f"({carried} summaries carried over)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+// A language server's edits: the summaries of the functions an edit left as they were are carried over to
+// the next lint (driver/ModuleTableCarry.cpp). Each edit's findings must be exactly those of a fresh
+// analysis of the new text, and the summaries must be carried where the edit allows it.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "Registry.h"
+#include "TestSupport.h"
+#include "driver/Linter.h"
+#include "driver/ModuleTable.h"
+
+namespace {
+
+const char* const kScript = R"(import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+
+def build_optimizer(model, lr):
+    # the optimizer over the model's parameters
+    params = model.parameters()
+    return torch.optim.AdamW(params, lr=lr)
+
+
+def wrap(model):
+    return FSDP(model)
+
+
+def helper(x):
+    y = x + 1
+    return y
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+
+    def fit(self, steps):
+        opt = build_optimizer(self.model, 0.1)
+        self.model = wrap(self.model)
+        for _ in range(steps):
+            opt.step()
+
+
+def main():
+    model = torch.nn.Linear(2, 2)
+    opt = build_optimizer(model, 0.1)
+    model = wrap(model)
+    for step in range(3):
+        loss = model(torch.randn(2)).sum()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    main()
+)";
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+std::vector<std::string> rendered(const std::vector<shardlint::Diagnostic>& found) {
+  std::vector<std::string> out;
+  for (const auto& d : found)
+    out.push_back(d.code + " " + std::to_string(d.location.start.line + 1) + ":" +
+                  std::to_string(d.location.start.codepointColumn + 1) + "-" + std::to_string(d.location.end.line + 1) +
+                  ":" + std::to_string(d.location.end.codepointColumn + 1) + " " + d.message);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct Editor {
+  shardlint::LintOptions options;
+  shardlint::ModuleTable table;
+  std::string path;
+  explicit Editor(std::string p)
+      : table(shardlint::Linter(shardlint::rules::catalog(), shardlint::LintOptions()).tableConfig(false)),
+        path(std::move(p)) {}
+  std::vector<std::string> lint(const std::string& text, size_t* carried) {
+    options.overlays[shardlint::absolutePathKey(path)] = text;
+    shardlint::Linter linter(shardlint::rules::catalog(), options);
+    shardlint::LintStats stats;
+    auto found = linter.lintFiles({path}, &stats, &table);
+    if (carried) *carried = stats.summariesCarried;
+    return rendered(found);
+  }
+};
+
+std::vector<std::string> fresh(const std::string& path, const std::string& text) {
+  return Editor(path).lint(text, nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("editor: summaries carried over an edit give the findings a fresh analysis gives", "[lsp][carry]") {
+  shardlint::testing::TempDir dir("shardlint-carry-");
+  std::string path = dir.write("train.py", kScript).string();
+  Editor editor(path);
+  size_t carried = 0;
+  std::vector<std::string> first = editor.lint(kScript, &carried);
+  REQUIRE_FALSE(first.empty());  // the script's optimizer is built before the wrap
+  CHECK(carried == 0);
+  CHECK(first == fresh(path, kScript));
+
+  // Each step edits the text the step before left.
+  struct Step {
+    const char* what;
+    std::string from, to;
+    bool carries;
+  };
+  const std::vector<Step> steps = {
+      {"the same text again", "", "", true},
+      {"a comment", "# the optimizer over", "# the AdamW optimizer over", true},
+      {"an unrelated function's body, longer (every later place moves)", "y = x + 1", "y = x + 100000", true},
+      {"a body the findings depend on", "return FSDP(model)", "return model", true},
+      {"that body back", "return model", "return FSDP(model)", true},
+      {"a method's body", "self.model = model\n", "self.model = model\n        self.steps = 0\n", true},
+      {"a line above every function (module level)", "import torch\n", "import torch\nimport os\n", false},
+      {"a syntax error", "y = x + 100000", "y = (x + ", false},
+      {"the error mended", "y = (x + ", "y = x + 2", false},
+      {"a function's parameters", "def helper(x):", "def helper(x, z=0):", true},
+      {"a body the findings depend on, shorter", "opt = build_optimizer(model, 0.1)\n    model = wrap(model)",
+       "model = wrap(model)\n    opt = build_optimizer(model, 0.1)", true},
+  };
+  std::string text = kScript;
+  for (const Step& step : steps) {
+    INFO(step.what);
+    if (!step.from.empty()) text = replaced(text, step.from, step.to);
+    std::vector<std::string> got = editor.lint(text, &carried);
+    CHECK(got == fresh(path, text));
+    if (step.carries) CHECK(carried > 0);
+    else CHECK(carried == 0);
+  }
+}
