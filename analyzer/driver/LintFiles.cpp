@@ -688,6 +688,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
           awaited = pendingImporters[tasks[t]] > 0;
         }
         if (!awaited) task.setNotImported();
+        if (s.importer) task.setNoCarry();
         results[t] = task.run(s.path, std::move(s.text));
         if (s.importer) keepInLinted(results[t]);
         shared[t] = task.sharedHits();

@@ -73,6 +73,9 @@ class Task final : public semantic::ModuleProvider {
   ModuleTable::Entry* root() const { return root_; }
   // No linted file still to be analysed imports this one: its summaries stay in this task.
   void setNotImported() { importedByOthers_ = false; }
+  // Analysed only for the findings it makes in the linted files (an importer): its summaries are not kept for
+  // a later lint of it (ModuleTable::keepSummaries), which holds them only for the files being edited.
+  void setNoCarry() { carry_ = false; }
   size_t sharedHits() const { return session_->sharedHits(); }
   // Summaries an earlier analysis of the file gave this one (ModuleTable::seedSummaries), and of those, the ones used.
   size_t seeded() const { return seeded_; }
@@ -105,6 +108,7 @@ class Task final : public semantic::ModuleProvider {
   ModuleTable::Entry* root_ = nullptr;
   bool importedByOthers_ = true;
   size_t seeded_ = 0;
+  bool carry_ = true;
   std::map<uint32_t, ModuleTable::Entry*> leased_;  // modules whose trees this task reads
 };
 

@@ -82,7 +82,7 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   if (!rules.empty()) {
     seeded_ = table_.seedSummaries(root_, shared_, *session_, options_);
     analysis.run();
-    table_.keepSummaries(root_, shared_, session_->pureSummariesOf(root_->module.get()));
+    if (carry_) table_.keepSummaries(root_, shared_, session_->pureSummariesOf(root_->module.get()));
   }
   std::vector<Diagnostic> controls;
   RuleContext cx(table_, analysis, found, options_.controls ? &controls : nullptr);
