@@ -136,3 +136,25 @@ TEST_CASE("editor: summaries carried over an edit give the findings a fresh anal
     else CHECK(carried == 0);
   }
 }
+
+TEST_CASE("module table: a file read from text handed in is dropped by refresh only when its file changes", "[unit][index]") {
+  // The language server's pre-scan reads an importer and hands its text to the table; the entry records the
+  // file's time when the file still holds that text, so the next refresh keeps it.
+  shardlint::testing::TempDir dir("shardlint-handed-");
+  const std::string text = "def f(x):\n    return x\n";
+  std::string path = dir.write("helper.py", text).string(), other = dir.write("other.py", text).string();
+  shardlint::ModuleTable::Config config;
+  config.retireRoots = false;
+  shardlint::ModuleTable table(config);
+  shardlint::LintOptions options;
+  auto* same = table.loadRoot(path, nullptr, options, text);
+  REQUIRE(same->parsed);
+  CHECK(table.refresh(options) == 0);
+  CHECK(table.current(path) == same);
+  // Text that is not the file's (it changed after the pre-scan read it): dropped at the next refresh.
+  auto* stale = table.loadRoot(other, nullptr, options, std::string("def g():\n    pass\n"));
+  REQUIRE(stale->parsed);
+  CHECK(table.refresh(options) == 1);
+  CHECK(table.current(other) == nullptr);
+  CHECK(table.current(path) == same);
+}
