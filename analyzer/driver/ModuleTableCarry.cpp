@@ -8,8 +8,9 @@
 // and data files it reaches (the entry's dependencies). Not from the module's other statements: a summary
 // sees module globals as placeholders. It holds places (Origins) in its file and pointers to definitions.
 // So one moves when:
-// - only the file's own text changed since (refresh() dropped nothing else for a change of its own, and
-//   none of the file's dependencies was dropped);
+// - the file was dropped by refresh() for a change of its own text, and nothing it depends on (transitively)
+//   changed; a module dropped with it because it depends on the file (an import cycle) has the same text,
+//   but its definitions are new: a summary that mentions the old ones does not move;
 // - the texts before and after the edit parse without errors;
 // - the changed bytes lie in one comment on both sides (then no definition changed), or else every function
 //   whose text with its decorators touches them has changed, with everything defined inside it;
