@@ -3,6 +3,8 @@
 // analysis of the new text, and the summaries must be carried where the edit allows it.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -157,4 +159,59 @@ TEST_CASE("module table: a file read from text handed in is dropped by refresh o
   CHECK(table.refresh(options) == 1);
   CHECK(table.current(other) == nullptr);
   CHECK(table.current(path) == same);
+}
+
+TEST_CASE("editor: edits of the fixture scripts give a fresh analysis's findings, summaries carried or not", "[lsp][carry]") {
+  // Every second Python fixture (by path) that defines functions, copied to a temporary folder, edited the
+  // way typing does: a character typed after an identifier in an indented line and deleted, that line
+  // duplicated, a line removed, a comment typed at the end of a line. After each edit the carried lint
+  // must say what a fresh one says.
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / "fixtures" / "python"))
+    if (e.is_regular_file() && e.path().extension() == ".py") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  shardlint::testing::TempDir dir("shardlint-carry-fixtures-");
+  std::mt19937 rng(34);
+  size_t carriedAll = 0, states = 0;
+  for (size_t k = 0; k < files.size(); k += 2) {
+    std::string text = shardlint::testing::readFile(files[k]);
+    if (text.find("\ndef ") == std::string::npos && text.find("    def ") == std::string::npos) continue;
+    std::vector<size_t> starts{0};  // of indented, non-blank lines
+    std::vector<size_t> lines{0};
+    for (size_t i = 0; i < text.size(); ++i)
+      if (text[i] == '\n') lines.push_back(i + 1);
+    for (size_t s : lines)
+      if (s + 4 < text.size() && text.compare(s, 4, "    ") == 0 && text[s + 4] != ' ' && text[s + 4] != '\n')
+        starts.push_back(s);
+    if (starts.size() < 2) continue;
+    size_t at = starts[1 + rng() % (starts.size() - 1)];
+    size_t eol = text.find('\n', at);
+    if (eol == std::string::npos) continue;
+    std::string line = text.substr(at, eol - at + 1);
+    size_t ident = line.find_first_of(" (=.:,", 4);
+    if (ident == std::string::npos) ident = line.size() - 1;
+    std::string path = dir.write(files[k].filename().string(), text).string();
+    INFO(files[k].string());
+    Editor editor(path);
+    editor.lint(text, nullptr);
+    std::vector<std::string> edits = {
+        text.substr(0, at + ident) + "_" + text.substr(at + ident),  // typed
+        text,                                                        // deleted
+        text.substr(0, eol + 1) + line + text.substr(eol + 1),       // the line duplicated
+        text,
+        text.substr(0, at) + text.substr(eol + 1),                               // the line removed
+        text.substr(0, eol) + "  # typed" + text.substr(eol),                    // a comment typed
+        text.substr(0, eol) + "  # typed more" + text.substr(eol),
+    };
+    for (const std::string& edited : edits) {
+      size_t carried = 0;
+      std::vector<std::string> got = editor.lint(edited, &carried);
+      CHECK(got == fresh(path, edited));
+      carriedAll += carried;
+      ++states;
+    }
+  }
+  CHECK(states > 100);
+  CHECK(carriedAll > 0);
 }
