@@ -77,8 +77,7 @@ class Task final : public semantic::ModuleProvider {
   // a later lint of it (ModuleTable::keepSummaries), which holds them only for the files being edited.
   void setNoCarry() { carry_ = false; }
   size_t sharedHits() const { return session_->sharedHits(); }
-  // Summaries an earlier analysis of the file gave this one (ModuleTable::seedSummaries), and of those, the ones used.
-  size_t seeded() const { return seeded_; }
+  // Summaries an earlier analysis of the file gave this one (ModuleTable::seedSummaries) that it used.
   size_t seededHits() const { return session_->seededHits(); }
 
   std::vector<Diagnostic> run(const std::string& path, std::optional<std::string> text);
@@ -107,7 +106,6 @@ class Task final : public semantic::ModuleProvider {
   const semantic::SummaryCache* shared_ = nullptr;  // the summaries of the task's call-model context
   ModuleTable::Entry* root_ = nullptr;
   bool importedByOthers_ = true;
-  size_t seeded_ = 0;
   bool carry_ = true;
   std::map<uint32_t, ModuleTable::Entry*> leased_;  // modules whose trees this task reads
 };

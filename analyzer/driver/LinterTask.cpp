@@ -80,7 +80,7 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   if (!importedByOthers_) session_->keepLocal(root_->module.get());
   semantic::FileAnalysis analysis(*root_->module, *session_);
   if (!rules.empty()) {
-    seeded_ = table_.seedSummaries(root_, shared_, *session_, options_);
+    table_.seedSummaries(root_, shared_, *session_, options_);
     analysis.run();
     if (carry_) table_.keepSummaries(root_, shared_, session_->pureSummariesOf(root_->module.get()));
   }

@@ -153,8 +153,8 @@ class ModuleTable final : public semantic::ModuleLookup {
   // Seeds `session`, the task of `root` under `context`, with the kept summaries that still hold: all of
   // them when `root` is the entry they came from; after an edit, those of the functions it left unchanged
   // whose summaries depend on nothing it changed, moved onto the new text; `root` then also depends on what
-  // they were made from. Returns how many.
-  size_t seedSummaries(Entry* root, const semantic::SummaryCache* context, semantic::Session& session,
+  // they were made from.
+  void seedSummaries(Entry* root, const semantic::SummaryCache* context, semantic::Session& session,
                        const LintOptions& options);
   // Paths (with content hashes) of `root` and everything its facts depend on, transitively.
   std::vector<std::pair<std::string, uint64_t>> dependencyClosure(const Entry* root) const;

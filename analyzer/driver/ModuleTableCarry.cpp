@@ -237,46 +237,40 @@ bool pairDefs(const std::vector<std::unique_ptr<Def>>& before, const std::vector
 
 }  // namespace
 
-size_t ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* context, semantic::Session& session,
+void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* context, semantic::Session& session,
                                   const LintOptions& options) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = root ? carries_.find(root->key) : carries_.end();
-  if (it == carries_.end() || it->second.context != context || !root->module || !root->tree) return 0;
+  if (it == carries_.end() || it->second.context != context || !root->module || !root->tree) return;
   Carry& c = it->second;
   if (c.from == root) {  // the same text again (the server's second pass): every summary holds
     for (const auto& s : c.summaries) session.seed(s);
-    return c.summaries.size();
+    return;
   }
-  if (!c.moved) return 0;
+  if (!c.moved) return;
   const Module& before = *c.module;
   const Module& after = *root->module;
   if (before.moduleName() != after.moduleName() || before.isPackage() != after.isPackage() ||
       before.imports() != after.imports() || before.starImports() != after.starImports() ||
       ts_node_has_error(c.tree.root()) || ts_node_has_error(root->tree.root()))
-    return 0;
+    return;
   Edit edit = diff(c.file->text, root->file->text);
   std::vector<ByteRange> changedBefore, changedAfter;
   std::optional<ByteRange> cb = commentAround(c.tree.root(), edit.begin, edit.oldEnd);
   std::optional<ByteRange> ca = cb ? commentAround(root->tree.root(), edit.begin, edit.newEnd) : std::nullopt;
-  if (!cb || !ca || !edit.sameSpan(*cb, *ca)) {
-    changedFunctions(before, after, edit, changedBefore, changedAfter);
-  }
+  if (!cb || !ca || !edit.sameSpan(*cb, *ca)) changedFunctions(before, after, edit, changedBefore, changedAfter);
   semantic::SummaryMove move;
   if (!pairDefs(before.functions(), after.functions(), changedBefore, changedAfter, edit, sameFunction, move.defs) ||
       !pairDefs(before.classes(), after.classes(), changedBefore, changedAfter, edit, sameClass, move.defs))
-    return 0;
+    return;
   move.fromFile = before.fileId();
   move.toFile = after.fileId();
   move.place = [&edit](ByteRange r) { return edit.place(r); };
   move.deadDefs = &c.dead->defs;
   move.deadFiles = &c.dead->files;
-  size_t seeded = 0;
   std::vector<std::shared_ptr<const semantic::Summary>> summaries = std::move(c.summaries);  // used up here
   for (auto& s : summaries)
-    if (auto moved = semantic::moveSummary(std::move(s), move)) {
-      session.seed(std::move(moved));
-      ++seeded;
-    }
+    if (auto moved = semantic::moveSummary(std::move(s), move)) session.seed(std::move(moved));
   // What the summaries were made from, as the analysis that made them recorded it: a module dropped with the
   // file (it depends on the file) by its current entry, read now, so that a change of it shows in refresh().
   std::vector<Entry*> unread;
@@ -291,7 +285,6 @@ size_t ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* con
     std::lock_guard<std::mutex> el(e->mu);
     readLocked(e, options, std::nullopt);
   }
-  return seeded;
 }
 
 }  // namespace shardlint

@@ -241,9 +241,13 @@ bool moveParts(Summary& s, const SummaryMove& move, bool write) {
   };
   const void* d = def(s.def);
   if (write) s.def = static_cast<const FunctionDef*>(d);
-  std::set<const FunctionDef*> calls;
-  for (const FunctionDef* c : s.calls) calls.insert(static_cast<const FunctionDef*>(def(c)));
-  if (write) s.calls = std::move(calls);
+  if (write) {
+    std::set<const FunctionDef*> calls;
+    for (const FunctionDef* c : s.calls) calls.insert(static_cast<const FunctionDef*>(def(c)));
+    s.calls = std::move(calls);
+  } else {
+    for (const FunctionDef* c : s.calls) def(c);
+  }
   for (Obj& o : s.store.objects) {
     if (!ok) return false;
     const void* f = def(o.function);
