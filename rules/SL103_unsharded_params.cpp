@@ -280,7 +280,7 @@ class UnshardedParams final : public Rule {
       if (ts_node_is_null(call) || std::string_view(ts_node_type(call)) != "call" ||
           syntax::textOf(syntax::field(call, "function"), src) != "range")
         return 0;
-      std::vector<TSNode> args = syntax::namedChildren(syntax::field(call, "arguments"));
+      syntax::NodeList args = syntax::namedChildren(syntax::field(call, "arguments"));
       if (args.size() != 1 || std::string_view(ts_node_type(args[0])) != "integer") return 0;
       std::string_view digits = syntax::textOf(args[0], src);
       if (digits.empty() || digits.size() > 2 ||

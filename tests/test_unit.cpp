@@ -107,6 +107,16 @@ TEST_CASE("line index: lines, code points and UTF-16 columns", "[unit][source]")
   CHECK(idx.offsetOfUtf16(2, 2) == 11);
   CHECK(idx.offsetOfUtf16(2, 99) == 12);  // clamps to the line end
   CHECK(idx.resolve(static_cast<uint32_t>(text.size())).line == 3);
+  // A text without "\r" (its lines found with memchr): an empty line and a last line break.
+  LineIndex plain("ab\ncd\n\nlast\n");
+  CHECK(plain.lineCount() == 5);
+  CHECK(plain.lineStart(1) == 3);
+  CHECK(plain.lineStart(2) == 6);
+  CHECK(plain.lineStart(3) == 7);
+  CHECK(plain.lineStart(4) == 12);
+  CHECK(plain.lineEnd(3) == 11);
+  CHECK(LineIndex("").lineCount() == 1);
+  CHECK(LineIndex("\n").lineCount() == 2);
 }
 
 TEST_CASE("UTF-8 validation", "[unit][source]") {
@@ -117,6 +127,12 @@ TEST_CASE("UTF-8 validation", "[unit][source]") {
   CHECK_FALSE(isValidUtf8("\xED\xA0\x80"));       // surrogate
   CHECK_FALSE(isValidUtf8("\xF0\x9F\x99"));       // truncated
   CHECK_FALSE(isValidUtf8("\xF4\x90\x80\x80"));   // above U+10FFFF
+  // Past and across the eight-byte ASCII steps.
+  CHECK(isValidUtf8("abcdefg\xC3\xA9hijklmnopqrstuvwxyz"));
+  CHECK(isValidUtf8("abcdefghijklmnop\xF0\x9F\x99\x82"));
+  CHECK_FALSE(isValidUtf8("abcdefghijklmnop\xE9"));
+  CHECK_FALSE(isValidUtf8("abcdefgh\xC3"));
+  CHECK_FALSE(isValidUtf8("abcdefghijklmnopqrstuvw\x80xyz"));
 }
 
 TEST_CASE("node kinds are resolved once and checked against the grammar", "[unit][syntax]") {
@@ -175,14 +191,24 @@ TEST_CASE("field and child look-ups agree with the tree-sitter runtime's own", "
   CHECK(kinds.field("") == 0);
 
   syntax::Parser parser;
-  std::string src = "if a:\n  x = f(1, k=2)  # c\nelif b:\n  pass\nelif c:\n  y = [i for i in z]\nelse:\n  del q\n";
+  // The call's twelve arguments and the else block's ten statements pass namedChildren's eight kept in place.
+  std::string src = "if a:\n  x = f(1, k=2)  # c\nelif b:\n  pass\nelif c:\n  y = [i for i in z]\nelse:\n  del q\n"
+                    "  g(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, k=12)\n  a = 1\n  b = 2\n  c = 3\n  d = 4\n  e = 5\n  f = 6\n"
+                    "  g = 7\n  h = 8\n";
   auto tree = parser.parse(src);
   REQUIRE(tree);
   // Every node: namedChildren and fieldChildren list what index-based access lists.
+  size_t longest = 0;
   syntax::walk(tree.root(), [&](TSNode n) {
-    std::vector<TSNode> named = syntax::namedChildren(n);
+    syntax::NodeList named = syntax::namedChildren(n);
     REQUIRE(named.size() == ts_node_named_child_count(n));
-    for (uint32_t i = 0; i < named.size(); ++i) CHECK(ts_node_eq(named[i], ts_node_named_child(n, i)));
+    syntax::NodeList copy = named;  // a copy lists the same nodes, kept in place or on the heap
+    uint32_t i = 0;
+    for (TSNode c : copy) CHECK(ts_node_eq(c, ts_node_named_child(n, i++)));
+    CHECK(i == named.size());
+    for (i = 0; i < named.size(); ++i) CHECK(ts_node_eq(named[i], ts_node_named_child(n, i)));
+    if (!named.empty()) CHECK(ts_node_eq(named.back(), *named.rbegin()));
+    longest = std::max(longest, named.size());
     for (TSFieldId f = 1; f <= ts_language_field_count(lang); ++f) {
       const char* name = ts_language_field_name_for_id(lang, f);
       std::vector<TSNode> expected;
@@ -197,6 +223,7 @@ TEST_CASE("field and child look-ups agree with the tree-sitter runtime's own", "
     return true;
   });
   CHECK(syntax::fieldChildren(ts_node_named_child(tree.root(), 0), "alternative").size() == 3);
+  CHECK(longest == 12);
 }
 
 TEST_CASE("imports resolve to qualified names", "[unit][imports]") {

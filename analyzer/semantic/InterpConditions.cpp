@@ -153,7 +153,7 @@ int Interp::conditionTerm(TSNode n, std::vector<Term>& terms, bool& bindable, in
       } else {
         Kind rk = kindOf(operands[1]);
         t.display = rk == Kind::tuple || rk == Kind::list || rk == Kind::set;
-        std::vector<TSNode> items = syntax::namedChildren(operands[1]);
+        syntax::NodeList items = syntax::namedChildren(operands[1]);
         bool splat = t.display && std::any_of(items.begin(), items.end(),
                                               [](TSNode e) { return kindOf(e) == Kind::list_splat; });
         ok = !splat && bound(l) && !r.empty() && std::all_of(r.begin(), r.end(), [&](ObjId v) {

@@ -185,7 +185,7 @@ ValueSet Interp::eval(TSNode n) {
       return out;
     }
     case Kind::conditional_expression: {
-      std::vector<TSNode> parts = syntax::namedChildren(n);
+      syntax::NodeList parts = syntax::namedChildren(n);
       ValueSet out;
       for (size_t i = 0; i < parts.size(); ++i) {
         ValueSet v = eval(parts[i]);

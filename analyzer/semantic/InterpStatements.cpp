@@ -19,7 +19,7 @@ namespace shardlint::semantic {
 
 void Interp::execBlock(TSNode block) {
   if (ts_node_is_null(block)) return;
-  std::vector<TSNode> statements = syntax::namedChildren(block);
+  syntax::NodeList statements = syntax::namedChildren(block);
   std::vector<Region> rest;  // `if not <test>: return` guards what follows in this block
   for (size_t i = 0; i < statements.size() && frame_.reachable; ++i) {
     execStatement(statements[i]);
@@ -564,10 +564,9 @@ void Interp::assign(TSNode target, const ValueSet& value, const Origin& origin) 
     case Kind::tuple:
     case Kind::list:
     case Kind::expression_list: {
-      std::vector<TSNode> targets = syntax::namedChildren(target);
-      targets.erase(std::remove_if(targets.begin(), targets.end(),
-                                   [](TSNode t) { return kindOf(t) == Kind::comment; }),
-                    targets.end());
+      syntax::NodeList targets;
+      for (TSNode t : syntax::namedChildren(target))
+        if (kindOf(t) != Kind::comment) targets.push_back(t);
       const Obj* single = value.size() == 1 ? &st_.obj(value[0]) : nullptr;
       bool spread = single && single->kind == ObjKind::Container && single->elements().size() == targets.size();
       for (size_t i = 0; i < targets.size(); ++i) {

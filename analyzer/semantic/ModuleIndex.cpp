@@ -149,7 +149,7 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
   // Blocks nest as deep as the source: an explicit stack of the bodies being walked, in document
   // order (a body is finished before the statements after its definition), no C++ recursion.
   struct Body {
-    std::vector<TSNode> stmts;
+    syntax::NodeList stmts;
     size_t next = 0;
     const ClassDef* cls;
     std::string prefix;
@@ -259,7 +259,7 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
                             k == Kind::block || k == Kind::else_clause || k == Kind::except_clause ||
                             k == Kind::elif_clause || k == Kind::finally_clause)) {
       // Imports and definitions under `if TYPE_CHECKING:` / `try:` still bind module names.
-      std::vector<TSNode> parts = syntax::namedChildren(st);
+      syntax::NodeList parts = syntax::namedChildren(st);
       for (auto c = parts.rbegin(); c != parts.rend(); ++c)  // the first part on top
         if (kindOf(*c) == Kind::block || kindOf(*c) == Kind::else_clause || kindOf(*c) == Kind::except_clause ||
             kindOf(*c) == Kind::elif_clause || kindOf(*c) == Kind::finally_clause)
@@ -268,7 +268,7 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
                              k == Kind::try_statement || k == Kind::with_statement || k == Kind::block ||
                              k == Kind::else_clause || k == Kind::except_clause || k == Kind::elif_clause ||
                              k == Kind::finally_clause)) {
-      std::vector<TSNode> parts = syntax::namedChildren(st);
+      syntax::NodeList parts = syntax::namedChildren(st);
       for (auto c = parts.rbegin(); c != parts.rend(); ++c)  // the first part on top
         if (kindOf(*c) == Kind::block || kindOf(*c) == Kind::else_clause || kindOf(*c) == Kind::except_clause ||
             kindOf(*c) == Kind::elif_clause || kindOf(*c) == Kind::finally_clause)

@@ -370,8 +370,8 @@ std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
   return out;
 }
 
-std::vector<TSNode> namedChildren(TSNode n) {
-  std::vector<TSNode> out;
+NodeList namedChildren(TSNode n) {
+  NodeList out;
   if (ts_node_is_null(n)) return out;
   eachChild(n, [&](const TSTreeCursor& cur) {
     TSNode c = ts_tree_cursor_current_node(&cur);

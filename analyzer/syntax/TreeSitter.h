@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -131,9 +132,39 @@ inline std::string_view textOf(TSNode n, std::string_view src) {
   return src.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n));
 }
 TSNode field(TSNode n, std::string_view name);
+// A node's children as namedChildren gives them: the first kInline in place, so that the interpreter's
+// many short lists (an expression's operands, a call's arguments, most blocks) cost no allocation;
+// longer ones on the heap.
+class NodeList {
+ public:
+  void push_back(TSNode n) {
+    if (size_ < kInline) {
+      inline_[size_++] = n;
+      return;
+    }
+    if (size_ == kInline) heap_.assign(inline_, inline_ + kInline);
+    heap_.push_back(n);
+    ++size_;
+  }
+  const TSNode* begin() const { return size_ <= kInline ? inline_ : heap_.data(); }
+  const TSNode* end() const { return begin() + size_; }
+  std::reverse_iterator<const TSNode*> rbegin() const { return std::reverse_iterator<const TSNode*>(end()); }
+  std::reverse_iterator<const TSNode*> rend() const { return std::reverse_iterator<const TSNode*>(begin()); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const TSNode& operator[](size_t i) const { return begin()[i]; }
+  const TSNode& front() const { return begin()[0]; }
+  const TSNode& back() const { return begin()[size_ - 1]; }
+
+ private:
+  static constexpr size_t kInline = 8;
+  size_t size_ = 0;
+  TSNode inline_[kInline];
+  std::vector<TSNode> heap_;
+};
 // The named children of `n` in order (one cursor pass: ts_node_named_child(n, i) walks from the
 // first child each time).
-std::vector<TSNode> namedChildren(TSNode n);
+NodeList namedChildren(TSNode n);
 // All children of `n` in field `name` (an if_statement has several "alternative"s).
 std::vector<TSNode> fieldChildren(TSNode n, std::string_view name);
 // A call's keyword arguments in source order (`name=value`; `**splat` and positional ones skipped).
@@ -145,8 +176,16 @@ std::vector<KeywordArgument> keywordArguments(TSNode call);
 // The last dotted component of a call's callee as written (`FullyShardedDataParallelPlugin` for
 // `accelerate.utils.FullyShardedDataParallelPlugin(...)`).
 std::string_view calleeLastName(TSNode call, std::string_view src);
-// A byte of a word in Python source: a letter, a digit (ASCII) or `_`.
-inline bool isWordByte(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+// A byte of a word in Python source: a letter, a digit (ASCII) or `_`. A table, not std::isalnum (a
+// call into the C library per byte, which the word scans of every file make millions of times).
+inline constexpr struct WordBytes {
+  bool table[256] = {};
+  constexpr WordBytes() {
+    for (int c = 0; c < 256; ++c)
+      table[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  }
+} kWordBytes{};
+inline bool isWordByte(char c) { return kWordBytes.table[static_cast<unsigned char>(c)]; }
 // The calls whose calleeLastName is one of `names`, in the order a walk of the tree meets them (by
 // start, an enclosing call first): found from the names' whole-word occurrences in the text (the
 // callee's last name is an identifier there) rather than a walk over every node.
