@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -137,6 +138,30 @@ TEST_CASE("editor: summaries carried over an edit give the findings a fresh anal
     if (step.carries) CHECK(carried > 0);
     else CHECK(carried == 0);
   }
+}
+
+TEST_CASE("editor: a disposal keeps each analysis until it is released; the findings do not change", "[lsp][carry]") {
+  // The language server frees the fast pass's analysis after it has published the diagnostics
+  // (LintOptions::disposal); the next edit's lint and its carry run with the last one still kept or freed.
+  shardlint::testing::TempDir dir("shardlint-disposal-");
+  std::string path = dir.write("train.py", kScript).string();
+  Editor editor(path);
+  auto disposal = std::make_shared<shardlint::Disposal>();
+  editor.options.disposal = disposal;
+  size_t carried = 0;
+  std::vector<std::string> first = editor.lint(kScript, &carried);
+  CHECK(first == fresh(path, kScript));
+  CHECK(disposal->size() == 1);  // the one linted file's analysis
+  std::string text = replaced(kScript, "y = x + 1", "y = x + 100000");
+  CHECK(editor.lint(text, &carried) == fresh(path, text));  // the first analysis still kept
+  CHECK(carried > 0);
+  CHECK(disposal->size() == 2);
+  disposal->release();
+  CHECK(disposal->size() == 0);
+  text = replaced(text, "return FSDP(model)", "return model");
+  CHECK(editor.lint(text, &carried) == fresh(path, text));
+  CHECK(carried > 0);
+  CHECK(disposal->size() == 1);
 }
 
 TEST_CASE("module table: a file read from text handed in is dropped by refresh only when its file changes", "[unit][index]") {

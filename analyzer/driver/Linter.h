@@ -59,6 +59,33 @@ struct ControlSink {
   std::vector<Diagnostic> items;
 };
 
+// What analysis tasks are done with (a file's analysis store and rules), kept to be freed later, off the
+// time to the findings: the language server frees them after it has published the diagnostics, when
+// freeing a large file's store is milliseconds a keystroke need not wait for. Thread-safe.
+class Disposal {
+ public:
+  void keep(std::shared_ptr<void> done) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    items_.push_back(std::move(done));
+  }
+  // Frees what was kept (outside the lock).
+  void release() {
+    std::vector<std::shared_ptr<void>> done;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done.swap(items_);
+    }
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return items_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<void>> items_;
+};
+
 struct LintOptions {
   RuleSelection selection;
   uint64_t maxFileBytes = 2u * 1024u * 1024u;
@@ -104,6 +131,8 @@ struct LintOptions {
   // Collect the rules' controls here (`shardlint probe --controls`); null: none are made. Files whose
   // findings come from the cache run no rule, so a caller that wants controls turns the cache off.
   std::shared_ptr<ControlSink> controls;
+  // Where each task leaves its analysis to be freed later (Disposal); null: freed when the task ends.
+  std::shared_ptr<Disposal> disposal;
 };
 
 struct LintStats {

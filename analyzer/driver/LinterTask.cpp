@@ -39,6 +39,12 @@ void collectComments(const SourceFile& file, TSNode root, Suppressions& sup) {
   }
 }
 
+// A task's rules and its file's analysis (declared in this order: the analysis is freed first).
+struct Work {
+  std::vector<std::unique_ptr<Rule>> rules;
+  std::unique_ptr<semantic::FileAnalysis> analysis;
+};
+
 // Visits every node of the tree for the rules that ask for node kinds (Rule::nodeKinds).
 void dispatchNodes(TSNode root, const std::function<void(syntax::Kind, TSNode)>& visit) {
   const auto& kinds = syntax::PyKinds::instance();
@@ -74,11 +80,14 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   if (const RuleInfo* info = catalog_.find("SL001"); info && options_.selection.enabled(*info))
     if (auto d = syntaxDiagnostic(*info, file, treeRoot)) found.push_back(std::move(*d));
 
-  std::vector<std::unique_ptr<Rule>> rules;
+  // The rules and the analysis, on the heap: LintOptions::disposal may keep them past this task.
+  auto work = std::make_shared<Work>();
+  std::vector<std::unique_ptr<Rule>>& rules = work->rules;
   for (auto& r : catalog_.makeRules())
     if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
   if (!importedByOthers_) session_->keepLocal(root_->module.get());
-  semantic::FileAnalysis analysis(*root_->module, *session_);
+  work->analysis = std::make_unique<semantic::FileAnalysis>(*root_->module, *session_);
+  semantic::FileAnalysis& analysis = *work->analysis;
   if (!rules.empty()) {
     table_.seedSummaries(root_, shared_, *session_, options_);
     analysis.run();
@@ -173,6 +182,7 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   }
   // SL003 for the linted file's own suppression comments.
   for (auto& d : own.problems(catalog_, options_.selection, options_.reportUnusedNoqa)) out.push_back(std::move(d));
+  if (options_.disposal) options_.disposal->keep(std::move(work));
   return out;
 }
 

@@ -120,6 +120,9 @@ void Server::flush(bool complete) {
     othersDirty_ = false;
   }
   LintOptions options = optionsWithOverlays();
+  // Each analysis is freed after the diagnostics are out (fast pass) or at the end of this flush.
+  auto disposal = std::make_shared<Disposal>();
+  options.disposal = disposal;
   options.importers = false;
   Linter fast(catalog_, options);
   options.importers = true;
@@ -145,6 +148,7 @@ void Server::flush(bool complete) {
     if (!pullMode_) publish(d);
   }
   while (!fullPending_.empty() || !othersPending_.empty()) {
+    disposal->release();  // the last pass's analysis (at the first, the fast pass's: its diagnostics are out)
     if (!complete && (!queue_.empty() || reader_.inputPending())) return;  // back here when the input is idle again
     std::string uri;
     // An edited document's importers pass, or a re-check (all its findings; also when another document
