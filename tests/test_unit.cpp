@@ -716,6 +716,12 @@ TEST_CASE("codeWordCounts: the words code mentions, not those of comments and st
   CHECK(n("unterminated") == 1);  // an unterminated string is read as code
   CHECK(n("after") == 1);
   CHECK(n("self") == 2);
+  // Asked about a few words: the same counts for those, nothing kept for the others.
+  std::unordered_set<std::string_view> only{"step", "train", "helper", "self", "absent"};
+  auto some = shardlint::syntax::codeWordCounts(text, &only);
+  CHECK(some.size() == 4);
+  for (std::string_view w : only)
+    CHECK((some.count(w) ? some.at(w) : 0) == n(w));
 }
 
 // The pre-scan's one-pass word search answers what one std::string_view::find per word answers: words

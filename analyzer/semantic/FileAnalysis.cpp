@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "semantic/InterpreterImpl.h"
@@ -108,7 +109,11 @@ void FileAnalysis::run() {
   // strings), counted once per file on first use: a name mentioned once is mentioned only where it is defined.
   std::optional<std::unordered_map<std::string_view, int>> wordCounts;
   auto mentionedOnce = [&](const FunctionDef& f) {
-    if (!wordCounts) wordCounts = syntax::codeWordCounts(module_.file().text);
+    if (!wordCounts) {
+      std::unordered_set<std::string_view> names;  // only the functions' names are asked about
+      for (const auto& g : module_.functions()) names.insert(g->name);
+      wordCounts = syntax::codeWordCounts(module_.file().text, &names);
+    }
     auto it = wordCounts->find(f.name);
     return it != wordCounts->end() && it->second == 1;
   };

@@ -33,8 +33,12 @@ size_t wordEnd(std::string_view text, size_t i) {
 
 }  // namespace
 
-std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text) {
+std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text,
+                                                         const std::unordered_set<std::string_view>* only) {
   std::unordered_map<std::string_view, int> counts;
+  auto count = [&](std::string_view word) {
+    if (!only || only->count(word)) ++counts[word];
+  };
   auto countWords = [&](std::string_view part) {
     for (size_t i = 0; i < part.size();) {
       if (!isWordByte(part[i])) {
@@ -42,7 +46,7 @@ std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text) 
         continue;
       }
       size_t j = wordEnd(part, i);
-      ++counts[part.substr(i, j - i)];
+      count(part.substr(i, j - i));
       i = j;
     }
   };
@@ -64,7 +68,7 @@ std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text) 
         if (formatted) {
           countWords(body);
         } else if (!body.empty() && wordEnd(body, 0) == body.size()) {
-          ++counts[body];
+          count(body);
         }
         return k + open;
       }
@@ -85,7 +89,7 @@ std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text) 
         i = string(j, formatted);
         continue;
       }
-      ++counts[text.substr(i, j - i)];
+      count(text.substr(i, j - i));
       i = j;
     } else {
       ++i;
