@@ -71,7 +71,9 @@ class ModuleTable final : public semantic::ModuleLookup {
     bool read = false, readable = false, parsed = false, retired = false;
     std::string problem;  // why it is not readable / not parsed (SL002 text)
     std::unique_ptr<SourceFile> file;
-    uint64_t hash = 0;
+    // Written under `mu` when the file is read, which is again after its tree was freed under the budget;
+    // read under the table's lock by dependencyClosure (the results cache's key): atomic, not a race.
+    std::atomic<uint64_t> hash{0};
     bool fromOverlay = false;
     std::optional<int64_t> mtime;  // of the file on disk when read
     bool worthLoading = false;
