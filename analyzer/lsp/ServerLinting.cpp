@@ -120,7 +120,8 @@ void Server::flush(bool complete) {
     othersDirty_ = false;
   }
   LintOptions options = optionsWithOverlays();
-  // Each analysis is freed after the diagnostics are out (fast pass) or at the end of this flush.
+  // Each analysis is freed once its results are out: the fast pass's before the first background pass,
+  // each background pass's before the next, the last when this flush returns.
   auto disposal = std::make_shared<Disposal>();
   options.disposal = disposal;
   options.importers = false;

@@ -241,13 +241,12 @@ bool moveParts(Summary& s, const SummaryMove& move, bool write) {
   };
   const void* d = def(s.def);
   if (write) s.def = static_cast<const FunctionDef*>(d);
-  if (write) {
-    std::set<const FunctionDef*> calls;
-    for (const FunctionDef* c : s.calls) calls.insert(static_cast<const FunctionDef*>(def(c)));
-    s.calls = std::move(calls);
-  } else {
-    for (const FunctionDef* c : s.calls) def(c);
+  std::set<const FunctionDef*> calls;  // filled only when writing; checking maps each call all the same
+  for (const FunctionDef* c : s.calls) {
+    const void* m = def(c);
+    if (write) calls.insert(static_cast<const FunctionDef*>(m));
   }
+  if (write) s.calls = std::move(calls);
   for (Obj& o : s.store.objects) {
     if (!ok) return false;
     const void* f = def(o.function);

@@ -105,7 +105,7 @@ TSTree* parsePython(TSParser* parser, const TSTree* old, std::string_view text, 
 
 namespace {
 
-bool isNameByte(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
+bool isNameByte(unsigned char c) { return isWordByte(static_cast<char>(c)) || c >= 0x80; }
 
 // `id` directly before a quote: a string prefix? Sets whether the string is formatted (f, t) or raw.
 bool stringPrefix(std::string_view id, bool& format, bool& raw) {
