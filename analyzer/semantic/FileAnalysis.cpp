@@ -90,9 +90,22 @@ void FileAnalysis::run() {
   in.execBlock(module_.root());
   int construct = moduleStore_.constructs++;
   int index = 0;
+  // The exclusive arms below each start from what the module body left: the objects it made, found again
+  // by their names (the store's interning), and its attribute stores. What one arm makes is never found by
+  // another: they exclude each other. The arms share the task's work budget, the store's object limit and
+  // the calls they make (a callee marked called is not given an arm of its own).
+  const std::unordered_map<std::string, ValueSet> bodyAttrs = frame.attrs;
+  auto inArm = [&](auto&& body) {
+    size_t first = moduleStore_.objects.size();
+    body();
+    moduleStore_.forgetInterned(static_cast<ObjId>(first));
+    frame.attrs = bodyAttrs;
+    frame.arm = -1;
+  };
   // A function nothing here calls, in its own exclusive arm: parameters unknown, module globals as they
   // stand at the end of the module body.
   auto ownArm = [&](const FunctionDef& f) {
+    inArm([&] {
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     std::vector<ValueSet> args;
@@ -103,7 +116,7 @@ void FileAnalysis::run() {
       args.push_back({id});
     }
     in.analyzeInPlace(f, args);
-    frame.arm = -1;
+    });
   };
   // How often the code mentions each word (syntax::codeWordCounts: not in comments, docstrings or other
   // strings), counted once per file on first use: a name mentioned once is mentioned only where it is defined.
@@ -150,6 +163,7 @@ void FileAnalysis::run() {
     // The instance is constructed before the framework calls any hook.
     if (const FunctionDef* init = c->findMethod("__init__"))
       hooks.insert(hooks.begin(), init);
+    inArm([&] {
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
@@ -166,7 +180,7 @@ void FileAnalysis::run() {
       in.analyzeInPlace(*f, args);
       driven.insert(f);
     }
-    frame.arm = -1;
+    });
   }
   // Classes whose constructor nothing here runs (instantiated in another file, through a registry, by
   // Hydra): `__init__` runs on a fresh instance of the class, in its own arm, its other parameters
@@ -180,6 +194,7 @@ void FileAnalysis::run() {
       continue;
     const Summary* s = session_.summary(init);
     if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
+    inArm([&] {
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
@@ -204,7 +219,7 @@ void FileAnalysis::run() {
     for (size_t i = objectsBefore; !anchored && i < moduleStore_.objects.size(); ++i)
       anchored = session_.model().lifecycleAnchor(moduleStore_.objects[i]);
     if (frame.reachable && anchored) runLifecycle(in, frame, *c, self, origin, constructorActs);
-    frame.arm = -1;
+    });
   }
   for (const auto& f : module_.functions()) {
     if (f->nested || armed.count(f.get()) || session_.called(f.get()) || driven.count(f.get())) continue;

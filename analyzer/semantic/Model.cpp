@@ -35,6 +35,18 @@ ValueSet Event::allArgs() const {
   return out;
 }
 
+void Store::forgetInterned(ObjId first) {
+  Memo* m = memo_.get();
+  if (!m) return;
+  auto forget = [first](auto& table) {
+    for (auto it = table.begin(); it != table.end();) it = it->second >= first ? table.erase(it) : std::next(it);
+  };
+  forget(m->derived);
+  forget(m->refs);
+  forget(m->literals);
+  forget(m->defs);
+}
+
 std::vector<int> Store::armChain(int arm) const {
   std::vector<int> chain;
   for (int a = arm; a >= 0; a = arms[static_cast<size_t>(a)].parent) chain.push_back(a);

@@ -395,6 +395,9 @@ class Store {
   };
   Memo& memo() { return memo_.make(); }
   void dropMemo() { memo_.reset(); }
+  // Forgets the interning of the objects from `first` on (they stay in the store): what an exclusive arm
+  // made is then not found again by the arms after it (FileAnalysis::run).
+  void forgetInterned(ObjId first);
 
   const Obj& obj(ObjId id) const { return objects.at(static_cast<size_t>(id)); }
   Obj& obj(ObjId id) { return objects.at(static_cast<size_t>(id)); }
