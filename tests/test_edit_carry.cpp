@@ -83,12 +83,13 @@ struct Editor {
   explicit Editor(std::string p)
       : table(shardlint::Linter(shardlint::rules::catalog(), shardlint::LintOptions()).tableConfig(false)),
         path(std::move(p)) {}
-  std::vector<std::string> lint(const std::string& text, size_t* carried) {
+  std::vector<std::string> lint(const std::string& text, size_t* carried, size_t* arms = nullptr) {
     options.overlays[shardlint::absolutePathKey(path)] = text;
     shardlint::Linter linter(shardlint::rules::catalog(), options);
     shardlint::LintStats stats;
     auto found = linter.lintFiles({path}, &stats, &table);
     if (carried) *carried = stats.summariesCarried;
+    if (arms) *arms = stats.armsCarried;
     return rendered(found);
   }
 };
@@ -155,13 +156,14 @@ TEST_CASE("editor: a disposal keeps each analysis until it is released; the find
   std::string text = replaced(kScript, "y = x + 1", "y = x + 100000");
   CHECK(editor.lint(text, &carried) == fresh(path, text));  // the first analysis still kept
   CHECK(carried > 0);
-  CHECK(disposal->size() == 2);
+  // This analysis, and the first one, which it took its arms from (the table held it till then).
+  CHECK(disposal->size() == 3);
   disposal->release();
   CHECK(disposal->size() == 0);
   text = replaced(text, "return FSDP(model)", "return model");
   CHECK(editor.lint(text, &carried) == fresh(path, text));
   CHECK(carried > 0);
-  CHECK(disposal->size() == 1);
+  CHECK(disposal->size() == 2);
 }
 
 TEST_CASE("module table: a file read from text handed in is dropped by refresh only when its file changes", "[unit][index]") {
@@ -198,7 +200,7 @@ TEST_CASE("editor: edits of the fixture scripts give a fresh analysis's findings
   std::sort(files.begin(), files.end());
   shardlint::testing::TempDir dir("shardlint-carry-fixtures-");
   std::mt19937 rng(34);
-  size_t carriedAll = 0, states = 0;
+  size_t carriedAll = 0, armsAll = 0, states = 0;
   for (size_t k = 0; k < files.size(); k += 2) {
     std::string text = shardlint::testing::readFile(files[k]);
     if (text.find("\ndef ") == std::string::npos && text.find("    def ") == std::string::npos) continue;
@@ -230,13 +232,104 @@ TEST_CASE("editor: edits of the fixture scripts give a fresh analysis's findings
         text.substr(0, eol) + "  # typed more" + text.substr(eol),
     };
     for (const std::string& edited : edits) {
-      size_t carried = 0;
-      std::vector<std::string> got = editor.lint(edited, &carried);
+      size_t carried = 0, arms = 0;
+      std::vector<std::string> got = editor.lint(edited, &carried, &arms);
       CHECK(got == fresh(path, edited));
       carriedAll += carried;
+      armsAll += arms;
       ++states;
     }
   }
   CHECK(states > 100);
   CHECK(carriedAll > 0);
+  CHECK(armsAll > 0);
+  WARN(states << " edited states, " << carriedAll << " summaries and " << armsAll << " arms carried over");
+}
+
+namespace {
+
+// Functions nothing calls (test methods, a trainer class nothing instantiates here): each analysed in its own
+// arm after the module body; the findings come from those arms.
+const char* const kArms = R"(import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+LR = 0.1
+
+
+def make_model():
+    return torch.nn.Linear(2, 2)
+
+
+class TestTraining:
+    def test_optimizer_first(self):
+        model = make_model()
+        opt = torch.optim.AdamW(model.parameters(), lr=LR)
+        model = FSDP(model)
+        opt.step()
+
+    def test_wrap_first(self):
+        model = FSDP(make_model())
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
+        opt.step()
+
+    def test_helper_only(self):
+        x = torch.randn(2)
+        # a comment inside a method
+        return x * 2
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.opt = torch.optim.AdamW(self.model.parameters())
+
+    def fit(self):
+        self.model = FSDP(self.model)
+        self.opt.step()
+)";
+
+}  // namespace
+
+TEST_CASE("editor: arms an edit left as they were are taken from the analysis before it", "[lsp][carry]") {
+  // FileAnalysis records each exclusive arm; the next analysis of the edited file takes those whose functions,
+  // and the functions they use, did not change, when the edit left the module's own statements alone.
+  shardlint::testing::TempDir dir("shardlint-arms-");
+  std::string path = dir.write("test_train.py", kArms).string();
+  Editor editor(path);
+  size_t carried = 0, arms = 0;
+  std::vector<std::string> first = editor.lint(kArms, &carried, &arms);
+  REQUIRE_FALSE(first.empty());  // test_optimizer_first and the trainer build the optimizer before the wrap
+  CHECK(arms == 0);
+  CHECK(first == fresh(path, kArms));
+  struct Step {
+    const char* what;
+    std::string from, to;
+    bool carries;  // some arm is taken
+  };
+  const std::vector<Step> steps = {
+      {"the same text again", "", "", true},
+      {"a comment inside a method", "# a comment inside", "# the comment inside", true},
+      {"a body no finding depends on", "return x * 2", "return x * 3", true},
+      {"a body a finding depends on", "model = FSDP(model)\n        opt.step()", "opt.step()", true},
+      {"that body back", "opt.step()\n\n    def test_wrap_first", "model = FSDP(model)\n        opt.step()\n\n    def test_wrap_first",
+       true},
+      {"the order in a body changed", "model = FSDP(make_model())\n        opt = torch.optim.SGD(model.parameters(), lr=LR)",
+       "model = make_model()\n        opt = torch.optim.SGD(model.parameters(), lr=LR)\n        model = FSDP(model)", true},
+      {"a function every test uses", "return torch.nn.Linear(2, 2)", "return torch.nn.Linear(4, 4)", true},
+      {"a module-level statement", "LR = 0.1", "LR = 0.2", false},
+      {"a character typed into a name and deleted (1)", "x = torch.randn(2)", "x_ = torch.randn(2)", true},
+      {"a character typed into a name and deleted (2)", "x_ = torch.randn(2)", "x = torch.randn(2)", true},
+      {"the constructor's body", "self.model = model\n", "self.model = model\n        self.steps = 0\n", true},
+      {"a syntax error", "return x * 3", "return (x * ", false},
+      {"the error mended", "return (x * ", "return x * 4", false},
+  };
+  std::string text = kArms;
+  for (const Step& step : steps) {
+    INFO(step.what);
+    if (!step.from.empty()) text = replaced(text, step.from, step.to);
+    std::vector<std::string> got = editor.lint(text, &carried, &arms);
+    CHECK(got == fresh(path, text));
+    if (step.carries) CHECK(arms > 0);
+    else CHECK(arms == 0);
+  }
 }

@@ -602,7 +602,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       });
   };
   std::vector<std::vector<Diagnostic>> results(tasks.size());
-  std::vector<size_t> shared(tasks.size(), 0), carried(tasks.size(), 0);
+  std::vector<size_t> shared(tasks.size(), 0), carried(tasks.size(), 0), arms(tasks.size(), 0);
   std::vector<double> taskSeconds(tasks.size(), 0.0);
   std::atomic<bool> failed{false};  // an error outside one file's analysis: the run stops
   std::atomic<bool> interrupted{false};  // options_.interrupted said stop
@@ -693,6 +693,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         if (s.importer) keepInLinted(results[t]);
         shared[t] = task.sharedHits();
         carried[t] = task.seededHits();
+        arms[t] = task.armsCarried();
         taskSeconds[t] = std::chrono::duration<double>(Clock::now() - started).count();
         if (cached) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
         ended = true;
@@ -733,6 +734,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   for (size_t t = 0; t < tasks.size(); ++t) {
     stats.modulesShared += shared[t];
     stats.summariesCarried += carried[t];
+    stats.armsCarried += arms[t];
     for (auto& d : results[t]) all.push_back(std::move(d));
   }
   if (failed) throw std::runtime_error(failure);  // with the other files' findings in `all`

@@ -79,6 +79,8 @@ class Task final : public semantic::ModuleProvider {
   size_t sharedHits() const { return session_->sharedHits(); }
   // Summaries an earlier analysis of the file gave this one (ModuleTable::seedSummaries) that it used.
   size_t seededHits() const { return session_->seededHits(); }
+  // Arms its analysis took from an earlier analysis of the file (FileAnalysis::seedArms).
+  size_t armsCarried() const { return armsCarried_; }
 
   std::vector<Diagnostic> run(const std::string& path, std::optional<std::string> text);
 
@@ -107,6 +109,7 @@ class Task final : public semantic::ModuleProvider {
   ModuleTable::Entry* root_ = nullptr;
   bool importedByOthers_ = true;
   bool carry_ = true;
+  size_t armsCarried_ = 0;
   std::map<uint32_t, ModuleTable::Entry*> leased_;  // modules whose trees this task reads
 };
 

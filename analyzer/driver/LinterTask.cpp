@@ -88,10 +88,22 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   if (!importedByOthers_) session_->keepLocal(root_->module.get());
   work->analysis = std::make_unique<semantic::FileAnalysis>(*root_->module, *session_);
   semantic::FileAnalysis& analysis = *work->analysis;
+  std::shared_ptr<const semantic::FileAnalysis> earlier;  // an analysis before this one, freed with this one
   if (!rules.empty()) {
-    table_.seedSummaries(root_, shared_, *session_, options_);
+    bool keep = carry_ && table_.keepsAnalyses();
+    if (keep) analysis.recordArms();
+    uint64_t listingChanges = table_.listingChanges();
+    table_.seedSummaries(root_, shared_, *session_, options_, &analysis);
     analysis.run();
-    if (carry_) table_.keepSummaries(root_, shared_, session_->pureSummariesOf(root_->module.get()));
+    earlier = analysis.takePrevious();
+    armsCarried_ = analysis.armsReused();
+    if (carry_) {
+      auto replaced = table_.keepSummaries(root_, shared_, session_->pureSummariesOf(root_->module.get()),
+                                           keep ? std::shared_ptr<const semantic::FileAnalysis>(work, work->analysis.get())
+                                                : nullptr,
+                                           listingChanges);
+      if (!earlier) earlier = std::move(replaced);
+    }
   }
   std::vector<Diagnostic> controls;
   RuleContext cx(table_, analysis, found, options_.controls ? &controls : nullptr);
@@ -182,7 +194,10 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   }
   // SL003 for the linted file's own suppression comments.
   for (auto& d : own.problems(catalog_, options_.selection, options_.reportUnusedNoqa)) out.push_back(std::move(d));
-  if (options_.disposal) options_.disposal->keep(std::move(work));
+  if (options_.disposal) {
+    options_.disposal->keep(std::move(work));
+    if (earlier) options_.disposal->keep(std::const_pointer_cast<semantic::FileAnalysis>(std::move(earlier)));
+  }
   return out;
 }
 

@@ -457,6 +457,7 @@ std::shared_ptr<ProjectIndex::ListingShare> ModuleTable::listings() {
   auto now = std::chrono::steady_clock::now();
   if (!listings_ || std::chrono::duration<double>(now - listingsSince_).count() > kWalkSeconds) {
     listings_ = std::make_shared<ProjectIndex::ListingShare>();
+    listings_->history = listingHistory_;
     listingsSince_ = now;
   }
   return listings_;
@@ -466,6 +467,7 @@ void ModuleTable::forgetWalks() {
   std::lock_guard<std::mutex> lock(mu_);
   walks_.clear();
   listings_.reset();
+  ++listingHistory_->changes;  // a file created or deleted: what imports resolve to may have changed
 }
 
 size_t ModuleTable::filesParsed() const {

@@ -32,6 +32,10 @@
 #include "syntax/Outline.h"
 #include "syntax/TreeSitter.h"
 
+namespace shardlint::semantic {
+class FileAnalysis;
+}
+
 namespace shardlint {
 
 class ProjectIndex;
@@ -150,14 +154,25 @@ class ModuleTable final : public semantic::ModuleLookup {
   // the linted file `root` used, for the next analysis of that file (driver/ModuleTableCarry.cpp). Kept
   // while `root` is current. When refresh() drops `root` because its own text changed (and nothing it
   // depends on did), they are kept for one more lint, with the old text, tree and module they belong to.
-  void keepSummaries(Entry* root, const semantic::SummaryCache* context,
-                     std::vector<std::shared_ptr<const semantic::Summary>> summaries);
+  // Also keeps the file's analysis (`analysis`, which recorded its arms: FileAnalysis::recordArms) for the
+  // next analysis of the file to take the arms an edit left as they were. Returns the analysis this one
+  // replaces, for the caller to free off the critical path.
+  // `listingChanges`: listingChanges() before the analysis began (a change the analysis itself saw
+  // makes the next one start afresh).
+  std::shared_ptr<const semantic::FileAnalysis> keepSummaries(
+      Entry* root, const semantic::SummaryCache* context, std::vector<std::shared_ptr<const semantic::Summary>> summaries,
+      std::shared_ptr<const semantic::FileAnalysis> analysis, uint64_t listingChanges);
+  // How many times the project's folders were seen to change (ProjectIndex::ListingHistory).
+  uint64_t listingChanges() const { return listingHistory_->changes.load(); }
+  // Whether keepSummaries keeps anything (a language server's table; not a one-shot run's).
+  bool keepsAnalyses() const { return !config_.retireRoots; }
   // Seeds `session`, the task of `root` under `context`, with the kept summaries that still hold: all of
   // them when `root` is the entry they came from; after an edit, those of the functions it left unchanged
   // whose summaries depend on nothing it changed, moved onto the new text; `root` then also depends on what
-  // they were made from.
+  // they were made from. `analysis` (the new analysis of `root`, not yet run) is seeded with the kept
+  // analysis when the edit left the module's own statements as they were (FileAnalysis::seedArms).
   void seedSummaries(Entry* root, const semantic::SummaryCache* context, semantic::Session& session,
-                       const LintOptions& options);
+                     const LintOptions& options, semantic::FileAnalysis* analysis = nullptr);
   // Paths (with content hashes) of `root` and everything its facts depend on, transitively.
   std::vector<std::pair<std::string, uint64_t>> dependencyClosure(const Entry* root) const;
   size_t parses() const { return parses_.load(); }
@@ -201,6 +216,8 @@ class ModuleTable final : public semantic::ModuleLookup {
     Entry* from = nullptr;
     const semantic::SummaryCache* context = nullptr;
     std::vector<std::shared_ptr<const semantic::Summary>> summaries;
+    std::shared_ptr<const semantic::FileAnalysis> analysis;
+    uint64_t listingChanges = 0;  // listingHistory_->changes when kept
     // Set when `from` was dropped for its own edit: what its summaries were made from, until the next refresh.
     bool moved = false;
     std::unique_ptr<SourceFile> file;
@@ -235,6 +252,9 @@ class ModuleTable final : public semantic::ModuleLookup {
   PrescanCache prescans_;
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, ProjectWalk>> walks_;  // under mu_
   std::shared_ptr<ProjectIndex::ListingShare> listings_;                                       // under mu_
+  // The folders the listings saw change (or the client reported files created or deleted): a kept
+  // summary or analysis made before may rest on imports that resolve otherwise now.
+  std::shared_ptr<ProjectIndex::ListingHistory> listingHistory_ = std::make_shared<ProjectIndex::ListingHistory>();
   std::chrono::steady_clock::time_point listingsSince_;
 };
 

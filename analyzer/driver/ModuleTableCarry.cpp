@@ -20,6 +20,7 @@
 //   changed bytes (semantic::moveSummary).
 // Places in the file move by the edit's length; definitions are matched in source order.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <set>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "driver/ModuleTable.h"
+#include "semantic/Interpreter.h"
 #include "syntax/TreeSitter.h"
 
 namespace shardlint {
@@ -37,16 +39,21 @@ using semantic::ClassDef;
 using semantic::FunctionDef;
 using semantic::Module;
 
-void ModuleTable::keepSummaries(Entry* root, const semantic::SummaryCache* context,
-                                std::vector<std::shared_ptr<const semantic::Summary>> summaries) {
-  if (config_.retireRoots || !root) return;  // a one-shot run analyses each file once
+std::shared_ptr<const semantic::FileAnalysis> ModuleTable::keepSummaries(
+    Entry* root, const semantic::SummaryCache* context, std::vector<std::shared_ptr<const semantic::Summary>> summaries,
+    std::shared_ptr<const semantic::FileAnalysis> analysis, uint64_t listingChanges) {
+  if (config_.retireRoots || !root) return analysis;  // a one-shot run analyses each file once
   std::lock_guard<std::mutex> lock(mu_);
-  if (root->retired) return;
+  if (root->retired) return analysis;
   Carry& c = carries_[root->key];
+  std::shared_ptr<const semantic::FileAnalysis> replaced = std::move(c.analysis);
   c = Carry();
   c.from = root;
   c.context = context;
   c.summaries = std::move(summaries);
+  c.analysis = std::move(analysis);
+  c.listingChanges = listingChanges;
+  return replaced;
 }
 
 namespace {
@@ -238,13 +245,23 @@ bool pairDefs(const std::vector<std::unique_ptr<Def>>& before, const std::vector
 }  // namespace
 
 void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* context, semantic::Session& session,
-                                  const LintOptions& options) {
+                                const LintOptions& options, semantic::FileAnalysis* analysis) {
   std::unique_lock<std::mutex> lock(mu_);
   auto it = root ? carries_.find(root->key) : carries_.end();
   if (it == carries_.end() || it->second.context != context || !root->module || !root->tree) return;
   Carry& c = it->second;
-  if (c.from == root) {  // the same text again (the server's second pass): every summary holds
+  // A module created or deleted since: an import the kept analysis could not resolve may resolve now.
+  if (c.listingChanges != listingHistory_->changes.load()) return;
+  if (c.from == root) {  // the same text again (the server's second pass): every summary and arm holds
     for (const auto& s : c.summaries) session.seed(s);
+    if (analysis && c.analysis) {
+      semantic::FileAnalysis::ArmSeed seed;
+      seed.previous = c.analysis;
+      seed.move.fromFile = seed.move.toFile = root->module->fileId();
+      seed.move.place = [](ByteRange r) { return std::optional<ByteRange>(r); };
+      seed.firstMoved = UINT32_MAX;
+      analysis->seedArms(std::move(seed));
+    }
     return;
   }
   if (!c.moved) return;
@@ -271,6 +288,22 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
   std::vector<std::shared_ptr<const semantic::Summary>> summaries = std::move(c.summaries);  // used up here
   for (auto& s : summaries)
     if (auto moved = semantic::moveSummary(std::move(s), move)) session.seed(std::move(moved));
+  // The analysis's arms, when the edit left the module's own statements as they were: it lies in one
+  // comment, or within the texts of functions it changed on both sides.
+  auto within = [](const std::vector<ByteRange>& changed, uint32_t begin, uint32_t end) {
+    return std::any_of(changed.begin(), changed.end(),
+                       [&](const ByteRange& r) { return r.begin <= begin && end <= r.end; });
+  };
+  bool inComment = cb && ca && edit.sameSpan(*cb, *ca);
+  if (analysis && c.analysis &&
+      (inComment || (within(changedBefore, edit.begin, edit.oldEnd) && within(changedAfter, edit.begin, edit.newEnd)))) {
+    semantic::FileAnalysis::ArmSeed seed;
+    seed.previous = std::move(c.analysis);  // used up here
+    seed.move = move;
+    seed.move.place = [edit](ByteRange r) { return edit.place(r); };
+    seed.firstMoved = edit.begin;
+    analysis->seedArms(std::move(seed));
+  }
   // What the summaries were made from, as the analysis that made them recorded it: a module dropped with the
   // file (it depends on the file) by its current entry, read now, so that a change of it shows in refresh().
   std::vector<Entry*> unread;

@@ -158,6 +158,13 @@ const ProjectIndex::Listing& ProjectIndex::listingOf(const std::string& folder) 
     std::lock_guard<std::mutex> lock(share_->mu);
     share_->listings.emplace(folder, made);
   }
+  if (share_ && share_->history) {
+    ListingHistory& h = *share_->history;
+    std::lock_guard<std::mutex> lock(h.mu);
+    std::shared_ptr<const Listing>& last = h.last[folder];
+    if (last && *last != *made) ++h.changes;
+    last = made;
+  }
   return *listings_.emplace(folder, std::move(made)).first->second;
 }
 

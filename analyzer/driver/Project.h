@@ -1,6 +1,7 @@
 // The project model: import roots, module names of files, module lookup, and the
 // byte-level import scan used by the pre-scan.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -90,9 +91,17 @@ class ProjectIndex {
   using Listing = std::unordered_map<std::string, Entry>;
   // Folder listings kept beyond one index, for the indexes of the next lints to reuse (the language
   // server's edits: ModuleTable::listings). Thread-safe.
+  // What the shares of one language server's session have listed so far, folder by folder: a folder
+  // listed again with other entries (a module created or deleted) counts one more change.
+  struct ListingHistory {
+    std::mutex mu;
+    std::unordered_map<std::string, std::shared_ptr<const Listing>> last;
+    std::atomic<uint64_t> changes{0};
+  };
   struct ListingShare {
     std::mutex mu;
     std::unordered_map<std::string, std::shared_ptr<const Listing>> listings;
+    std::shared_ptr<ListingHistory> history;  // may be null
   };
   // Listings are taken from `share` and added to it. Not with a persistent cache: a listing taken from
   // the share is not recorded in layout().

@@ -87,17 +87,66 @@ void FileAnalysis::run() {
   Frame frame;
   frame.isModule = true;
   Interp in(module_, session_, moduleStore_, frame);
-  in.execBlock(module_.root());
+  {
+    Session::Recording body;
+    if (recordArms_) session_.record(&body);
+    in.execBlock(module_.root());
+    session_.record(nullptr);
+    std::sort(body.reads.begin(), body.reads.end());
+    body.reads.erase(std::unique(body.reads.begin(), body.reads.end()), body.reads.end());
+    bodyReads_ = std::move(body.reads);
+  }
   int construct = moduleStore_.constructs++;
   int index = 0;
+  bodyMark_ = markOf();
+  if (recordArms_) bodyObjects_ = moduleStore_.objects;
+  prepareSeed(bodyReads_);
   // The exclusive arms below each start from what the module body left: the objects it made, found again
-  // by their names (the store's interning), and its attribute stores. What one arm makes is never found by
-  // another: they exclude each other. The arms share the task's work budget, the store's object limit and
-  // the calls they make (a callee marked called is not given an arm of its own).
+  // by their names (the store's interning), its attribute stores, and the store's object limit
+  // (kMaxStoreObjects counts the body's objects and the arm's own). What one arm makes is never found by
+  // another: they exclude each other. The arms share the task's work budget, the file's object limit
+  // (kMaxFileObjects) and the calls they make (a callee marked called is not given an arm of its own).
+  // `kind` and `key` name the arm (ArmRecord); one the seed holds is taken from there when it may be.
   const std::unordered_map<std::string, ValueSet> bodyAttrs = frame.attrs;
-  auto inArm = [&](auto&& body) {
+  auto inArm = [&](char kind, const void* key, std::vector<const void*> members, auto&& body) {
+    ArmRecord made;
+    made.kind = kind;
+    made.key = key;
+    made.members = std::move(members);
+    if (const ArmRecord* old = seededArm(kind, key); old && replayArm(*old, index, made)) {
+      ++index;
+      ++armsReused_;
+      if (recordArms_) arms_.push_back(std::move(made));
+      return;
+    }
     size_t first = moduleStore_.objects.size();
+    moduleStore_.uncounted = first - bodyMark_.objects;
+    Session::Recording rec;
+    if (recordArms_) {
+      made.begin = markOf();
+      made.workBefore = session_.budget().work;
+      made.copiedBefore = session_.budget().copied;
+      session_.record(&rec);
+    }
     body();
+    if (recordArms_) {
+      session_.record(nullptr);
+      made.end = markOf();
+      made.workAfter = session_.budget().work;
+      made.copiedAfter = session_.budget().copied;
+      made.peakObjects = rec.peakObjects;
+      bool changed = bodyObjectsChanged();
+      made.reusable = rec.limitHits == 0 && !bodyChanged_ && !changed;
+      bodyChanged_ = bodyChanged_ || changed;
+      std::sort(rec.reads.begin(), rec.reads.end());
+      rec.reads.erase(std::unique(rec.reads.begin(), rec.reads.end()), rec.reads.end());
+      std::sort(rec.called.begin(), rec.called.end());
+      rec.called.erase(std::unique(rec.called.begin(), rec.called.end()), rec.called.end());
+      made.reads = std::move(rec.reads);
+      made.called = std::move(rec.called);
+      made.cuts = std::move(rec.cuts);
+      arms_.push_back(std::move(made));
+    }
     moduleStore_.forgetInterned(static_cast<ObjId>(first));
     frame.attrs = bodyAttrs;
     frame.arm = -1;
@@ -105,7 +154,7 @@ void FileAnalysis::run() {
   // A function nothing here calls, in its own exclusive arm: parameters unknown, module globals as they
   // stand at the end of the module body.
   auto ownArm = [&](const FunctionDef& f) {
-    inArm([&] {
+    inArm('f', &f, {}, [&] {
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     std::vector<ValueSet> args;
@@ -163,7 +212,7 @@ void FileAnalysis::run() {
     // The instance is constructed before the framework calls any hook.
     if (const FunctionDef* init = c->findMethod("__init__"))
       hooks.insert(hooks.begin(), init);
-    inArm([&] {
+    inArm('d', c.get(), std::vector<const void*>(hooks.begin(), hooks.end()), [&] {
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
@@ -178,9 +227,9 @@ void FileAnalysis::run() {
         args.push_back({id});
       }
       in.analyzeInPlace(*f, args);
-      driven.insert(f);
     }
     });
+    driven.insert(hooks.begin(), hooks.end());
   }
   // Classes whose constructor nothing here runs (instantiated in another file, through a registry, by
   // Hydra): `__init__` runs on a fresh instance of the class, in its own arm, its other parameters
@@ -194,7 +243,7 @@ void FileAnalysis::run() {
       continue;
     const Summary* s = session_.summary(init);
     if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
-    inArm([&] {
+    inArm('c', c.get(), {}, [&] {
     frame.arm = in.openArm(construct, index++, false);
     frame.reachable = true;
     Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
@@ -208,7 +257,6 @@ void FileAnalysis::run() {
     }
     size_t eventsBefore = moduleStore_.events.size(), objectsBefore = moduleStore_.objects.size();
     in.analyzeInPlace(*init, args);
-    driven.insert(init);
     bool constructorActs = std::any_of(moduleStore_.events.begin() + static_cast<std::ptrdiff_t>(eventsBefore),
                                        moduleStore_.events.end(),
                                        [](const Event& e) { return e.kind == EventKind::Domain; });
@@ -220,6 +268,7 @@ void FileAnalysis::run() {
       anchored = session_.model().lifecycleAnchor(moduleStore_.objects[i]);
     if (frame.reachable && anchored) runLifecycle(in, frame, *c, self, origin, constructorActs);
     });
+    driven.insert(init);
   }
   for (const auto& f : module_.functions()) {
     if (f->nested || armed.count(f.get()) || session_.called(f.get()) || driven.count(f.get())) continue;
@@ -250,12 +299,14 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
   collect(cls, 0);
   std::map<std::string, const FunctionDef*, std::less<>> byName;
   std::vector<SelfUse> uses;
+  Session::Recording* rec = session_.recording();
   for (const ClassDef* c : chain) {
     if (c->owner && c->owner != &module_ && session_.provider()) session_.provider()->use(*c->owner);
     for (const auto& [name, def] : c->methods) {
       if (def->nested || def->isStatic || def->params.empty()) continue;
       byName.emplace(name, def);
-      uses.push_back(selfUseOf(*def));
+      uses.push_back(selfUseOf(*def));  // the method's text (and its decorators, decoratedAway) is read
+      if (rec) rec->reads.push_back(def);
     }
   }
   // Construction: every `__init__` of the chain, and the private helpers (`_build_optimizer`) that only

@@ -4,6 +4,7 @@
 // calls.
 #include "semantic/Interpreter.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <utility>
@@ -27,6 +28,8 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   bool cutByDepth = ses_.atDepthLimit();
   // Analysed in place, the body runs here: its summary is not needed (recursion is cut by `inlining_`).
   const Summary* s = inPlace && !summary_ ? &kInPlace : ses_.summary(&def);
+  Session::Recording* rec = summary_ ? nullptr : ses_.recording();  // the task's own interpretation only
+  if (rec && s == &kInPlace) rec->reads.push_back(&def);
   ValueSet result;
   if (!s) {  // recursion, or past the depth limit: its effects are unknown here
     if (summary_) {
@@ -48,11 +51,17 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   if (!inPlace) ses_.markCalled(&def);
   if (!inPlace && ses_.budget().work > Budget::kWorkBudget) {
     if (summary_) summary_->truncated = true;
+    if (rec) ++rec->limitHits;
     return result;
   }
   constexpr size_t kMaxInlineDepth = 8;
+  auto overInlineBudget = [&] {
+    bool over = ses_.budget().work > Budget::kInlineBudget;
+    if (over && rec) ++rec->limitHits;
+    return over;
+  };
   if (!inPlace && (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth ||
-                   ses_.budget().work > Budget::kInlineBudget)) {
+                   overInlineBudget())) {
     if (summary_ && s->contextDependent) summary_->contextDependent = true;
     instantiate(*s, args, callsite, result);
     return result;
@@ -95,9 +104,15 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
                          ValueSet& result, bool recordVia) {
   const Store& ss = s.store;
   size_t size = ss.objects.size() + ss.events.size();
-  if (st_.objects.size() + ss.objects.size() > kMaxStoreObjects || size > Budget::kMaxInstantiated ||
-      ses_.budget().copied + size > Budget::kCopyBudget) {
+  Session::Recording* rec = summary_ ? nullptr : ses_.recording();  // the task's own interpretation only
+  size_t objects = st_.objects.size() + ss.objects.size();
+  if (rec) rec->peakObjects = std::max(rec->peakObjects, objects);
+  // The first two do not depend on what came before the current arm; the others may.
+  bool overStore = objects - st_.uncounted > kMaxStoreObjects || size > Budget::kMaxInstantiated;
+  bool overFile = objects > kMaxFileObjects || ses_.budget().copied + size > Budget::kCopyBudget;
+  if (overStore || overFile) {
     if (summary_) summary_->truncated = true;
+    if (rec && overFile) ++rec->limitHits;
     return;
   }
   ses_.budget().copied += size;

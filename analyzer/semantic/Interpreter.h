@@ -70,6 +70,46 @@ class FileAnalysis {
   // analysed in the module store (after its body, each in its own exclusive arm,
   // parameters unknown, module globals as they stand at the end of the module).
   std::vector<Root> roots() const;
+  // ---- a language server's edits (semantic/ArmReplay.cpp): an arm taken from the analysis before the edit
+  // The sizes of a store's parts.
+  struct StoreMark {
+    size_t objects = 0, events = 0, points = 0, arms = 0, regions = 0;
+    int constructs = 0;
+    bool operator==(const StoreMark& o) const {
+      return objects == o.objects && events == o.events && points == o.points && arms == o.arms &&
+             regions == o.regions && constructs == o.constructs;
+    }
+  };
+  // What one exclusive arm after the module body made (run()), and what it depended on.
+  struct ArmRecord {
+    char kind = 0;               // 'f': a function nothing calls; 'd': a driven class; 'c': a constructor
+    const void* key = nullptr;   // that function or class
+    std::vector<const void*> members;  // 'd': the hooks it ran, in order
+    StoreMark begin, end;        // its part of the store
+    size_t workBefore = 0, workAfter = 0, copiedBefore = 0, copiedAfter = 0;  // the task's budget
+    size_t peakObjects = 0;      // Session::Recording::peakObjects (0: no instantiation)
+    // It hit no limit, changed none of the module body's objects, and none was changed before it.
+    bool reusable = false;
+    std::vector<const void*> reads;          // sorted
+    std::vector<const FunctionDef*> called;  // sorted
+    std::vector<Cut> cuts;
+  };
+  // An earlier analysis of the file (before an edit, or of the same text) and how its places and
+  // definitions move onto this one (semantic::SummaryMove; `firstMoved`: the first byte the edit
+  // changed, places from there on moved or gone). The table gives one only when the edit left the module's
+  // own statements as they were (it lies in functions' texts or in a comment).
+  struct ArmSeed {
+    std::shared_ptr<const FileAnalysis> previous;
+    SummaryMove move;
+    uint32_t firstMoved = 0;
+  };
+  // Records what each arm made and read, for a later analysis to take (a language server's lints).
+  void recordArms() { recordArms_ = true; }
+  void seedArms(ArmSeed seed) { seed_ = std::move(seed); }
+  // The earlier analysis, given up after run() (to be freed off the critical path).
+  std::shared_ptr<const FileAnalysis> takePrevious() { return std::move(seed_.previous); }
+  size_t armsReused() const { return armsReused_; }
+
   const FunctionDef* enclosingFunction(ByteRange range) const { return module_.enclosingFunction(range); }
   const FunctionDef* findFunction(std::string_view qualname) const { return module_.findFunction(qualname); }
   const ClassDef* findClass(std::string_view qualname) const { return module_.findClass(qualname); }
@@ -82,9 +122,31 @@ class FileAnalysis {
   void runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, ObjId self, const Origin& origin,
                     bool constructorActs);
 
+  StoreMark markOf() const;
+  // The arm recorded as `kind`/`key` in the seed's analysis, when it may be taken here.
+  const ArmRecord* seededArm(char kind, const void* key) const;
+  // Puts `old`'s part of the seed's store into this store (moved onto this text), as the arm would make it,
+  // numbered `index` in its construct; false (nothing changed) when something in it cannot move or a limit
+  // might decide differently here.
+  bool replayArm(const ArmRecord& old, int index, ArmRecord& made);
+  // After the module body: whether the seed's arms may be taken (its body made the same, from the same).
+  void prepareSeed(const std::vector<const void*>& bodyReads);
+  // Whether an object the module body made was changed since (compared with `bodyObjects_`).
+  bool bodyObjectsChanged() const;
+
   const Module& module_;
   Session& session_;
   Store moduleStore_;
+  bool recordArms_ = false;
+  StoreMark bodyMark_;
+  std::vector<const void*> bodyReads_;
+  std::vector<Obj> bodyObjects_;  // the module body's objects as it left them (recordArms_)
+  bool bodyChanged_ = false;      // an arm changed one of them
+  std::vector<ArmRecord> arms_;
+  ArmSeed seed_;
+  std::unordered_map<const void*, const ArmRecord*> seeded_;  // this text's function or class -> its record
+  size_t armsReused_ = 0;
+  bool ownsPrevious_ = false;  // nothing else holds seed_.previous: replayArm may take its parts apart
 };
 
 // The interpreter over one Store. Public so that a CallModel can create objects

@@ -398,6 +398,9 @@ class Store {
   // Forgets the interning of the objects from `first` on (they stay in the store): what an exclusive arm
   // made is then not found again by the arms after it (FileAnalysis::run).
   void forgetInterned(ObjId first);
+  // Objects the store limit (kMaxStoreObjects) does not count: those of the exclusive arms before the
+  // current one (FileAnalysis::run). All of them count towards kMaxFileObjects.
+  size_t uncounted = 0;
 
   const Obj& obj(ObjId id) const { return objects.at(static_cast<size_t>(id)); }
   Obj& obj(ObjId id) { return objects.at(static_cast<size_t>(id)); }

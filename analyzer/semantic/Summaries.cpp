@@ -277,12 +277,17 @@ std::shared_ptr<const Summary> moveSummary(std::shared_ptr<const Summary> s, con
 // ---------------------------------------------------------------- Session
 
 void Session::noteCut(Cut cut) {
+  if (recording_) recording_->cuts.push_back(cut);
   if (!cutCallees_.insert(cut.callee).second) return;
   cuts_.push_back(std::move(cut));
 }
 
 const Summary* Session::summary(const FunctionDef* def) {
-  if (auto it = local_.find(def); it != local_.end()) return it->second.get();
+  if (recording_) recording_->reads.push_back(def);
+  if (auto it = local_.find(def); it != local_.end()) {
+    if (recording_) note(*it->second);
+    return it->second.get();
+  }
   if (inProgress_.count(def)) return nullptr;
   std::shared_ptr<const Summary> s;
   if (auto seeded = seeded_.find(def); seeded != seeded_.end()) {
@@ -303,7 +308,13 @@ const Summary* Session::summary(const FunctionDef* def) {
     s = share ? shared_->insert(std::move(made)) : std::move(made);
   }
   for (const FunctionDef* c : s->calls) called_.insert(c);
+  if (recording_) note(*s);
   return (local_[def] = std::move(s)).get();
+}
+
+void Session::note(const Summary& s) {
+  recording_->reads.insert(recording_->reads.end(), s.calls.begin(), s.calls.end());
+  recording_->called.insert(recording_->called.end(), s.calls.begin(), s.calls.end());
 }
 
 std::vector<std::shared_ptr<const Summary>> Session::pureSummariesOf(const Module* module) const {

@@ -51,8 +51,10 @@ struct Summary {
 // Past it the callee is treated like a recursive call, and the cut is reported.
 constexpr int kMaxSummaryDepth = 48;
 
-// Objects per store: bounds pathological summary fan-out.
+// Objects per store: bounds pathological summary fan-out. A linted file's store counts its module body's
+// with one exclusive arm's at a time (Store::uncounted), and holds at most kMaxFileObjects in all.
 constexpr size_t kMaxStoreObjects = 10000;
+constexpr size_t kMaxFileObjects = 3 * kMaxStoreObjects;
 
 // Work limits. The task's own interpretation (a linted file's module body and the
 // functions it inlines) has one Budget; each summary computation has a fresh one, so a
@@ -170,10 +172,31 @@ class Session {
   // A framework API the call model gives meaning to: its implementation is never interpreted.
   bool opaque(std::string_view qualname) const { return model_.frameworkApi(qualname); }
   bool called(const FunctionDef* def) const { return called_.count(def) > 0; }
-  void markCalled(const FunctionDef* def) { called_.insert(def); }
+  void markCalled(const FunctionDef* def) {
+    called_.insert(def);
+    if (recording_) recording_->called.push_back(def);
+  }
   // Calls cut by the depth limit, first one per callee.
   const std::vector<Cut>& cuts() const { return cuts_; }
   void noteCut(Cut cut);
+  // What the analysis used and did while a recording is on (FileAnalysis records its module body and each
+  // exclusive arm, for a later analysis of the edited file to take an arm's results instead of running it).
+  struct Recording {
+    std::vector<const void*> reads;          // the functions whose summaries or bodies it used
+    std::vector<const FunctionDef*> called;  // the functions it marked called
+    std::vector<Cut> cuts;                   // every cut it noted (also one a first cut of the callee hid)
+    // The task's own interpretation: how often a work budget or the store's object limit refused
+    // something, and the most objects an instantiation asked the store to hold (the limit's check).
+    size_t limitHits = 0;
+    size_t peakObjects = 0;
+  };
+  // Starts recording into `r` (null: stops); returns the recording that was on.
+  Recording* record(Recording* r) {
+    Recording* was = recording_;
+    recording_ = r;
+    return was;
+  }
+  Recording* recording() { return recording_; }
   // True while computing a summary kMaxSummaryDepth deep (summary() then returns null).
   bool atDepthLimit() const;
   size_t sharedHits() const { return sharedHits_; }
@@ -193,6 +216,7 @@ class Session {
 
  private:
   std::unique_ptr<Summary> compute(const FunctionDef* def);
+  void note(const Summary& s);  // a recording: what using `s` reads and marks called
   CallModel& model_;
   ModuleProvider* provider_;
   SummaryCache* shared_;
@@ -208,6 +232,7 @@ class Session {
   size_t seededHits_ = 0;
   std::unordered_map<const FunctionDef*, std::shared_ptr<const Summary>> seeded_;
   const Module* keepLocal_ = nullptr;
+  Recording* recording_ = nullptr;
 };
 
 }  // namespace shardlint::semantic

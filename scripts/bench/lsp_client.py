@@ -15,7 +15,7 @@ import threading
 import time
 
 _TRACE = re.compile(r"shardlint server: (incremental parse|full parse|lint) of (.*?): ([0-9.]+) ms"
-                    r"(?:, [0-9]+ diagnostics, ([0-9]+) summaries carried over)?")
+                    r"(?:, [0-9]+ diagnostics, ([0-9]+) summaries carried over(?:, ([0-9]+) arms)?)?")
 
 
 class Client:
@@ -28,6 +28,7 @@ class Client:
         self.trace = []  # (kind, ms) from the server's stderr
         self.trace_paths = []  # (kind, path, ms)
         self.carried = []  # per lint: the summaries an earlier lint of the file gave it
+        self.arms = []  # per lint: the arms of its analysis an earlier lint's gave it
         threading.Thread(target=self._read, daemon=True).start()
         if trace:
             threading.Thread(target=self._read_trace, daemon=True).start()
@@ -40,6 +41,8 @@ class Client:
                 self.trace_paths.append((m.group(1), m.group(2), float(m.group(3))))
                 if m.group(4) is not None:
                     self.carried.append(int(m.group(4)))
+                if m.group(5) is not None:
+                    self.arms.append(int(m.group(5)))
 
     def _read(self):
         out = self.proc.stdout
