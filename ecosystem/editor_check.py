@@ -110,7 +110,7 @@ def fresh(binary, root, uri, text):
 
 def check_file(binary, root, path, text):
     """[(what, carried, fresh)] for the states that differ, the number of states compared, and the summaries
-    carried over (all lints of the edited server)."""
+    and analysis arms carried over (all lints of the edited server)."""
     uri = pathlib.Path(path).as_uri()
     diffs = []
     client = start(binary, root, trace=True)
@@ -128,7 +128,7 @@ def check_file(binary, root, path, text):
                 diffs.append((what, got, want))
     finally:
         stop(client)
-    return diffs, len(seq), sum(client.carried)
+    return diffs, len(seq), sum(client.carried), sum(client.arms)
 
 
 def main():
@@ -145,6 +145,7 @@ def main():
     bad = 0
     compared = 0
     carried = 0
+    arms = 0
     for name in repos:
         root = os.path.join(args.cache, name)
         if not os.path.isdir(root):
@@ -153,12 +154,13 @@ def main():
         for path, text, _ in lsp_latency.sample_files(root, args.sample, args.seed, args.largest):
             rel = os.path.relpath(path, root)
             try:
-                diffs, n, c = check_file(args.shardlint, root, path, text)
+                diffs, n, c, a = check_file(args.shardlint, root, path, text)
             except SystemExit as e:
                 print(f"editor_check: {name}/{rel}: {e}", file=sys.stderr)
                 return 2
             compared += n
             carried += c
+            arms += a
             for what, got, want in diffs:
                 bad += 1
                 print(f"DIFFERS {name}/{rel} after {what}:")
@@ -166,10 +168,10 @@ def main():
                     print(f"  only after the edits: {d}")
                 for d in sorted(set(want or []) - set(got or [])):
                     print(f"  only in a fresh server: {d}")
-            print(f"{name}/{rel}: {n} states, {len(diffs)} differ, {c} summaries carried over", file=sys.stderr,
-                  flush=True)
+            print(f"{name}/{rel}: {n} states, {len(diffs)} differ, {c} summaries and {a} arms carried over",
+                  file=sys.stderr, flush=True)
     print(f"{'OK' if not bad else 'FAILED'}: {compared} edited states compared, {bad} differ "
-          f"({carried} summaries carried over)")
+          f"({carried} summaries and {arms} arms carried over)")
     return 1 if bad else 0
 
 

@@ -2,6 +2,7 @@
 // the next lint (driver/ModuleTableCarry.cpp). Each edit's findings must be exactly those of a fresh
 // analysis of the new text, and the summaries must be carried where the edit allows it.
 #include <algorithm>
+#include <cstdint>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <memory>
@@ -13,6 +14,8 @@
 #include "TestSupport.h"
 #include "driver/Linter.h"
 #include "driver/ModuleTable.h"
+#include "semantic/Model.h"
+#include "semantic/Summaries.h"
 
 namespace {
 
@@ -311,10 +314,13 @@ TEST_CASE("editor: arms an edit left as they were are taken from the analysis be
       {"a comment inside a method", "# a comment inside", "# the comment inside", true},
       {"a body no finding depends on", "return x * 2", "return x * 3", true},
       {"a body a finding depends on", "model = FSDP(model)\n        opt.step()", "opt.step()", true},
-      {"that body back", "opt.step()\n\n    def test_wrap_first", "model = FSDP(model)\n        opt.step()\n\n    def test_wrap_first",
+      {"that body back", "opt.step()\n\n    def test_wrap_first",
+       "model = FSDP(model)\n        opt.step()\n\n    def test_wrap_first", true},
+      {"the order in a body changed",
+       "model = FSDP(make_model())\n        opt = torch.optim.SGD(model.parameters(), lr=LR)",
+       "model = make_model()\n        opt = torch.optim.SGD(model.parameters(), lr=LR)\n"
+       "        model = FSDP(model)",
        true},
-      {"the order in a body changed", "model = FSDP(make_model())\n        opt = torch.optim.SGD(model.parameters(), lr=LR)",
-       "model = make_model()\n        opt = torch.optim.SGD(model.parameters(), lr=LR)\n        model = FSDP(model)", true},
       {"a function every test uses", "return torch.nn.Linear(2, 2)", "return torch.nn.Linear(4, 4)", true},
       {"a module-level statement", "LR = 0.1", "LR = 0.2", false},
       {"a character typed into a name and deleted (1)", "x = torch.randn(2)", "x_ = torch.randn(2)", true},
@@ -332,4 +338,38 @@ TEST_CASE("editor: arms an edit left as they were are taken from the analysis be
     if (step.carries) CHECK(arms > 0);
     else CHECK(arms == 0);
   }
+}
+
+TEST_CASE("moving a summary or an arm: an annotation that spells a place at or past the edit stops it",
+          "[unit][carry]") {
+  using shardlint::semantic::spellsPlaceFrom;
+  CHECK(spellsPlaceFrom("3:1200-1240", 1000));
+  CHECK(spellsPlaceFrom("3:1200-1240", 1240));
+  CHECK_FALSE(spellsPlaceFrom("3:1200-1240", 1241));
+  CHECK(spellsPlaceFrom("x@1500", 1500));  // a number at the end of the text
+  CHECK_FALSE(spellsPlaceFrom("fsdp2", 100));
+  CHECK_FALSE(spellsPlaceFrom("", 0));
+  CHECK(spellsPlaceFrom("0", 0));
+  CHECK(spellsPlaceFrom("123456789012345678901234567890", UINT32_MAX));  // a huge number counts
+  CHECK_FALSE(spellsPlaceFrom("4294967294", UINT32_MAX));
+}
+
+TEST_CASE("store: forgetting the interning of an arm's objects keeps the module body's", "[unit][carry]") {
+  shardlint::semantic::Store st;
+  st.objects.resize(4);
+  auto& memo = st.memo();
+  memo.refs["torch.nn"] = 0;
+  memo.refs["torch.optim.AdamW"] = 2;
+  memo.literals["s:fsdp"] = 1;
+  memo.literals["True"] = 3;
+  memo.derived[{0, ".Linear"}] = 2;
+  memo.defs[&st] = 3;
+  st.forgetInterned(2);
+  CHECK(memo.refs.size() == 1);
+  CHECK(memo.refs.count("torch.nn") == 1);
+  CHECK(memo.literals.size() == 1);
+  CHECK(memo.literals.count("s:fsdp") == 1);
+  CHECK(memo.derived.empty());
+  CHECK(memo.defs.empty());
+  CHECK(st.objects.size() == 4);  // the objects stay
 }

@@ -98,10 +98,10 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
     earlier = analysis.takePrevious();
     armsCarried_ = analysis.armsReused();
     if (carry_) {
+      std::shared_ptr<const semantic::FileAnalysis> kept;  // shares the rules' and analysis' lifetime (`work`)
+      if (keep) kept = std::shared_ptr<const semantic::FileAnalysis>(work, work->analysis.get());
       auto replaced = table_.keepSummaries(root_, shared_, session_->pureSummariesOf(root_->module.get()),
-                                           keep ? std::shared_ptr<const semantic::FileAnalysis>(work, work->analysis.get())
-                                                : nullptr,
-                                           listingChanges);
+                                           std::move(kept), listingChanges);
       if (!earlier) earlier = std::move(replaced);
     }
   }

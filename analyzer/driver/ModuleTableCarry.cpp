@@ -259,7 +259,6 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
       seed.previous = c.analysis;
       seed.move.fromFile = seed.move.toFile = root->module->fileId();
       seed.move.place = [](ByteRange r) { return std::optional<ByteRange>(r); };
-      seed.firstMoved = UINT32_MAX;
       analysis->seedArms(std::move(seed));
     }
     return;
@@ -283,6 +282,7 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
   move.fromFile = before.fileId();
   move.toFile = after.fileId();
   move.place = [&edit](ByteRange r) { return edit.place(r); };
+  move.firstMoved = edit.begin;
   move.deadDefs = &c.dead->defs;
   move.deadFiles = &c.dead->files;
   std::vector<std::shared_ptr<const semantic::Summary>> summaries = std::move(c.summaries);  // used up here
@@ -295,13 +295,12 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
                        [&](const ByteRange& r) { return r.begin <= begin && end <= r.end; });
   };
   bool inComment = cb && ca && edit.sameSpan(*cb, *ca);
-  if (analysis && c.analysis &&
-      (inComment || (within(changedBefore, edit.begin, edit.oldEnd) && within(changedAfter, edit.begin, edit.newEnd)))) {
+  bool inFunctions = within(changedBefore, edit.begin, edit.oldEnd) && within(changedAfter, edit.begin, edit.newEnd);
+  if (analysis && c.analysis && (inComment || inFunctions)) {
     semantic::FileAnalysis::ArmSeed seed;
     seed.previous = std::move(c.analysis);  // used up here
     seed.move = move;
     seed.move.place = [edit](ByteRange r) { return edit.place(r); };
-    seed.firstMoved = edit.begin;
     analysis->seedArms(std::move(seed));
   }
   // What the summaries were made from, as the analysis that made them recorded it: a module dropped with the

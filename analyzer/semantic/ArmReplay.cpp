@@ -60,13 +60,13 @@ struct Relocation {
   const FileAnalysis::StoreMark& fromEnd;
   const FileAnalysis::StoreMark& to;    // where it begins here
   const SummaryMove& move;
-  uint32_t firstMoved;
   bool ok = true;
 
   template <class T>
   T shift(T x, size_t bodyEnd, size_t b, size_t e, size_t at) {
     if (x < 0 || static_cast<size_t>(x) < bodyEnd) return x;
-    if (static_cast<size_t>(x) >= b && static_cast<size_t>(x) < e) return static_cast<T>(static_cast<size_t>(x) - b + at);
+    size_t u = static_cast<size_t>(x);
+    if (u >= b && u < e) return static_cast<T>(u - b + at);
     ok = false;  // a part of another arm: never, since the arms do not see each other's objects
     return x;
   }
@@ -87,45 +87,14 @@ struct Relocation {
     for (ObjId& x : out) x = obj(x);
     return out;
   }
-  const void* def(const void* d) {
-    if (!d) return d;
-    if (auto it = move.defs.find(d); it != move.defs.end()) {
-      if (!it->second) ok = false;
-      return it->second;
-    }
-    if (move.deadDefs && move.deadDefs->count(d)) ok = false;
-    return d;
-  }
-  void site(uint32_t& file, ByteRange& range) {
-    if (file == move.fromFile) {
-      std::optional<ByteRange> moved = move.place(range);
-      if (!moved) ok = false;
-      else range = *moved;
-      file = move.toFile;
-    } else if (move.deadFiles && move.deadFiles->count(file)) {
-      ok = false;
-    }
-  }
+  const void* def(const void* d) { return move.def(d, ok); }
+  void site(uint32_t& file, ByteRange& range) { move.site(file, range, ok); }
   void origin(Origin& o) {
     site(o.file, o.range);
     for (Site& v : o.via) site(v.file, v.range);
   }
-  // A call model's annotation may spell a place ("3:1200-1240"): one at or past the edit cannot be moved
-  // as text, so an arm holding a number that large is run again.
   void text(const std::string& s) {
-    uint64_t n = 0;
-    bool digits = false;
-    for (char ch : s) {
-      if (ch >= '0' && ch <= '9') {
-        n = std::min<uint64_t>(n * 10 + static_cast<uint64_t>(ch - '0'), uint64_t{1} << 40);
-        digits = true;
-        continue;
-      }
-      if (digits && n >= firstMoved) ok = false;
-      n = 0;
-      digits = false;
-    }
-    if (digits && n >= firstMoved) ok = false;
+    if (spellsPlaceFrom(s, move.firstMoved)) ok = false;
   }
 };
 
@@ -141,8 +110,9 @@ void FileAnalysis::prepareSeed(const std::vector<const void*>& bodyReads) {
   seeded_.clear();
   const FileAnalysis* prev = seed_.previous.get();
   ownsPrevious_ = seed_.previous.use_count() == 1;
-  if (!prev || !prev->recordArms_ || !(prev->bodyMark_ == bodyMark_)) return;
-  Relocation check{bodyMark_, bodyMark_, bodyMark_, bodyMark_, seed_.move, seed_.firstMoved};
+  // Only an analysis that records notices an arm of its own changing the body's objects (bodyChanged_).
+  if (!prev || !recordArms_ || !prev->recordArms_ || !(prev->bodyMark_ == bodyMark_)) return;
+  Relocation check{bodyMark_, bodyMark_, bodyMark_, bodyMark_, seed_.move};
   for (const void* d : prev->bodyReads_) check.def(d);
   if (!check.ok || bodyReads.size() != prev->bodyReads_.size()) return;
   for (const ArmRecord& r : prev->arms_) {
@@ -169,7 +139,7 @@ bool FileAnalysis::replayArm(const ArmRecord& old, int index, ArmRecord& made) {
   };
   Store& to = moduleStore_;
   StoreMark at = markOf();
-  Relocation rel{bodyMark_, old.begin, old.end, at, seed_.move, seed_.firstMoved};
+  Relocation rel{bodyMark_, old.begin, old.end, at, seed_.move};
   // What it depends on: the same functions, unchanged; a driven class's hooks, the same ones in order.
   for (const void* d : old.reads) made.reads.push_back(rel.def(d));
   for (const FunctionDef* f : old.called) made.called.push_back(static_cast<const FunctionDef*>(rel.def(f)));

@@ -155,16 +155,16 @@ void FileAnalysis::run() {
   // stand at the end of the module body.
   auto ownArm = [&](const FunctionDef& f) {
     inArm('f', &f, {}, [&] {
-    frame.arm = in.openArm(construct, index++, false);
-    frame.reachable = true;
-    std::vector<ValueSet> args;
-    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(f.node, "name")), {}};
-    for (size_t i = 0; i < f.params.size(); ++i) {
-      ObjId id = in.newObject(ObjKind::Arg, f.params[i], origin);
-      moduleStore_.obj(id).argIndex = static_cast<int>(i);
-      args.push_back({id});
-    }
-    in.analyzeInPlace(f, args);
+      frame.arm = in.openArm(construct, index++, false);
+      frame.reachable = true;
+      std::vector<ValueSet> args;
+      Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(f.node, "name")), {}};
+      for (size_t i = 0; i < f.params.size(); ++i) {
+        ObjId id = in.newObject(ObjKind::Arg, f.params[i], origin);
+        moduleStore_.obj(id).argIndex = static_cast<int>(i);
+        args.push_back({id});
+      }
+      in.analyzeInPlace(f, args);
     });
   };
   // How often the code mentions each word (syntax::codeWordCounts: not in comments, docstrings or other
@@ -213,21 +213,21 @@ void FileAnalysis::run() {
     if (const FunctionDef* init = c->findMethod("__init__"))
       hooks.insert(hooks.begin(), init);
     inArm('d', c.get(), std::vector<const void*>(hooks.begin(), hooks.end()), [&] {
-    frame.arm = in.openArm(construct, index++, false);
-    frame.reachable = true;
-    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
-    ObjId self = in.newObject(ObjKind::Arg, "self", origin);
-    moduleStore_.obj(self).argIndex = 0;
-    moduleStore_.obj(self).cls = c.get();
-    for (const FunctionDef* f : hooks) {
-      std::vector<ValueSet> args{{self}};
-      for (size_t i = 1; i < f->params.size(); ++i) {
-        ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
-        moduleStore_.obj(id).argIndex = static_cast<int>(i);
-        args.push_back({id});
+      frame.arm = in.openArm(construct, index++, false);
+      frame.reachable = true;
+      Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
+      ObjId self = in.newObject(ObjKind::Arg, "self", origin);
+      moduleStore_.obj(self).argIndex = 0;
+      moduleStore_.obj(self).cls = c.get();
+      for (const FunctionDef* f : hooks) {
+        std::vector<ValueSet> args{{self}};
+        for (size_t i = 1; i < f->params.size(); ++i) {
+          ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
+          moduleStore_.obj(id).argIndex = static_cast<int>(i);
+          args.push_back({id});
+        }
+        in.analyzeInPlace(*f, args);
       }
-      in.analyzeInPlace(*f, args);
-    }
     });
     driven.insert(hooks.begin(), hooks.end());
   }
@@ -244,29 +244,29 @@ void FileAnalysis::run() {
     const Summary* s = session_.summary(init);
     if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
     inArm('c', c.get(), {}, [&] {
-    frame.arm = in.openArm(construct, index++, false);
-    frame.reachable = true;
-    Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
-    ObjId self = in.newObject(ObjKind::Instance, c->qualname, origin);
-    moduleStore_.obj(self).cls = c.get();
-    std::vector<ValueSet> args{{self}};
-    for (size_t i = 1; i < init->params.size(); ++i) {
-      ObjId id = in.newObject(ObjKind::Arg, init->params[i], origin);
-      moduleStore_.obj(id).argIndex = static_cast<int>(i);
-      args.push_back({id});
-    }
-    size_t eventsBefore = moduleStore_.events.size(), objectsBefore = moduleStore_.objects.size();
-    in.analyzeInPlace(*init, args);
-    bool constructorActs = std::any_of(moduleStore_.events.begin() + static_cast<std::ptrdiff_t>(eventsBefore),
-                                       moduleStore_.events.end(),
-                                       [](const Event& e) { return e.kind == EventKind::Domain; });
-    // Only a constructor that acts (a domain event) or makes what the model calls an anchor (an
-    // optimizer) gives the later methods something to say; other classes (most of a model zoo's) skip the
-    // lifecycle and the summaries of their public methods.
-    bool anchored = constructorActs;
-    for (size_t i = objectsBefore; !anchored && i < moduleStore_.objects.size(); ++i)
-      anchored = session_.model().lifecycleAnchor(moduleStore_.objects[i]);
-    if (frame.reachable && anchored) runLifecycle(in, frame, *c, self, origin, constructorActs);
+      frame.arm = in.openArm(construct, index++, false);
+      frame.reachable = true;
+      Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
+      ObjId self = in.newObject(ObjKind::Instance, c->qualname, origin);
+      moduleStore_.obj(self).cls = c.get();
+      std::vector<ValueSet> args{{self}};
+      for (size_t i = 1; i < init->params.size(); ++i) {
+        ObjId id = in.newObject(ObjKind::Arg, init->params[i], origin);
+        moduleStore_.obj(id).argIndex = static_cast<int>(i);
+        args.push_back({id});
+      }
+      size_t eventsBefore = moduleStore_.events.size(), objectsBefore = moduleStore_.objects.size();
+      in.analyzeInPlace(*init, args);
+      bool constructorActs = std::any_of(moduleStore_.events.begin() + static_cast<std::ptrdiff_t>(eventsBefore),
+                                         moduleStore_.events.end(),
+                                         [](const Event& e) { return e.kind == EventKind::Domain; });
+      // Only a constructor that acts (a domain event) or makes what the model calls an anchor (an
+      // optimizer) gives the later methods something to say; other classes (most of a model zoo's) skip the
+      // lifecycle and the summaries of their public methods.
+      bool anchored = constructorActs;
+      for (size_t i = objectsBefore; !anchored && i < moduleStore_.objects.size(); ++i)
+        anchored = session_.model().lifecycleAnchor(moduleStore_.objects[i]);
+      if (frame.reachable && anchored) runLifecycle(in, frame, *c, self, origin, constructorActs);
     });
     driven.insert(init);
   }

@@ -95,13 +95,11 @@ class FileAnalysis {
     std::vector<Cut> cuts;
   };
   // An earlier analysis of the file (before an edit, or of the same text) and how its places and
-  // definitions move onto this one (semantic::SummaryMove; `firstMoved`: the first byte the edit
-  // changed, places from there on moved or gone). The table gives one only when the edit left the module's
-  // own statements as they were (it lies in functions' texts or in a comment).
+  // definitions move onto this one (semantic::SummaryMove). The table gives one only when the edit left the
+  // module's own statements as they were (it lies in functions' texts or in a comment).
   struct ArmSeed {
     std::shared_ptr<const FileAnalysis> previous;
     SummaryMove move;
-    uint32_t firstMoved = 0;
   };
   // Records what each arm made and read, for a later analysis to take (a language server's lints).
   void recordArms() { recordArms_ = true; }

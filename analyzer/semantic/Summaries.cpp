@@ -212,29 +212,49 @@ size_t SummaryCache::items() const {
 
 // ---------------------------------------------------------------- moving a summary
 
+bool spellsPlaceFrom(std::string_view text, uint32_t first) {
+  uint64_t n = 0;
+  bool digits = false;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      n = std::min<uint64_t>(n * 10 + static_cast<uint64_t>(text[i] - '0'), uint64_t{1} << 40);
+      digits = true;
+      continue;
+    }
+    if (digits && n >= first) return true;
+    n = 0;
+    digits = false;
+  }
+  return false;
+}
+
+const void* SummaryMove::def(const void* d, bool& ok) const {
+  if (!d) return d;
+  if (auto it = defs.find(d); it != defs.end()) {
+    if (!it->second) ok = false;
+    return it->second;
+  }
+  if (deadDefs && deadDefs->count(d)) ok = false;
+  return d;
+}
+
+void SummaryMove::site(uint32_t& file, ByteRange& range, bool& ok, bool write) const {
+  if (file == fromFile) {
+    std::optional<ByteRange> to = place(range);
+    if (!to) ok = false;
+    else if (write) range = *to;
+    if (write) file = toFile;
+  } else if (deadFiles && deadFiles->count(file)) {
+    ok = false;
+  }
+}
+
 namespace {
 // What moveSummary does to one summary: `write` false only checks that everything in it can move.
 bool moveParts(Summary& s, const SummaryMove& move, bool write) {
   bool ok = true;
-  auto def = [&](const void* d) -> const void* {
-    if (!d) return d;
-    if (auto it = move.defs.find(d); it != move.defs.end()) {
-      if (!it->second) ok = false;
-      return it->second;
-    }
-    if (move.deadDefs && move.deadDefs->count(d)) ok = false;
-    return d;
-  };
-  auto site = [&](uint32_t& file, ByteRange& range) {
-    if (file == move.fromFile) {
-      std::optional<ByteRange> to = move.place(range);
-      if (!to) ok = false;
-      else if (write) range = *to;
-      if (write) file = move.toFile;
-    } else if (move.deadFiles && move.deadFiles->count(file)) {
-      ok = false;
-    }
-  };
+  auto def = [&](const void* d) { return move.def(d, ok); };
+  auto site = [&](uint32_t& file, ByteRange& range) { move.site(file, range, ok, write); };
   auto origin = [&](Origin& o) {
     site(o.file, o.range);
     for (Site& v : o.via) site(v.file, v.range);
@@ -256,10 +276,15 @@ bool moveParts(Summary& s, const SummaryMove& move, bool write) {
       o.cls = static_cast<const ClassDef*>(c);
     }
     origin(o.origin);
-    if (ObjMore* more = o.moreIfAny())
+    if (ObjMore* more = o.moreIfAny()) {
       for (Origin& in : more->inputOrigins) origin(in);
+      for (const auto& [k, v] : more->tags) ok = ok && !spellsPlaceFrom(v, move.firstMoved);
+    }
   }
-  for (Event& e : s.store.events) origin(e.origin);
+  for (Event& e : s.store.events) {
+    origin(e.origin);
+    for (const auto& [k, v] : e.attrs()) ok = ok && !spellsPlaceFrom(v, move.firstMoved);
+  }
   return ok;
 }
 }  // namespace

@@ -6,6 +6,7 @@
 // into a function further up the chain cut short depends on where it was first reached and
 // stays in its task; a function's call of itself is cut wherever it is computed and keeps it pure.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <map>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -54,7 +56,7 @@ constexpr int kMaxSummaryDepth = 48;
 // Objects per store: bounds pathological summary fan-out. A linted file's store counts its module body's
 // with one exclusive arm's at a time (Store::uncounted), and holds at most kMaxFileObjects in all.
 constexpr size_t kMaxStoreObjects = 10000;
-constexpr size_t kMaxFileObjects = 3 * kMaxStoreObjects;
+constexpr size_t kMaxFileObjects = kMaxStoreObjects * 3 / 2;
 
 // Work limits. The task's own interpretation (a linted file's module body and the
 // functions it inlines) has one Budget; each summary computation has a fresh one, so a
@@ -136,13 +138,23 @@ class SummaryCache {
 // summary cannot move), a place in `fromFile` through `place` (nullopt: the text there changed), a
 // definition or place of another module stays as it is unless that module was dropped too (`deadDefs`,
 // `deadFiles`). Nothing is dereferenced through the old pointers: their modules may be gone.
+// `firstMoved`: the first byte the edit changed (places from there on moved or gone). A call model's
+// annotation (an object's tag, a domain event's attribute) may spell a place as text ("3:1200-1240"), which
+// cannot be moved: one holding a number that large does not move (spellsPlaceFrom).
 struct SummaryMove {
   uint32_t fromFile = 0, toFile = 0;
   std::unordered_map<const void*, const void*> defs;
   std::function<std::optional<ByteRange>(ByteRange)> place;
   const std::unordered_set<const void*>* deadDefs = nullptr;
   const std::set<uint32_t>* deadFiles = nullptr;
+  uint32_t firstMoved = UINT32_MAX;
+  // `d` on the new text (itself for another module's); clears `ok` when it changed or its module was dropped.
+  const void* def(const void* d, bool& ok) const;
+  // Moves a place (when `write`); clears `ok` when its text changed or its module was dropped.
+  void site(uint32_t& file, ByteRange& range, bool& ok, bool write = true) const;
 };
+// Whether `text` holds a decimal number of at least `first` (SummaryMove::firstMoved).
+bool spellsPlaceFrom(std::string_view text, uint32_t first);
 // `s` moved, or null when something in it cannot move. Moved in place when nothing else holds it, else
 // copied.
 std::shared_ptr<const Summary> moveSummary(std::shared_ptr<const Summary> s, const SummaryMove& move);
