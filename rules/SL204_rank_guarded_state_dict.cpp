@@ -76,14 +76,16 @@ const Region* rankGuard(const Store& st, semantic::PointId p) {
 
 // The FSDP version of the wrap that `model` (any of its values) was sharded by before `p`: "1", "2", or "" when
 // no wrap in evidence.
-std::string fsdpVersionOf(const Store& st, const ValueSet& model, semantic::PointId p, std::string_view api = {}) {
+// `wraps`: the store's wrap events (domainEvents), read once per store.
+std::string fsdpVersionOf(const Store& st, const std::vector<const Event*>& wraps, const ValueSet& model,
+                          semantic::PointId p, std::string_view api = {}) {
   std::string found;
   for (ObjId m : model) {
     const semantic::Obj& o = st.obj(m);
     if (api.empty() && o.tag("fsdp_wrapper") == "fsdp1") return "1";
     Lineage l = lineageOf(st, m);
     if (l.root == semantic::kNoObj) continue;
-    for (const Event* w : domainEvents(st, "wrap")) {
+    for (const Event* w : wraps) {
       if (w->target == semantic::kNoObj || !st.mayHappenBefore(w->point, p)) continue;
       if (!api.empty() && w->attr("api") != api) continue;
       // Fabric's strategies are not all torch FSDP1 (Thunder's FSDP strategy wraps with its own sharding): not read.
@@ -106,10 +108,10 @@ struct Collective {
   std::string wrapApi, fsdpVersion;
 };
 
-std::optional<Collective> collectiveAt(const Store& st, const Event& e) {
+std::optional<Collective> collectiveAt(const Store& st, const std::vector<const Event*>& wraps, const Event& e) {
   if (e.kind == EventKind::MethodCall && e.name == "state_dict" && e.target != semantic::kNoObj &&
       e.args.empty()) {
-    if (fsdpVersionOf(st, {e.target}, e.point) != "1") return std::nullopt;  // FSDP2's state_dict() gathers nothing
+    if (fsdpVersionOf(st, wraps, {e.target}, e.point) != "1") return std::nullopt;  // FSDP2's state_dict() gathers nothing
     return Collective{"`" + render(st, writtenLineage(st, e.target)) + ".state_dict()` on an FSDP1 model",
                       "all-gathers the flat parameters of every FSDP unit (with any state-dict type)", "state-dict",
                       "fsdp1", "1"};
@@ -129,7 +131,7 @@ std::optional<Collective> collectiveAt(const Store& st, const Event& e) {
     if (e.name == "save_state") {
       // save_state gathers the model and optimizer state; measured collective with FSDP1 only (see the .md).
       ValueSet models;
-      for (const Event* w : domainEvents(st, "wrap"))
+      for (const Event* w : wraps)
         if (w->attr("api") == "accelerate" && w->attr("fsdp_version") == "1" && w->target != semantic::kNoObj &&
             st.mayHappenBefore(w->point, e.point))
           semantic::addValue(models, w->target);
@@ -138,7 +140,7 @@ std::optional<Collective> collectiveAt(const Store& st, const Event& e) {
                         "gathers the model's state dict"};
     }
     if (e.args.empty()) return std::nullopt;
-    std::string version = fsdpVersionOf(st, e.args[0], e.point, "accelerate");
+    std::string version = fsdpVersionOf(st, wraps, e.args[0], e.point, "accelerate");
     if (version.empty()) return std::nullopt;
     // The replay prepares an accelerate FSDP2 model (FSDP1's prepare on CPU is not replayed for this rule).
     std::string shape = version != "2" ? "" : e.name == "get_state_dict" ? "accelerate-state-dict" : "accelerate-save-model";
@@ -165,10 +167,11 @@ class RankGuardedStateDict final : public Rule {
     uint32_t self = cx.analysis().module().fileId();
     for (const auto& root : cx.analysis().roots()) {
       const Store& st = *root.store;
+      const std::vector<const Event*> wraps = domainEvents(st, "wrap");
       for (const Event& e : st.events) {
         if (e.kind != EventKind::MethodCall && e.kind != EventKind::Call) continue;
         if (e.point == semantic::kNoPoint) continue;
-        auto c = collectiveAt(st, e);  // names first: cheaper than the regions around the call
+        auto c = collectiveAt(st, wraps, e);  // names first: cheaper than the regions around the call
         if (!c || fsdp::neverRuns(st, e.point) || expectedToFail(st, e.point)) continue;
         const Region* guard = rankGuard(st, e.point);
         if (!guard && !cx.wantsControls()) continue;

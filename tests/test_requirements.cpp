@@ -114,6 +114,36 @@ TEST_CASE("requirements: the nearest folder with dependency files, stopping at t
   CHECK(index.forDirectory(t.path() / "repo/src/pkg").count("lightning"));  // cached, same answer
 }
 
+TEST_CASE("requirements: a kept index forgets its answers when what they were read from changes on disk",
+          "[requirements]") {
+  testing::TempDir t("shardlint-req-");
+  t.write("repo/.git/HEAD", "ref: refs/heads/main\n");
+  t.write("repo/requirements.txt", "-r requirements/base.txt\n");
+  t.write("repo/requirements/base.txt", "lightning==2.0.9\n");
+  t.write("repo/src/train.py", "");
+  RequirementsIndex index;
+  auto spec = [&] {
+    const Requirements& r = index.forDirectory(t.path() / "repo/src");
+    auto it = r.find("lightning");
+    return it == r.end() || it->second.empty() ? std::string("none") : it->second[0].spec;
+  };
+  CHECK(spec() == "==2.0.9");
+  index.revalidate();  // nothing changed: the same answer (and no file is read again)
+  CHECK(spec() == "==2.0.9");
+  // A file named by `-r` rewritten (another size).
+  t.write("repo/requirements/base.txt", "lightning>=2.1.0,<3\n");
+  CHECK(spec() == "==2.0.9");  // not before revalidate: an answer stays valid while in use
+  index.revalidate();
+  CHECK(spec() == ">=2.1.0,<3");
+  // A dependency file created in the file's own folder: that folder's listing changed.
+  t.write("repo/src/requirements.txt", "lightning==1.9\n");
+  index.revalidate();
+  CHECK(spec() == "==1.9");
+  std::filesystem::remove(t.path() / "repo/src/requirements.txt");
+  index.revalidate();
+  CHECK(spec() == ">=2.1.0,<3");
+}
+
 TEST_CASE("versions: which specifiers keep every version below a bound", "[requirements]") {
   for (const char* below : {"==2.0.9", "===2.0.0", "<2.1", "<=2.0.9", "<2.1.0", "~=2.0.5", "~=1.9", "==2.0.*", "=2.0",
                             "=2.0.*", "^1.9", "^0.5", "~2.0.4", "~2.0", "2.0.9", "2.0.*", ">=1.8,<2.1",

@@ -166,7 +166,10 @@ std::string dumpModel(const std::string& path, std::string text, const RuleCatal
   return out;
 }
 
-Linter::Linter(const RuleCatalog& catalog, LintOptions options) : catalog_(catalog), options_(std::move(options)) {}
+Linter::Linter(const RuleCatalog& catalog, LintOptions options)
+    : catalog_(catalog),
+      options_(std::move(options)),
+      requirements_(options_.requirements ? options_.requirements : std::make_shared<RequirementsIndex>()) {}
 
 std::optional<std::vector<std::vector<std::string_view>>> pythonPrescan(const Rule& r) {
   if (!r.checksPython()) return std::nullopt;

@@ -133,6 +133,9 @@ struct LintOptions {
   std::shared_ptr<ControlSink> controls;
   // Where each task leaves its analysis to be freed later (Disposal); null: freed when the task ends.
   std::shared_ptr<Disposal> disposal;
+  // The projects' declared requirements, kept between runs (the language server's, checked against the
+  // disk by RequirementsIndex::revalidate before each lint); null: each Linter reads its own.
+  std::shared_ptr<RequirementsIndex> requirements;
 };
 
 struct LintStats {
@@ -279,7 +282,7 @@ class Linter {
                                 std::vector<std::unique_ptr<Facts>>& store) const;
   const RuleCatalog& catalog_;
   LintOptions options_;
-  std::shared_ptr<RequirementsIndex> requirements_ = std::make_shared<RequirementsIndex>();
+  std::shared_ptr<RequirementsIndex> requirements_;
 };
 
 // One round of a fix run (fixToFixedPoint's `relint`): lints `files` again with `texts` (path ->

@@ -406,9 +406,23 @@ size_t ModuleTable::refresh(const LintOptions& options) {
   lock.unlock();
   std::map<Entry*, Carry> left;  // what the carried entries leave for their next lint
   auto dead = std::make_shared<Carry::Dead>();
+  // What a dropped entry held, freed later when the run has a Disposal (the language server frees it after
+  // the edit's diagnostics are out: a module that imports the edited file and its tree take a millisecond).
+  struct Dropped {
+    std::unique_ptr<SourceFile> file;
+    syntax::Tree tree;
+    std::unique_ptr<semantic::Module> module;  // freed first: it refers to the file and the tree
+  };
   for (Entry* e : stale) {
     std::lock_guard<std::mutex> el(e->mu);
     if (!carried.empty()) leaveForCarry(e, carried, left, *dead);
+    if (options.disposal && (e->module || e->tree || e->file)) {
+      auto d = std::make_shared<Dropped>();
+      d->file = std::move(e->file);
+      d->tree = std::move(e->tree);
+      d->module = std::move(e->module);
+      options.disposal->keep(std::move(d));
+    }
     e->module.reset();
     e->tree = syntax::Tree();
     e->file.reset();

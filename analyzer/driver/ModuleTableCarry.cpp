@@ -133,13 +133,6 @@ namespace {
 struct Edit {
   uint32_t begin = 0, oldEnd = 0, newEnd = 0;
   int64_t delta() const { return static_cast<int64_t>(newEnd) - static_cast<int64_t>(oldEnd); }
-  // A place before the edit, where it is after: ranges in the changed bytes have none.
-  std::optional<ByteRange> place(ByteRange r) const {
-    if (r.end <= begin) return r;
-    if (r.begin >= oldEnd)
-      return ByteRange{static_cast<uint32_t>(r.begin + delta()), static_cast<uint32_t>(r.end + delta())};
-    return std::nullopt;
-  }
   // The place `x` before the edit is `y` after it.
   bool samePoint(uint32_t x, uint32_t y) const {
     return (x <= begin && y == x) || (x >= oldEnd && static_cast<int64_t>(y) == x + delta());
@@ -258,7 +251,6 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
       semantic::FileAnalysis::ArmSeed seed;
       seed.previous = c.analysis;
       seed.move.fromFile = seed.move.toFile = root->module->fileId();
-      seed.move.place = [](ByteRange r) { return std::optional<ByteRange>(r); };
       analysis->seedArms(std::move(seed));
     }
     return;
@@ -281,10 +273,15 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
     return;
   move.fromFile = before.fileId();
   move.toFile = after.fileId();
-  move.place = [&edit](ByteRange r) { return edit.place(r); };
+  move.editBegin = edit.begin;
+  move.oldEnd = edit.oldEnd;
+  move.newEnd = edit.newEnd;
   move.firstMoved = edit.begin;
   move.deadDefs = &c.dead->defs;
-  move.deadFiles = &c.dead->files;
+  for (uint32_t f : c.dead->files) {
+    if (f >= move.deadFiles.size()) move.deadFiles.resize(f + 1);
+    move.deadFiles[f] = true;
+  }
   std::vector<std::shared_ptr<const semantic::Summary>> summaries = std::move(c.summaries);  // used up here
   for (auto& s : summaries)
     if (auto moved = semantic::moveSummary(std::move(s), move)) session.seed(std::move(moved));
@@ -300,7 +297,6 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
     semantic::FileAnalysis::ArmSeed seed;
     seed.previous = std::move(c.analysis);  // used up here
     seed.move = move;
-    seed.move.place = [edit](ByteRange r) { return edit.place(r); };
     analysis->seedArms(std::move(seed));
   }
   // What the summaries were made from, as the analysis that made them recorded it: a module dropped with the

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 
 namespace fs = std::filesystem;
@@ -78,7 +79,11 @@ void addSpecLine(Requirements& out, std::string_view text, bool conda, const fs:
   if (parseSpecLine(text, conda, name, spec)) add(out, name, spec, file, line);
 }
 
+// The files read for the folder RequirementsIndex::forDirectory is reading (its lock is held), for their stamps.
+thread_local std::vector<fs::path>* tFilesRead = nullptr;
+
 std::optional<std::string> readSmallFile(const fs::path& p) {
+  if (tFilesRead) tFilesRead->push_back(p);
   std::error_code ec;
   auto size = fs::file_size(p, ec);
   if (ec || size > kMaxDependencyFileBytes) return std::nullopt;
@@ -500,6 +505,23 @@ Requirements parseRequirementsFile(const fs::path& file, const std::string& text
   return out;
 }
 
+RequirementsIndex::Stamp RequirementsIndex::stampOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  auto ns = [](const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; };
+  return Stamp{true, static_cast<uint64_t>(st.st_size), ns(st.st_mtim), ns(st.st_ctim)};
+}
+
+void RequirementsIndex::revalidate() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [path, stamp] : read_)
+    if (!(stampOf(path) == stamp)) {
+      cache_.clear();
+      read_.clear();
+      return;
+    }
+}
+
 const Requirements& RequirementsIndex::forDirectory(const fs::path& start) {
   std::lock_guard<std::mutex> lock(mu_);
   static const Requirements none;
@@ -521,9 +543,19 @@ const Requirements& RequirementsIndex::forDirectory(const fs::path& start) {
     }
     FolderFiles files = filesIn(dir);
     Step step{key, {}};
-    for (const auto* list : {&files.dependencies, &files.scripts})
-      for (const auto& f : *list)
-        if (auto text = readSmallFile(f)) append(step.own, parseRequirementsFile(f, *text));
+    std::vector<fs::path> filesRead;
+    {
+      struct Recording {
+        explicit Recording(std::vector<fs::path>* to) { tFilesRead = to; }
+        ~Recording() { tFilesRead = nullptr; }
+      } recording(&filesRead);
+      for (const auto* list : {&files.dependencies, &files.scripts})
+        for (const auto& f : *list)
+          if (auto text = readSmallFile(f)) append(step.own, parseRequirementsFile(f, *text));
+    }
+    for (const std::string& listed : {key, (dir / "requirements").string(), (dir / ".git").string()})
+      read_.emplace(listed, stampOf(listed));
+    for (const auto& f : filesRead) read_.emplace(f.string(), stampOf(f.string()));
     steps.push_back(std::move(step));
     std::error_code ec;
     if (!files.dependencies.empty() || fs::exists(dir / ".git", ec) || dir.parent_path() == dir) break;

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,11 +49,28 @@ Requirements parseRequirementsFile(const std::filesystem::path& file, const std:
 class RequirementsIndex {
  public:
   const Requirements& forDirectory(const std::filesystem::path& dir);
+  // For an index kept between runs (the language server keeps one from edit to edit): forgets every
+  // answer when a folder it listed or a file it read is not as it was then (size, modification and
+  // status-change times; a folder's change when an entry is added, removed or renamed). Not while an
+  // answer is in use: a reference forDirectory returned is invalid after a call that forgot.
+  void revalidate();
 
  private:
+  // A path's size and times, or none when it does not exist.
+  struct Stamp {
+    bool exists = false;
+    uint64_t size = 0;
+    int64_t mtime = 0, ctime = 0;
+    bool operator==(const Stamp& o) const {
+      return exists == o.exists && size == o.size && mtime == o.mtime && ctime == o.ctime;
+    }
+  };
+  static Stamp stampOf(const std::string& path);
   std::mutex mu_;
   // Folder -> its answer; a folder that declares nothing shares the answer of the folder above.
   std::map<std::string, std::shared_ptr<const Requirements>> cache_;
+  // What the answers were read from: the folders listed and the files read, as they were then.
+  std::map<std::string, Stamp> read_;
 };
 
 }  // namespace shardlint

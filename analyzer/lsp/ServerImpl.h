@@ -162,6 +162,8 @@ class Server {
   std::string root_;
   LintOptions base_;
   std::unique_ptr<ModuleTable> table_;  // the warm project index (parsed modules, shared summaries)
+  // The projects' declared requirements, read once and checked against the disk before each lint.
+  std::shared_ptr<RequirementsIndex> requirements_ = std::make_shared<RequirementsIndex>();
   FileConfig config_;
 
   std::map<std::string, Document> docs_;  // by URI

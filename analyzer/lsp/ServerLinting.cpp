@@ -31,6 +31,7 @@ json Server::toLsp(const Diagnostic& d) const {
 
 LintOptions Server::optionsWithOverlays() const {
   LintOptions o = base_;
+  o.requirements = requirements_;
   for (const auto& [uri, d] : docs_) {
     o.overlays[d.path] = d.text;
     if (d.tree) o.parsedTrees[d.path] = d.tree.get();
@@ -119,6 +120,7 @@ void Server::flush(bool complete) {
     for (const auto& [uri, d] : docs_) othersPending_.insert(uri);
     othersDirty_ = false;
   }
+  requirements_->revalidate();
   LintOptions options = optionsWithOverlays();
   // Each analysis is freed once its results are out: the fast pass's before the first background pass,
   // each background pass's before the next, the last when this flush returns.
@@ -212,6 +214,7 @@ json Server::pullDiagnostics(const json& params) {
   d.uri = uri;
   d.path = *path;
   d.kind = kindOf(d.path, "");
+  requirements_->revalidate();
   Linter linter(catalog_, optionsWithOverlays());
   return {{"kind", "full"}, {"items", lint(d, linter)}};
 }

@@ -82,10 +82,8 @@ struct Relocation {
     return shift(c, static_cast<size_t>(body.constructs), static_cast<size_t>(from.constructs),
                  static_cast<size_t>(fromEnd.constructs), static_cast<size_t>(to.constructs));
   }
-  ValueSet set(const ValueSet& vs) {  // the order holds: the body's ids stay below the arm's
-    ValueSet out(vs);
-    for (ObjId& x : out) x = obj(x);
-    return out;
+  void set(ValueSet& vs) {  // the order holds: the body's ids stay below the arm's
+    for (ObjId& x : vs) x = obj(x);
   }
   const void* def(const void* d) { return move.def(d, ok); }
   void site(uint32_t& file, ByteRange& range) { move.site(file, range, ok); }
@@ -115,6 +113,13 @@ void FileAnalysis::prepareSeed(const std::vector<const void*>& bodyReads) {
   Relocation check{bodyMark_, bodyMark_, bodyMark_, bodyMark_, seed_.move};
   for (const void* d : prev->bodyReads_) check.def(d);
   if (!check.ok || bodyReads.size() != prev->bodyReads_.size()) return;
+  // Room for as much as the earlier analysis made (the arms taken from it are put in one by one).
+  const Store& was = prev->moduleStore_;
+  moduleStore_.objects.reserve(was.objects.size());
+  moduleStore_.events.reserve(was.events.size());
+  moduleStore_.points.reserve(was.points.size());
+  moduleStore_.arms.reserve(was.arms.size());
+  moduleStore_.regions.reserve(was.regions.size());
   for (const ArmRecord& r : prev->arms_) {
     if (!r.reusable) continue;
     auto it = seed_.move.defs.find(r.key);
@@ -132,10 +137,10 @@ const FileAnalysis::ArmRecord* FileAnalysis::seededArm(char kind, const void* ke
 bool FileAnalysis::replayArm(const ArmRecord& old, int index, ArmRecord& made) {
   // Taken apart when nothing else holds the earlier analysis (each part is taken once), else copied.
   Store& from = const_cast<Store&>(seed_.previous->moduleStore_);
-  auto take = [this](auto& x) {
-    using T = std::decay_t<decltype(x)>;
-    if (ownsPrevious_) return T(std::move(x));
-    return T(x);
+  // `x` put at the end of `to` (moved when the earlier analysis is taken apart, else copied).
+  auto take = [this](auto& to, auto& x) -> auto& {
+    if (ownsPrevious_) return to.emplace_back(std::move(x));
+    return to.emplace_back(x);
   };
   Store& to = moduleStore_;
   StoreMark at = markOf();
@@ -157,19 +162,28 @@ bool FileAnalysis::replayArm(const ArmRecord& old, int index, ArmRecord& made) {
   if (budget.work + work > Budget::kInlineBudget || budget.copied + copied > Budget::kCopyBudget) return false;
   if (old.peakObjects && at.objects + (old.peakObjects - old.begin.objects) > kMaxFileObjects) return false;
 
+  // Each part is put at its place here once (room made as push_back would, but once for the whole part),
+  // then moved onto this text where it lies.
+  auto room = [](auto& v, size_t more) {
+    if (v.capacity() < v.size() + more) v.reserve(std::max(v.size() + more, 2 * v.capacity()));
+  };
+  room(to.points, old.end.points - old.begin.points);
+  room(to.arms, old.end.arms - old.begin.arms);
+  room(to.objects, old.end.objects - old.begin.objects);
+  room(to.events, old.end.events - old.begin.events);
+  room(to.regions, old.end.regions - old.begin.regions);
   for (size_t i = old.begin.points; i < old.end.points; ++i)
     to.points.push_back(Point{static_cast<int>(to.points.size()), rel.arm(from.points[i].arm)});
   for (size_t i = old.begin.arms; i < old.end.arms; ++i) {
-    Arm a = take(from.arms[i]);
+    Arm& a = take(to.arms, from.arms[i]);
     a.construct = rel.construct(a.construct);
     a.parent = rel.arm(a.parent);
     if (a.resumeAt >= 0) a.resumeAt = rel.point(a.resumeAt);
-    a.test = rel.set(a.test);
-    to.arms.push_back(std::move(a));
+    rel.set(a.test);
   }
   if (old.end.arms > old.begin.arms) to.arms[at.arms].index = index;  // the arm's own, numbered here
   for (size_t i = old.begin.objects; i < old.end.objects && rel.ok; ++i) {
-    Obj o = take(from.objects[i]);
+    Obj& o = take(to.objects, from.objects[i]);
     o.parent = rel.obj(o.parent);
     o.owner = rel.obj(o.owner);
     o.point = rel.point(o.point);
@@ -177,33 +191,30 @@ bool FileAnalysis::replayArm(const ArmRecord& old, int index, ArmRecord& made) {
     o.cls = static_cast<const ClassDef*>(rel.def(o.cls));
     rel.origin(o.origin);
     if (ObjMore* more = o.moreIfAny()) {
-      for (ValueSet& e : more->elements) e = rel.set(e);
-      for (ValueSet& in : more->inputs) in = rel.set(in);
+      for (ValueSet& e : more->elements) rel.set(e);
+      for (ValueSet& in : more->inputs) rel.set(in);
       for (Origin& in : more->inputOrigins) rel.origin(in);
       for (const auto& [k, v] : more->tags) rel.text(v);
     }
-    to.objects.push_back(std::move(o));
   }
   for (size_t i = old.begin.events; i < old.end.events && rel.ok; ++i) {
-    Event e = take(from.events[i]);
+    Event& e = take(to.events, from.events[i]);
     e.target = rel.obj(e.target);
-    for (ValueSet& a : e.args) a = rel.set(a);
-    for (auto& kw : e.kwargs) kw.second = rel.set(kw.second);
+    for (ValueSet& a : e.args) rel.set(a);
+    for (auto& kw : e.kwargs) rel.set(kw.second);
     rel.origin(e.origin);
     e.point = rel.point(e.point);
     for (const auto& [k, v] : e.attrs()) rel.text(v);
-    to.events.push_back(std::move(e));
   }
   for (size_t i = old.begin.regions; i < old.end.regions && rel.ok; ++i) {
-    Region r = take(from.regions[i]);
-    r.subject = rel.set(r.subject);
+    Region& r = take(to.regions, from.regions[i]);
+    rel.set(r.subject);
     for (Term& t : r.terms) {
-      t.left = rel.set(t.left);
-      t.right = rel.set(t.right);
+      rel.set(t.left);
+      rel.set(t.right);
     }
     r.begin = rel.point(r.begin);
     r.end = rel.point(r.end);
-    to.regions.push_back(std::move(r));
   }
   if (!rel.ok) {  // back to where it stood
     to.objects.resize(at.objects);

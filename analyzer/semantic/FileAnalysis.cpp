@@ -7,6 +7,7 @@
 #include <cctype>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -24,11 +25,12 @@ namespace {
 
 // ---- a trainer class's lifecycle (FileAnalysis::run): what its methods read and assign on `self`
 
-// What one method's body does with `self` (its first parameter), read from the syntax: the attributes it
-// names (`self.X` anywhere) and those it assigns (`self.X = ...`, also inside tuple targets).
+// What one method's body does with `self` (FileAnalysis::SelfSets), with the method.
 struct SelfUse {
   const FunctionDef* def = nullptr;
-  std::set<std::string> mentioned, assigned;
+  std::shared_ptr<const FileAnalysis::SelfSets> sets;
+  const std::set<std::string>& mentioned() const { return sets->mentioned; }
+  const std::set<std::string>& assigned() const { return sets->assigned; }
 };
 
 void selfTargets(TSNode target, std::string_view self, std::string_view src, std::set<std::string>& out) {
@@ -45,9 +47,9 @@ void selfTargets(TSNode target, std::string_view self, std::string_view src, std
   }
 }
 
-SelfUse selfUseOf(const FunctionDef& def) {
-  SelfUse u;
-  u.def = &def;
+// Read from the method's syntax: a walk of its whole body.
+FileAnalysis::SelfSets selfSetsOf(const FunctionDef& def) {
+  FileAnalysis::SelfSets u;
   if (def.params.empty() || !def.owner) return u;
   std::string_view src = def.owner->file().text, self = def.params[0];
   syntax::walk(syntax::field(def.node, "body"), [&](TSNode n) {
@@ -305,7 +307,7 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
     for (const auto& [name, def] : c->methods) {
       if (def->nested || def->isStatic || def->params.empty()) continue;
       byName.emplace(name, def);
-      uses.push_back(selfUseOf(*def));  // the method's text (and its decorators, decoratedAway) is read
+      uses.push_back({def, selfSets(*def)});  // the method's text (and its decorators, decoratedAway) is read
       if (rec) rec->reads.push_back(def);
     }
   }
@@ -325,7 +327,7 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
       if (construction.count(u.def) || !isPrivate) continue;
       bool named = false, onlyThere = true;
       for (const SelfUse& v : uses) {
-        if (!v.mentioned.count(n) || v.def == u.def) continue;
+        if (!v.mentioned().count(n) || v.def == u.def) continue;
         named = true;
         onlyThere = onlyThere && construction.count(v.def) > 0;
       }
@@ -340,7 +342,7 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
     std::set<std::string> out;
     for (const SelfUse& u : uses)
       if (u.def != m && u.def->name != m->name && !construction.count(u.def))
-        out.insert(u.assigned.begin(), u.assigned.end());
+        out.insert(u.assigned().begin(), u.assigned().end());
     return out;
   };
   // The lifecycle: each public method (`train`, `fit`, `step`, ...) on the constructed instance, in its
@@ -352,7 +354,7 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
     if (name.empty() || name[0] == '_' || decoratedAway(*def)) continue;
     // Only a method that reads or sets something on `self` can see what the constructor did.
     auto u = std::find_if(uses.begin(), uses.end(), [&](const SelfUse& v) { return v.def == def; });
-    if (u == uses.end() || u->mentioned.empty()) continue;
+    if (u == uses.end() || u->mentioned().empty()) continue;
     // And only when the constructor or the method itself records a domain fact (a model-wrapping
     // call, say): otherwise the run tells nothing the method's own arm does not.
     if (!constructorActs) {
@@ -391,6 +393,17 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
   frame.attrs = std::move(afterAttrs);
   frame.arm = constructed;
   frame.reachable = true;
+}
+
+std::shared_ptr<const FileAnalysis::SelfSets> FileAnalysis::selfSets(const FunctionDef& def) {
+  if (!def.owner) return std::make_shared<const SelfSets>();
+  std::string text(syntax::textOf(def.node, def.owner->file().text));
+  if (auto it = selfSets_.find(text); it != selfSets_.end()) return it->second;
+  std::shared_ptr<const SelfSets> sets;
+  if (const FileAnalysis* before = seed_.previous.get())
+    if (auto it = before->selfSets_.find(text); it != before->selfSets_.end()) sets = it->second;
+  if (!sets) sets = std::make_shared<const SelfSets>(selfSetsOf(def));
+  return selfSets_.emplace(std::move(text), std::move(sets)).first->second;
 }
 
 std::vector<FileAnalysis::Root> FileAnalysis::roots() const { return {{"<module>", &moduleStore_}}; }

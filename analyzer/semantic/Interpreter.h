@@ -108,6 +108,13 @@ class FileAnalysis {
   std::shared_ptr<const FileAnalysis> takePrevious() { return std::move(seed_.previous); }
   size_t armsReused() const { return armsReused_; }
 
+  // What a method's body does with `self` (its first parameter), read from its syntax for a trainer class's
+  // lifecycle (runLifecycle): the attributes it names (`self.X` anywhere) and those it assigns
+  // (`self.X = ...`, also inside tuple targets).
+  struct SelfSets {
+    std::set<std::string> mentioned, assigned;
+  };
+
   const FunctionDef* enclosingFunction(ByteRange range) const { return module_.enclosingFunction(range); }
   const FunctionDef* findFunction(std::string_view qualname) const { return module_.findFunction(qualname); }
   const ClassDef* findClass(std::string_view qualname) const { return module_.findClass(qualname); }
@@ -120,6 +127,9 @@ class FileAnalysis {
   void runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, ObjId self, const Origin& origin,
                     bool constructorActs);
 
+  // `def`'s SelfSets: read once per text of a method, in this analysis or the seed's (the same text parses
+  // the same: the table seeds only analyses of error-free trees), walked in its body otherwise.
+  std::shared_ptr<const SelfSets> selfSets(const FunctionDef& def);
   StoreMark markOf() const;
   // The arm recorded as `kind`/`key` in the seed's analysis, when it may be taken here.
   const ArmRecord* seededArm(char kind, const void* key) const;
@@ -145,6 +155,8 @@ class FileAnalysis {
   std::unordered_map<const void*, const ArmRecord*> seeded_;  // this text's function or class -> its record
   size_t armsReused_ = 0;
   bool ownsPrevious_ = false;  // nothing else holds seed_.previous: replayArm may take its parts apart
+  // A method's text -> its SelfSets (selfSets), those this analysis used.
+  std::unordered_map<std::string, std::shared_ptr<const SelfSets>> selfSets_;
 };
 
 // The interpreter over one Store. Public so that a CallModel can create objects

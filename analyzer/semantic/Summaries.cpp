@@ -244,7 +244,7 @@ void SummaryMove::site(uint32_t& file, ByteRange& range, bool& ok, bool write) c
     if (!to) ok = false;
     else if (write) range = *to;
     if (write) file = toFile;
-  } else if (deadFiles && deadFiles->count(file)) {
+  } else if (file < deadFiles.size() && deadFiles[file]) {
     ok = false;
   }
 }
@@ -290,11 +290,17 @@ bool moveParts(Summary& s, const SummaryMove& move, bool write) {
 }  // namespace
 
 std::shared_ptr<const Summary> moveSummary(std::shared_ptr<const Summary> s, const SummaryMove& move) {
-  // The check writes nothing (const_cast only to share the walk with the move).
-  if (!s || !moveParts(const_cast<Summary&>(*s), move, false)) return nullptr;
-  // Held only here: moved where it is (it was made as a mutable Summary); else a copy is.
-  std::shared_ptr<Summary> out =
-      s.use_count() == 1 ? std::const_pointer_cast<Summary>(std::move(s)) : std::make_shared<Summary>(*s);
+  if (!s) return nullptr;
+  // Held only here: moved where it is (it was made as a mutable Summary) in one walk, and dropped, half
+  // moved, when something in it cannot move.
+  if (s.use_count() == 1) {
+    std::shared_ptr<Summary> out = std::const_pointer_cast<Summary>(std::move(s));
+    return moveParts(*out, move, true) ? out : nullptr;
+  }
+  // Else checked first (the check writes nothing: const_cast only to share the walk with the move), then
+  // a copy is moved.
+  if (!moveParts(const_cast<Summary&>(*s), move, false)) return nullptr;
+  auto out = std::make_shared<Summary>(*s);
   moveParts(*out, move, true);
   return out;
 }

@@ -144,9 +144,17 @@ class SummaryCache {
 struct SummaryMove {
   uint32_t fromFile = 0, toFile = 0;
   std::unordered_map<const void*, const void*> defs;
-  std::function<std::optional<ByteRange>(ByteRange)> place;
+  // The edit: the old text's bytes [editBegin, oldEnd) are [editBegin, newEnd) in the new one (the defaults:
+  // the same text, every place stays).
+  uint32_t editBegin = UINT32_MAX, oldEnd = UINT32_MAX, newEnd = UINT32_MAX;
+  // A place in `fromFile` where it is after the edit; none for a range in the changed bytes.
+  std::optional<ByteRange> place(ByteRange r) const {
+    if (r.end <= editBegin) return r;
+    if (r.begin < oldEnd) return std::nullopt;
+    return ByteRange{r.begin - oldEnd + newEnd, r.end - oldEnd + newEnd};
+  }
   const std::unordered_set<const void*>* deadDefs = nullptr;
-  const std::set<uint32_t>* deadFiles = nullptr;
+  std::vector<bool> deadFiles;  // by file id
   uint32_t firstMoved = UINT32_MAX;
   // `d` on the new text (itself for another module's); clears `ok` when it changed or its module was dropped.
   const void* def(const void* d, bool& ok) const;
