@@ -373,3 +373,41 @@ TEST_CASE("store: forgetting the interning of an arm's objects keeps the module 
   CHECK(memo.defs.empty());
   CHECK(st.objects.size() == 4);  // the objects stay
 }
+
+TEST_CASE("editor: an arm a limit cut short is taken only where the analysis stands as it did", "[lsp][carry]") {
+  // Forty test functions, each instantiating a helper's summary of 150 objects five times: past the file's
+  // object limit (kMaxFileObjects), the later arms' copies are refused. Such an arm is taken from the analysis
+  // before an edit only when the objects, work and copies before it are what they were there.
+  std::string text = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n\n"
+                     "def make_tensors():\n";
+  for (int i = 0; i < 150; ++i) text += "    t" + std::to_string(i) + " = torch.randn(" + std::to_string(i + 1) + ")\n";
+  text += "    return t0\n\n\n";
+  for (int k = 0; k < 40; ++k) {
+    text += "def test_case_" + std::to_string(k) + "():\n    # case " + std::to_string(k) + "\n";
+    for (int c = 0; c < 5; ++c) text += "    x" + std::to_string(c) + " = make_tensors()\n";
+    text += "    model = torch.nn.Linear(2, 2)\n    opt = torch.optim.AdamW(model.parameters())\n"
+            "    model = FSDP(model)\n    opt.step()\n\n\n";
+  }
+  shardlint::testing::TempDir dir("shardlint-limited-");
+  std::string path = dir.write("test_many.py", text).string();
+  Editor editor(path);
+  size_t carried = 0, arms = 0;
+  REQUIRE(editor.lint(text, &carried, &arms) == fresh(path, text));
+  // The same text: every arm is taken, those a limit cut short too.
+  REQUIRE(editor.lint(text, &carried, &arms) == fresh(path, text));
+  size_t all = arms;
+  CHECK(all >= 40);
+  // A comment in the last test: everything before every arm is as it was.
+  std::string commented = replaced(text, "# case 39", "# case thirty-nine");
+  CHECK(editor.lint(commented, &carried, &arms) == fresh(path, commented));
+  CHECK(arms == all);
+  // The first test makes one more copy: it runs again, and so does every later arm a limit cut short (the
+  // objects before it are not what they were); those no limit touched are taken.
+  std::string more = replaced(commented, "x4 = make_tensors()\n", "x4 = make_tensors()\n    x5 = make_tensors()\n");
+  CHECK(editor.lint(more, &carried, &arms) == fresh(path, more));
+  CHECK(arms + 1 < all);
+  CHECK(arms > 0);
+  // And back: the first test runs again; the others are taken where they stand as before.
+  CHECK(editor.lint(commented, &carried, &arms) == fresh(path, commented));
+  CHECK(arms > 0);
+}

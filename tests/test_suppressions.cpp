@@ -230,3 +230,15 @@ TEST_CASE("suppressions: RuleSelection", "[suppressions]") {
     CHECK(codesOf(Linter(catalog, select101).lintText("t.py", script())) == kSL101);
   }
 }
+
+TEST_CASE("suppressions: only a comment that says noqa or shardlint is looked up, in any case", "[suppressions]") {
+  // A `#` in a string before the comment, in upper or mixed case, after an ordinary comment section.
+  CHECK(lint(script("  # NoQA: SL101")) == kNone);
+  CHECK(lint(script("  # SHARDLINT: disable=SL101")) == kNone);
+  CHECK(lint(script(" if '#' else None  # noqa: SL101")) == kNone);
+  CHECK(lint(script("  # type: ignore # noqa: SL101")) == kNone);
+  // An ordinary comment, and a directive inside a string (not a comment): the finding stays.
+  CHECK(lint(script("  # the optimizer, built early")) == kSL101);
+  CHECK(lint(script(" if '# noqa: SL101' else None")) == kSL101);
+  CHECK(lint(script("", "", "s = '''\n# noqa\n'''\n")) == kSL101);
+}

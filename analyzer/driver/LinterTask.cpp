@@ -2,6 +2,7 @@
 // rule `finish` and suppressions (Task::run), and the project modules its calls reach, loaded lazily
 // from the run's ModuleTable (the semantic::ModuleProvider side). Declared in LinterImpl.h.
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -23,11 +24,26 @@ namespace {
 
 // The comments of a Python tree, for suppressions: one look-up per `#` in the text (a comment
 // starts with one) rather than a walk over every node.
+// Whether `line` holds `word` in any case.
+bool mentionsNoCase(std::string_view line, std::string_view word) {
+  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  return std::search(line.begin(), line.end(), word.begin(), word.end(),
+                     [&](char a, char b) { return lower(a) == b; }) != line.end();
+}
+
 void collectComments(const SourceFile& file, TSNode root, Suppressions& sup) {
   const auto& kinds = syntax::PyKinds::instance();
   std::string_view text = file.text;
   size_t pos = 0;
   while ((pos = text.find('#', pos)) != std::string_view::npos) {
+    // Only a comment that says `noqa` or `shardlint` can be a directive (Suppressions::addComment): the tree
+    // is asked only about a `#` whose line says one of them after it.
+    size_t eol = text.find('\n', pos);
+    std::string_view rest = text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
+    if (!mentionsNoCase(rest, "noqa") && !mentionsNoCase(rest, "shardlint")) {
+      pos = eol == std::string_view::npos ? text.size() : eol;
+      continue;
+    }
     TSNode n = ts_node_descendant_for_byte_range(root, static_cast<uint32_t>(pos), static_cast<uint32_t>(pos + 1));
     size_t next = pos + 1;
     if (!ts_node_is_null(n) && ts_node_child_count(n) == 0) {  // a leaf: a comment, or a string's text

@@ -7,9 +7,11 @@
 //   the body never see what another arm made (FileAnalysis::run);
 // - the texts and summaries of the functions it used (Session::Recording::reads) and the definitions it
 //   names (their pointers move; a changed one does not);
-// - the task's work budget, the store's object limit and the earlier arms' called marks: an arm is taken
-//   only when no limit refused anything in it, and none can here (its work, its copies and the objects it
-//   asked the store to hold, counted from where this analysis stands);
+// - the task's work budget, the store's object limit and the earlier arms' called marks: an arm in which no
+//   limit refused anything is taken when none can here (its work, its copies and the objects it asked the
+//   store to hold, counted from where this analysis stands); one in which a limit refused something only
+//   where this analysis stands exactly where the earlier one did (objects, work, copies), so that every limit
+//   decides as it did (the summaries it used count against budgets of their own);
 // - the module body's objects, which an arm may change (an annotation, an owner): an arm that changed one,
 //   or came after one that did, is run again, and so is every arm after one that does so here.
 // The table (ModuleTable::seedSummaries) seeds an analysis only when the edit left the module's own
@@ -156,11 +158,17 @@ bool FileAnalysis::replayArm(const ArmRecord& old, int index, ArmRecord& made) {
     made.cuts.push_back(std::move(c));
   }
   if (!rel.ok) return false;
-  // The limits decide nothing differently: the earlier run hit none, and the same work from here does not.
+  // The limits decide nothing differently: the earlier run hit none, and the same work from here does not;
+  // or it hit one, and this analysis stands where the earlier one did at the arm's start.
   const Budget& budget = session_.budget();
   size_t work = old.workAfter - old.workBefore, copied = old.copiedAfter - old.copiedBefore;
-  if (budget.work + work > Budget::kInlineBudget || budget.copied + copied > Budget::kCopyBudget) return false;
-  if (old.peakObjects && at.objects + (old.peakObjects - old.begin.objects) > kMaxFileObjects) return false;
+  if (old.limited) {
+    if (at.objects != old.begin.objects || budget.work != old.workBefore || budget.copied != old.copiedBefore)
+      return false;
+  } else {
+    if (budget.work + work > Budget::kInlineBudget || budget.copied + copied > Budget::kCopyBudget) return false;
+    if (old.peakObjects && at.objects + (old.peakObjects - old.begin.objects) > kMaxFileObjects) return false;
+  }
 
   // Each part is put at its place here once (room made as push_back would, but once for the whole part),
   // then moved onto this text where it lies.
@@ -242,6 +250,7 @@ bool FileAnalysis::replayArm(const ArmRecord& old, int index, ArmRecord& made) {
   made.copiedAfter = b.copied;
   made.peakObjects = old.peakObjects ? old.peakObjects - old.begin.objects + at.objects : 0;
   made.reusable = true;
+  made.limited = old.limited;
   return true;
 }
 

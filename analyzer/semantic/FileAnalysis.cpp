@@ -138,7 +138,8 @@ void FileAnalysis::run() {
       made.copiedAfter = session_.budget().copied;
       made.peakObjects = rec.peakObjects;
       bool changed = bodyObjectsChanged();
-      made.reusable = rec.limitHits == 0 && !bodyChanged_ && !changed;
+      made.reusable = !bodyChanged_ && !changed;
+      made.limited = rec.limitHits > 0;
       bodyChanged_ = bodyChanged_ || changed;
       std::sort(rec.reads.begin(), rec.reads.end());
       rec.reads.erase(std::unique(rec.reads.begin(), rec.reads.end()), rec.reads.end());

@@ -88,8 +88,12 @@ class FileAnalysis {
     StoreMark begin, end;        // its part of the store
     size_t workBefore = 0, workAfter = 0, copiedBefore = 0, copiedAfter = 0;  // the task's budget
     size_t peakObjects = 0;      // Session::Recording::peakObjects (0: no instantiation)
-    // It hit no limit, changed none of the module body's objects, and none was changed before it.
+    // It changed none of the module body's objects, and none was changed before it.
     bool reusable = false;
+    // A limit (the task's work or copy budget, the file's object limit) refused something in it: taken only
+    // where the analysis stands exactly where it stood at its start (the same objects, work and copies), so
+    // that each limit decides as it did.
+    bool limited = false;
     std::vector<const void*> reads;          // sorted
     std::vector<const FunctionDef*> called;  // sorted
     std::vector<Cut> cuts;

@@ -1,5 +1,7 @@
 #include "syntax/CodeWords.h"
 
+#include <bitset>
+
 #include "syntax/TreeSitter.h"
 
 namespace shardlint::syntax {
@@ -36,8 +38,24 @@ size_t wordEnd(std::string_view text, size_t i) {
 std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text,
                                                          const std::unordered_set<std::string_view>* only) {
   std::unordered_map<std::string_view, int> counts;
+  // With `only`: a word's length and first byte are checked before it is hashed (most words are no name asked).
+  std::bitset<64> lengths;
+  std::bitset<256> firsts;
+  bool longNames = false;
+  if (only)
+    for (std::string_view w : *only) {
+      if (w.empty()) continue;
+      if (w.size() < 64) lengths.set(w.size());
+      else longNames = true;
+      firsts.set(static_cast<unsigned char>(w[0]));
+    }
   auto count = [&](std::string_view word) {
-    if (!only || only->count(word)) ++counts[word];
+    if (only) {
+      if (word.empty() || !firsts.test(static_cast<unsigned char>(word[0])) ||
+          (word.size() < 64 ? !lengths.test(word.size()) : !longNames) || !only->count(word))
+        return;
+    }
+    ++counts[word];
   };
   auto countWords = [&](std::string_view part) {
     for (size_t i = 0; i < part.size();) {
