@@ -515,7 +515,7 @@ RequirementsIndex::Stamp RequirementsIndex::stampOf(const std::string& path) {
 void RequirementsIndex::revalidate() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [path, stamp] : read_)
-    if (!(stampOf(path) == stamp)) {
+    if (stamp.existence ? stampOf(path).exists != stamp.exists : !(stampOf(path) == stamp)) {
       cache_.clear();
       read_.clear();
       return;
@@ -553,8 +553,10 @@ const Requirements& RequirementsIndex::forDirectory(const fs::path& start) {
         for (const auto& f : *list)
           if (auto text = readSmallFile(f)) append(step.own, parseRequirementsFile(f, *text));
     }
-    for (const std::string& listed : {key, (dir / "requirements").string(), (dir / ".git").string()})
-      read_.emplace(listed, stampOf(listed));
+    for (const std::string& listed : {key, (dir / "requirements").string()}) read_.emplace(listed, stampOf(listed));
+    // Only whether `.git` is there counts (git changes the folder's times all the time).
+    Stamp git = stampOf((dir / ".git").string());
+    read_.emplace((dir / ".git").string(), Stamp{git.exists, 0, 0, 0, true});
     for (const auto& f : filesRead) read_.emplace(f.string(), stampOf(f.string()));
     steps.push_back(std::move(step));
     std::error_code ec;

@@ -61,6 +61,7 @@ class RequirementsIndex {
     bool exists = false;
     uint64_t size = 0;
     int64_t mtime = 0, ctime = 0;
+    bool existence = false;  // only whether it exists counts
     bool operator==(const Stamp& o) const {
       return exists == o.exists && size == o.size && mtime == o.mtime && ctime == o.ctime;
     }
