@@ -106,7 +106,7 @@ bool FileAnalysis::bodyObjectsChanged() const {
   return false;
 }
 
-void FileAnalysis::prepareSeed(const std::vector<const void*>& bodyReads) {
+void FileAnalysis::prepareSeed() {
   seeded_.clear();
   const FileAnalysis* prev = seed_.previous.get();
   ownsPrevious_ = seed_.previous.use_count() == 1;
@@ -114,7 +114,7 @@ void FileAnalysis::prepareSeed(const std::vector<const void*>& bodyReads) {
   if (!prev || !recordArms_ || !prev->recordArms_ || !(prev->bodyMark_ == bodyMark_)) return;
   Relocation check{bodyMark_, bodyMark_, bodyMark_, bodyMark_, seed_.move};
   for (const void* d : prev->bodyReads_) check.def(d);
-  if (!check.ok || bodyReads.size() != prev->bodyReads_.size()) return;
+  if (!check.ok || bodyReads_.size() != prev->bodyReads_.size()) return;
   // Room for as much as the earlier analysis made (the arms taken from it are put in one by one).
   const Store& was = prev->moduleStore_;
   moduleStore_.objects.reserve(was.objects.size());

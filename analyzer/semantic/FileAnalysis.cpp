@@ -47,6 +47,24 @@ void selfTargets(TSNode target, std::string_view self, std::string_view src, std
   }
 }
 
+// `args` followed by an unknown argument (an Arg object numbered by its place) for each parameter of `f`
+// from the `from`-th on: how an arm calls a function nothing here calls.
+std::vector<ValueSet> withUnknownArgs(Interp& in, Store& st, const FunctionDef& f, const Origin& origin, size_t from,
+                                      std::vector<ValueSet> args) {
+  for (size_t i = from; i < f.params.size(); ++i) {
+    ObjId id = in.newObject(ObjKind::Arg, f.params[i], origin);
+    st.obj(id).argIndex = static_cast<int>(i);
+    args.push_back({id});
+  }
+  return args;
+}
+
+template <class T>
+void sortUnique(std::vector<T>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
 // Read from the method's syntax: a walk of its whole body.
 FileAnalysis::SelfSets selfSetsOf(const FunctionDef& def) {
   FileAnalysis::SelfSets u;
@@ -94,15 +112,14 @@ void FileAnalysis::run() {
     if (recordArms_) session_.record(&body);
     in.execBlock(module_.root());
     session_.record(nullptr);
-    std::sort(body.reads.begin(), body.reads.end());
-    body.reads.erase(std::unique(body.reads.begin(), body.reads.end()), body.reads.end());
+    sortUnique(body.reads);
     bodyReads_ = std::move(body.reads);
   }
   int construct = moduleStore_.constructs++;
   int index = 0;
   bodyMark_ = markOf();
   if (recordArms_) bodyObjects_ = moduleStore_.objects;
-  prepareSeed(bodyReads_);
+  prepareSeed();
   // The exclusive arms below each start from what the module body left: the objects it made, found again
   // by their names (the store's interning), its attribute stores, and the store's object limit
   // (kMaxStoreObjects counts the body's objects and the arm's own). What one arm makes is never found by
@@ -141,10 +158,8 @@ void FileAnalysis::run() {
       made.reusable = !bodyChanged_ && !changed;
       made.limited = rec.limitHits > 0;
       bodyChanged_ = bodyChanged_ || changed;
-      std::sort(rec.reads.begin(), rec.reads.end());
-      rec.reads.erase(std::unique(rec.reads.begin(), rec.reads.end()), rec.reads.end());
-      std::sort(rec.called.begin(), rec.called.end());
-      rec.called.erase(std::unique(rec.called.begin(), rec.called.end()), rec.called.end());
+      sortUnique(rec.reads);
+      sortUnique(rec.called);
       made.reads = std::move(rec.reads);
       made.called = std::move(rec.called);
       made.cuts = std::move(rec.cuts);
@@ -160,14 +175,8 @@ void FileAnalysis::run() {
     inArm('f', &f, {}, [&] {
       frame.arm = in.openArm(construct, index++, false);
       frame.reachable = true;
-      std::vector<ValueSet> args;
       Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(f.node, "name")), {}};
-      for (size_t i = 0; i < f.params.size(); ++i) {
-        ObjId id = in.newObject(ObjKind::Arg, f.params[i], origin);
-        moduleStore_.obj(id).argIndex = static_cast<int>(i);
-        args.push_back({id});
-      }
-      in.analyzeInPlace(f, args);
+      in.analyzeInPlace(f, withUnknownArgs(in, moduleStore_, f, origin, 0, {}));
     });
   };
   // How often the code mentions each word (syntax::codeWordCounts: not in comments, docstrings or other
@@ -222,15 +231,7 @@ void FileAnalysis::run() {
       ObjId self = in.newObject(ObjKind::Arg, "self", origin);
       moduleStore_.obj(self).argIndex = 0;
       moduleStore_.obj(self).cls = c.get();
-      for (const FunctionDef* f : hooks) {
-        std::vector<ValueSet> args{{self}};
-        for (size_t i = 1; i < f->params.size(); ++i) {
-          ObjId id = in.newObject(ObjKind::Arg, f->params[i], origin);
-          moduleStore_.obj(id).argIndex = static_cast<int>(i);
-          args.push_back({id});
-        }
-        in.analyzeInPlace(*f, args);
-      }
+      for (const FunctionDef* f : hooks) in.analyzeInPlace(*f, withUnknownArgs(in, moduleStore_, *f, origin, 1, {{self}}));
     });
     driven.insert(hooks.begin(), hooks.end());
   }
@@ -252,12 +253,7 @@ void FileAnalysis::run() {
       Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(c->node, "name")), {}};
       ObjId self = in.newObject(ObjKind::Instance, c->qualname, origin);
       moduleStore_.obj(self).cls = c.get();
-      std::vector<ValueSet> args{{self}};
-      for (size_t i = 1; i < init->params.size(); ++i) {
-        ObjId id = in.newObject(ObjKind::Arg, init->params[i], origin);
-        moduleStore_.obj(id).argIndex = static_cast<int>(i);
-        args.push_back({id});
-      }
+      std::vector<ValueSet> args = withUnknownArgs(in, moduleStore_, *init, origin, 1, {{self}});
       size_t eventsBefore = moduleStore_.events.size(), objectsBefore = moduleStore_.objects.size();
       in.analyzeInPlace(*init, args);
       bool constructorActs = std::any_of(moduleStore_.events.begin() + static_cast<std::ptrdiff_t>(eventsBefore),
@@ -382,13 +378,7 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
       moduleStore_.obj(id).parent = self;
       frame.attrs[selfKey + attr] = {id};
     }
-    std::vector<ValueSet> args{{self}};
-    for (size_t i = 1; i < m->params.size(); ++i) {
-      ObjId id = in.newObject(ObjKind::Arg, m->params[i], origin);
-      moduleStore_.obj(id).argIndex = static_cast<int>(i);
-      args.push_back({id});
-    }
-    in.analyzeInPlace(*m, args);
+    in.analyzeInPlace(*m, withUnknownArgs(in, moduleStore_, *m, origin, 1, {{self}}));
   }
   frame.env = std::move(after);
   frame.attrs = std::move(afterAttrs);

@@ -142,7 +142,7 @@ class FileAnalysis {
   // might decide differently here.
   bool replayArm(const ArmRecord& old, int index, ArmRecord& made);
   // After the module body: whether the seed's arms may be taken (its body made the same, from the same).
-  void prepareSeed(const std::vector<const void*>& bodyReads);
+  void prepareSeed();
   // Whether an object the module body made was changed since (compared with `bodyObjects_`).
   bool bodyObjectsChanged() const;
 
