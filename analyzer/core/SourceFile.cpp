@@ -79,6 +79,25 @@ uint64_t contentHash(std::string_view text) {
   return h;
 }
 
+uint64_t textHash(std::string_view text) {
+  auto mix = [](uint64_t a, uint64_t b) {
+    __uint128_t r = static_cast<__uint128_t>(a) * b;
+    return static_cast<uint64_t>(r) ^ static_cast<uint64_t>(r >> 64);
+  };
+  constexpr uint64_t k0 = 0xa0761d6478bd642full, k1 = 0xe7037ed1a0b428dbull, k2 = 0x8ebc6af09c88c6e3ull;
+  const char* p = text.data();
+  size_t n = text.size(), i = 0;
+  uint64_t h = mix(k0 ^ n, k2);
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = mix(h ^ w, k1);
+  }
+  uint64_t tail = 0;
+  if (i < n) std::memcpy(&tail, p + i, n - i);
+  return mix(mix(h ^ tail, k1 ^ (n - i)), k0);
+}
+
 bool isValidUtf8(std::string_view s) {
   size_t i = 0, n = s.size();
   while (i < n) {

@@ -57,8 +57,13 @@ struct SourceFile {
 // UTF-8 validation (rejects overlong forms and surrogates).
 bool isValidUtf8(std::string_view s);
 
-// A 64-bit FNV-1a hash of bytes: content change detection, cache keys, SARIF fingerprints.
+// A 64-bit FNV-1a hash of bytes: cache keys and SARIF fingerprints (which must not change between
+// versions: code scanning matches alerts by them).
 uint64_t contentHash(std::string_view text);
+// A 64-bit hash of a file's text, eight bytes a step (a 128-bit multiply folded): whether a file changed,
+// the cached results' checksum. Several times faster than contentHash on a source file; its values are
+// kept only in this version's caches.
+uint64_t textHash(std::string_view text);
 // A hash as 16 lower-case hex digits (cache file names and keys).
 std::string hashHex(uint64_t hash);
 

@@ -60,7 +60,7 @@ class PrescanCache {
     uint64_t mask = 0;
     bool hasImports = false;           // `imports` was scanned (files near a linted one only)
     std::vector<std::string> imports;  // as spelled (scanImports)
-    uint64_t hash = 0;                 // contentHash of the text; 0 when not computed
+    uint64_t hash = 0;                 // textHash of the text; 0 when not computed
     // Where its imports led (after `imports` was scanned): per import that names a project module, the
     // module's file (absolute) and whether it is one of the file's own ancestor packages. An answer of
     // the ProjectIndex, so good only while its layout is unchanged (ResultCache::layout).

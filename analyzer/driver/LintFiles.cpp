@@ -114,8 +114,12 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     else if (isLaunchPath(p)) launchPaths.push_back(p);
     else pyPaths.push_back(p);
   }
-  ProjectIndex index(options_.roots);
-  index.addFiles(pyPaths);
+  // The language server's lints share an index (its lookups made once) while its folder listings are
+  // kept (ModuleTable::projectIndex); a run of its own makes one.
+  std::shared_ptr<ProjectIndex> sharedIndex = persistent ? persistent->projectIndex(options_.roots, pyPaths) : nullptr;
+  std::optional<ProjectIndex> ownIndex;
+  if (!sharedIndex) ownIndex.emplace(options_.roots).addFiles(pyPaths);
+  ProjectIndex& index = sharedIndex ? *sharedIndex : *ownIndex;
   // The persistent cache: findings of files whose text and dependencies are unchanged, and the
   // stamps of the files the pre-scan read (a file whose stamp is unchanged is not read again).
   std::unique_ptr<ResultCache> cache;
@@ -129,8 +133,6 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     cache = std::make_unique<ResultCache>(options_.cacheDir, key);
     cache->load();
   }
-  // The language server's next edit lists the same folders: shared while young (ModuleTable::listings).
-  if (persistent && !cache) index.shareListings(persistent->listings());
   // The pre-scan cache (the language server's, or the persistent cache's stamps), and what its masks
   // mean (the words, in bit order; for a configuration or Markdown file, bit 0: ConfigMentions).
   PrescanCache* prescans = persistent ? &persistent->prescans() : cache ? &cache->stamps() : nullptr;
@@ -333,7 +335,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         if (stat && stat->size == rd.bytes) {
           rd.stat = stat;
           prescans->store(sc.path,
-                          PrescanCache::Entry{*stat, sc.mask, sc.depth < 2, rd.imports, contentHash(rd.r.text)},
+                          PrescanCache::Entry{*stat, sc.mask, sc.depth < 2, rd.imports, textHash(rd.r.text)},
                           prescanWords);
         }
         if (!wantText) rd.r.text = std::string();  // only its mask and imports were wanted
@@ -420,7 +422,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     ReadResult r = readSource(sc.path, options_);
     if (auto problem = readProblem(r, options_.maxFileBytes)) return problem;
     sc.text = std::move(r.text);
-    sc.hash = contentHash(sc.text);
+    sc.hash = textHash(sc.text);
     sc.deferred = false;
     return std::nullopt;
   };
@@ -499,7 +501,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
           return hashes[path] = known;
         }
     ReadResult r = readSource(path, options_);
-    uint64_t h = r.skipped || contentProblem(r.text, options_.maxFileBytes) ? 0 : contentHash(r.text);
+    uint64_t h = r.skipped || contentProblem(r.text, options_.maxFileBytes) ? 0 : textHash(r.text);
     std::lock_guard<std::mutex> lock(hashMu);
     return hashes[path] = h;
   };
@@ -662,7 +664,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         uint64_t hash = 0;
         bool cached = cache && s.linted;  // an importer's findings are kept only where they are in linted files
         if (cached) {
-          hash = s.deferred ? s.hash : contentHash(s.text);
+          hash = s.deferred ? s.hash : textHash(s.text);
           if (auto hit = cache->lookup(s.path, hash, facts, hashOf)) {
             results[t] = std::move(*hit);
             ++cacheHits;

@@ -130,7 +130,7 @@ void ModuleTable::readLocked(Entry* e, const LintOptions& options, std::optional
     if (t && !again.skipped && !again.fromOverlay && again.text == r.text) e->mtime = t;
   }
   std::optional<std::string> problem = readProblem(r, options.maxFileBytes);
-  e->hash = r.skipped ? 0 : contentHash(r.text);
+  e->hash = r.skipped ? 0 : textHash(r.text);
   if (problem) {
     e->problem = *problem;
     return;
@@ -383,7 +383,7 @@ size_t ModuleTable::refresh(const LintOptions& options) {
     if (!e->read) continue;
     auto ov = options.overlays.find(key);
     bool changed;
-    if (ov != options.overlays.end()) changed = !e->fromOverlay || contentHash(ov->second) != e->hash;
+    if (ov != options.overlays.end()) changed = !e->fromOverlay || textHash(ov->second) != e->hash;
     else changed = e->fromOverlay || mtimeOf(e->path) != e->mtime;
     if (changed) stale.insert(e);
   }
@@ -468,19 +468,45 @@ void ModuleTable::storeWalk(const std::string& dir, ProjectWalk walk) {
 
 std::shared_ptr<ProjectIndex::ListingShare> ModuleTable::listings() {
   std::lock_guard<std::mutex> lock(mu_);
+  return listingsLocked();
+}
+
+std::shared_ptr<ProjectIndex::ListingShare> ModuleTable::listingsLocked() {
   auto now = std::chrono::steady_clock::now();
   if (!listings_ || std::chrono::duration<double>(now - listingsSince_).count() > kWalkSeconds) {
     listings_ = std::make_shared<ProjectIndex::ListingShare>();
     listings_->history = listingHistory_;
     listingsSince_ = now;
+    indexes_.clear();  // they rest on the listings dropped
   }
   return listings_;
+}
+
+std::shared_ptr<ProjectIndex> ModuleTable::projectIndex(const std::vector<std::string>& roots,
+                                                        const std::vector<std::string>& linted) {
+  // Relative spellings are read against the working folder: it is part of the key.
+  std::error_code ec;
+  std::string key = std::filesystem::current_path(ec).string() + "\n";
+  for (const auto& r : roots) key.append("root ").append(r).push_back('\n');
+  for (const auto& p : linted) key.append(p).push_back('\n');
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<ProjectIndex::ListingShare> share = listingsLocked();
+  auto it = indexes_.find(key);
+  if (it != indexes_.end()) return it->second;
+  constexpr size_t kMaxIndexes = 16;  // the fast pass's, the background passes' and re-checks' sets
+  if (indexes_.size() >= kMaxIndexes) indexes_.clear();
+  auto index = std::make_shared<ProjectIndex>(roots);
+  index->addFiles(linted);
+  index->shareListings(std::move(share));
+  indexes_.emplace(std::move(key), index);
+  return index;
 }
 
 void ModuleTable::forgetWalks() {
   std::lock_guard<std::mutex> lock(mu_);
   walks_.clear();
   listings_.reset();
+  indexes_.clear();
   ++listingHistory_->changes;  // a file created or deleted: what imports resolve to may have changed
 }
 

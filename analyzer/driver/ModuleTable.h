@@ -197,9 +197,15 @@ class ModuleTable final : public semantic::ModuleLookup {
   // Folder listings for the next lints' project indexes (import resolution), under the same rule as
   // the walks: a share lives kWalkSeconds from its first use, and forgetWalks() drops it.
   std::shared_ptr<ProjectIndex::ListingShare> listings();
+  // A project index for a lint of `linted` with these extra roots, shared by the lints that name the same
+  // files while the listings are kept (it lists through them): its lookups (a module's file, a file's
+  // module and project, how a path is shown) are made once, not on every edit.
+  std::shared_ptr<ProjectIndex> projectIndex(const std::vector<std::string>& roots,
+                                             const std::vector<std::string>& linted);
   void forgetWalks();
 
  private:
+  std::shared_ptr<ProjectIndex::ListingShare> listingsLocked();  // listings(), table lock held
   // The current entry of `path`, made when there is none (table lock held).
   Entry* entryFor(const std::string& path);
   // absolutePathKey(path), computed once per spelling (table lock held): module paths come spelled
@@ -252,6 +258,7 @@ class ModuleTable final : public semantic::ModuleLookup {
   PrescanCache prescans_;
   std::map<std::string, std::pair<std::chrono::steady_clock::time_point, ProjectWalk>> walks_;  // under mu_
   std::shared_ptr<ProjectIndex::ListingShare> listings_;                                       // under mu_
+  std::map<std::string, std::shared_ptr<ProjectIndex>> indexes_;  // projectIndex(), dropped with listings_
   // The folders the listings saw change (or the client reported files created or deleted): a kept
   // summary or analysis made before may rest on imports that resolve otherwise now.
   std::shared_ptr<ProjectIndex::ListingHistory> listingHistory_ = std::make_shared<ProjectIndex::ListingHistory>();

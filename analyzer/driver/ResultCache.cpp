@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-constexpr int kFormat = 6;  // after the 8-byte checksum, MessagePack       // bump when the file layout changes
+constexpr int kFormat = 7;  // after the 8-byte checksum, MessagePack       // bump when the file layout changes
 constexpr size_t kMaxItems = 50000;
 
 // Names (paths, imported modules, rule codes and names) are written once, in a table, and referred to by their index.
@@ -279,7 +279,7 @@ void ResultCache::load() {
     uint64_t sum = 0;
     for (int k = 7; k >= 0; --k) sum = (sum << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(k)]);
     std::string_view payload(bytes.data() + 8, bytes.size() - 8);
-    if (contentHash(payload) != sum) return;
+    if (textHash(payload) != sum) return;
     json doc = json::from_msgpack(payload.begin(), payload.end());
     if (doc.value("format", 0) != kFormat) return;
     std::vector<std::string> names = unpackNames(doc.at("names").get_binary());
@@ -406,7 +406,7 @@ std::string ResultCache::save(int64_t trustBefore) {
   doc["names"] = packNames(names.names);  // last: every section's names are in it
   std::vector<std::uint8_t> payload = json::to_msgpack(doc);
   std::string bytes(8, '\0');
-  uint64_t sum = contentHash(std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
+  uint64_t sum = textHash(std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
   for (size_t k = 0; k < 8; ++k) bytes[k] = static_cast<char>((sum >> (8 * k)) & 0xff);  // little-endian
   bytes.append(payload.begin(), payload.end());
   // Atomic: a reader sees the old file or the new one, never half of one.
