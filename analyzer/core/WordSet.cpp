@@ -12,14 +12,6 @@ WordSet::WordSet(const std::vector<std::string_view>& words) {
     if (w.empty()) continue;  // never found (an empty word says nothing about a file)
     byFirstByte_[static_cast<unsigned char>(w[0])].push_back(static_cast<uint8_t>(bit));
     all_ |= uint64_t{1} << bit;
-    if (w.size() >= 4) {
-      uint32_t q;
-      std::memcpy(&q, w.data(), 4);
-      unsigned h = quadBit(q);
-      quads_[h >> 6] |= uint64_t{1} << (h & 63);
-      continue;
-    }
-    shortWords_ = true;
     unsigned first = static_cast<unsigned char>(w[0]);
     for (unsigned second = 0; second < 256; ++second) {
       if (w.size() > 1 && second != static_cast<unsigned char>(w[1])) continue;
@@ -29,28 +21,19 @@ WordSet::WordSet(const std::vector<std::string_view>& words) {
   }
 }
 
-bool WordSet::mayStart(const unsigned char* p, size_t i, size_t n) const {
-  if (i + 4 <= n) {
-    uint32_t q;
-    std::memcpy(&q, p + i, 4);
-    unsigned h = quadBit(q);
-    if ((quads_[h >> 6] >> (h & 63)) & 1) return true;
-  }
-  if (!shortWords_) return false;
-  // The last byte has no second: only a one-byte word can start there (the candidates decide).
-  if (i + 1 >= n) return true;
-  unsigned pair = p[i] | static_cast<unsigned>(p[i + 1]) << 8;
-  return (pairs_[pair >> 6] >> (pair & 63)) & 1;
-}
-
 uint64_t WordSet::scan(std::string_view text) const {
   uint64_t found = 0;
   if (all_ == 0) return found;
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   size_t n = text.size();
   for (size_t i = 0; i < n; ++i) {
-    if (!mayStart(p, i, n)) continue;
+    // The last byte has no second: only a one-byte word can start there (the candidates decide).
+    if (i + 1 < n) {
+      unsigned pair = p[i] | static_cast<unsigned>(p[i + 1]) << 8;
+      if (!((pairs_[pair >> 6] >> (pair & 63)) & 1)) continue;
+    }
     const auto& candidates = byFirstByte_[p[i]];
+    if (candidates.empty()) continue;
     for (uint8_t w : candidates) {
       if ((found >> w) & 1) continue;
       const std::string& word = words_[w];

@@ -21,17 +21,10 @@ class WordSet {
  private:
   std::vector<std::string> words_;
   std::array<std::vector<uint8_t>, 256> byFirstByte_;  // indices of the words starting with each byte
-  // Bit quadBit(first four bytes) is set for each word of four bytes or more: most positions of a text
-  // are passed over on this one test (two bytes alone, `se` or `st`, start too many words of code).
-  static unsigned quadBit(uint32_t q) { return (q * 0x9E3779B1u) >> 16; }
-  std::array<uint64_t, 1024> quads_{};
-  // Words of one to three bytes: bit (first byte | second byte << 8) is set when one starts with those
-  // two bytes (a one-byte word sets every pair it starts).
+  // Bit (first byte | second byte << 8) is set when some word starts with those two bytes (a one-byte
+  // word sets every pair it starts): most positions of a text are passed over on this one test.
   std::array<uint64_t, 1024> pairs_{};
-  bool shortWords_ = false;
   uint64_t all_ = 0;
-  // Whether some word may start at p[i] (from the tables; the candidates decide).
-  bool mayStart(const unsigned char* p, size_t i, size_t n) const;
 };
 
 }  // namespace shardlint
