@@ -146,10 +146,11 @@ class ForwardBeforeOptimizer final : public Rule {
     if (wraps.empty()) return;
     // A forward: calling the module object (`model(x)`), or calling it where it is stored as an
     // attribute (`self.model(x)`, recorded as a method call named after the attribute).
+    std::vector<ObjId> opts = optimizers(st);
+    if (opts.empty()) return;
     std::vector<Forward> forwards;
     for (const Event& e : st.events) {
-      if (e.kind != EventKind::MethodCall || e.target == kNoObj || expectedToFail(st, e.point) || neverRuns(st, e.point))
-        continue;
+      if (e.kind != EventKind::MethodCall || e.target == kNoObj) continue;
       ObjId module = kNoObj;
       if (e.name == "__call__") {
         module = e.target;
@@ -160,12 +161,12 @@ class ForwardBeforeOptimizer final : public Rule {
           if (sameLineage(lineageOf(st, t.owner), lineageOf(st, e.target))) module = w->target;
         }
       }
-      if (module != kNoObj) forwards.push_back({&e, module});
+      if (module != kNoObj && !expectedToFail(st, e.point) && !neverRuns(st, e.point)) forwards.push_back({&e, module});
     }
     if (forwards.empty()) return;
     // Forwards under inference mode are not this rule's.
     auto excluded = [&](const Forward& f) { return underInferenceMode(st, *f.call); };
-    for (ObjId opt : optimizers(st)) {
+    for (ObjId opt : opts) {
       const auto& o = st.obj(opt);
       if (o.inputs().empty()) continue;
       ValueSet sources = paramSources(st, o.inputs()[0]);

@@ -57,9 +57,9 @@ class PluginFieldNotRead final : public Rule {
       const semantic::Store& st = *root.store;
       for (const auto& e : st.events) {
         if (e.kind != semantic::EventKind::SetAttr || e.name.empty() || e.name[0] == '[') continue;
-        if (e.name.rfind("__", 0) == 0 || neverRuns(st, e.point) || expectedToFail(st, e.point)) continue;
-        const Obj* holder = evidence(st, e.target);
-        if (!holder) continue;
+        if (e.name.rfind("__", 0) == 0) continue;
+        const Obj* holder = evidence(st, e.target);  // before where the code runs: most assignments have none
+        if (!holder || neverRuns(st, e.point) || expectedToFail(st, e.point)) continue;
         std::pair<uint32_t, uint32_t> key{e.origin.file, e.origin.range.begin};
         auto it = assignments.find(key);
         if (it == assignments.end() || e.origin.via.size() < it->second.event.origin.via.size())

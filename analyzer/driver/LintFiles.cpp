@@ -673,6 +673,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
             continue;
           }
         }
+        bool masked = !s.deferred && extraWords.empty();  // the pre-scan's mask is of this text, words only
         if (s.deferred) {  // not read by the pre-scan: read now
           if (auto problem = loadDeferred(s)) {
             if (reportSkips) results[t].push_back(skippedDiagnostic(*sl002, s.path, *problem));
@@ -691,6 +692,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         }
         if (!awaited) task.setNotImported();
         if (s.importer) task.setNoCarry();
+        if (masked) task.setOwnWords(s.mask, &words);
         results[t] = task.run(s.path, std::move(s.text));
         if (s.importer) keepInLinted(results[t]);
         shared[t] = task.sharedHits();

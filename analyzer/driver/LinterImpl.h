@@ -76,6 +76,12 @@ class Task final : public semantic::ModuleProvider {
   // Analysed only for the findings it makes in the linted files (an importer): its summaries are not kept for
   // a later lint of it (ModuleTable::keepSummaries), which holds them only for the files being edited.
   void setNoCarry() { carry_ = false; }
+  // Which pre-scan words the file's own text has: bit i for words[i] (the pre-scan's mask of this very
+  // text). Without it, the rule walk looks for each word in the text.
+  void setOwnWords(uint64_t mask, const std::vector<std::string_view>* words) {
+    ownMask_ = mask;
+    ownWordList_ = words;
+  }
   size_t sharedHits() const { return session_->sharedHits(); }
   // Summaries an earlier analysis of the file gave this one (ModuleTable::seedSummaries) that it used.
   size_t seededHits() const { return session_->seededHits(); }
@@ -106,6 +112,8 @@ class Task final : public semantic::ModuleProvider {
   std::unique_ptr<semantic::CallModel> model_;
   std::unique_ptr<semantic::Session> session_;
   const semantic::SummaryCache* shared_ = nullptr;  // the summaries of the task's call-model context
+  uint64_t ownMask_ = 0;                                  // setOwnWords
+  const std::vector<std::string_view>* ownWordList_ = nullptr;
   ModuleTable::Entry* root_ = nullptr;
   bool importedByOthers_ = true;
   bool carry_ = true;

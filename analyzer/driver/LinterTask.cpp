@@ -133,11 +133,17 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   std::vector<std::vector<Wanted>> table(static_cast<size_t>(syntax::Kind::Count));
   std::unordered_set<std::string_view> anyCallee;
   bool anyKinds = false;
+  auto hasWord = [&](std::string_view w) {
+    if (ownWordList_) {
+      auto it = std::find(ownWordList_->begin(), ownWordList_->end(), w);
+      size_t bit = static_cast<size_t>(it - ownWordList_->begin());
+      if (it != ownWordList_->end() && bit < 64) return ((ownMask_ >> bit) & 1) != 0;
+    }
+    return file.text.find(w) != std::string::npos;
+  };
   auto ownWords = [&](const Rule& r) {  // the file itself has a word of every pre-scan group
     for (const auto& group : r.prescanTokens())
-      if (std::none_of(group.begin(), group.end(),
-                       [&](std::string_view w) { return file.text.find(w) != std::string::npos; }))
-        return false;
+      if (std::none_of(group.begin(), group.end(), hasWord)) return false;
     return true;
   };
   for (auto& r : rules) {

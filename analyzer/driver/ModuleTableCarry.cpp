@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "driver/ModuleTable.h"
+#include "driver/Linter.h"
 #include "semantic/Interpreter.h"
 #include "syntax/TreeSitter.h"
 
@@ -130,7 +131,7 @@ void ModuleTable::finishCarry(std::map<Entry*, Carry> left, const std::shared_pt
 namespace {
 
 // Where the texts before and after an edit differ: [begin, oldEnd) became [begin, newEnd).
-struct Edit {
+struct TextEdit {
   uint32_t begin = 0, oldEnd = 0, newEnd = 0;
   int64_t delta() const { return static_cast<int64_t>(newEnd) - static_cast<int64_t>(oldEnd); }
   // The place `x` before the edit is `y` after it.
@@ -143,12 +144,12 @@ struct Edit {
   }
 };
 
-Edit diff(std::string_view a, std::string_view b) {
+TextEdit diff(std::string_view a, std::string_view b) {
   size_t p = 0, n = std::min(a.size(), b.size());
   while (p < n && a[p] == b[p]) ++p;
   size_t s = 0;
   while (s < n - p && a[a.size() - 1 - s] == b[b.size() - 1 - s]) ++s;
-  return Edit{static_cast<uint32_t>(p), static_cast<uint32_t>(a.size() - s), static_cast<uint32_t>(b.size() - s)};
+  return TextEdit{static_cast<uint32_t>(p), static_cast<uint32_t>(a.size() - s), static_cast<uint32_t>(b.size() - s)};
 }
 
 // The comment holding the changed bytes [e.begin, end) (the byte before them is in it), if one does.
@@ -172,7 +173,7 @@ ByteRange extentOf(const FunctionDef& f) {
 // The functions an edit changed, as the ranges of their texts with their decorators (whatever is defined in
 // one changed too), on both sides: those whose text touches the changed bytes (ends included) on either
 // side, and their counterparts on the other (the same name at the same place, moved by the edit).
-void changedFunctions(const Module& before, const Module& after, const Edit& edit, std::vector<ByteRange>& inBefore,
+void changedFunctions(const Module& before, const Module& after, const TextEdit& edit, std::vector<ByteRange>& inBefore,
                       std::vector<ByteRange>& inAfter) {
   auto touches = [](ByteRange x, uint32_t begin, uint32_t end) { return x.begin <= end && begin <= x.end; };
   auto mark = [&](const Module& m, uint32_t end, const Module& other, bool forward) {
@@ -193,13 +194,13 @@ void changedFunctions(const Module& before, const Module& after, const Edit& edi
 std::string qualOf(const ClassDef* c) { return c ? c->qualname : std::string(); }
 std::string qualOf(const FunctionDef* f) { return f ? f->qualname : std::string(); }
 
-bool sameFunction(const FunctionDef& a, const FunctionDef& b, const Edit& edit) {
+bool sameFunction(const FunctionDef& a, const FunctionDef& b, const TextEdit& edit) {
   return a.qualname == b.qualname && a.name == b.name && a.params == b.params && a.defaults == b.defaults &&
          a.isStatic == b.isStatic && a.nested == b.nested && qualOf(a.cls) == qualOf(b.cls) &&
          edit.sameSpan(a.span, b.span);
 }
 
-bool sameClass(const ClassDef& a, const ClassDef& b, const Edit& edit) {
+bool sameClass(const ClassDef& a, const ClassDef& b, const TextEdit& edit) {
   if (a.qualname != b.qualname || a.name != b.name || a.bases != b.bases || a.dataclass != b.dataclass ||
       a.fields != b.fields || a.localBases.size() != b.localBases.size() || a.methods.size() != b.methods.size() ||
       !edit.sameSpan(a.span, b.span))
@@ -216,7 +217,7 @@ bool sameClass(const ClassDef& a, const ClassDef& b, const Edit& edit) {
 template <class Def, class Same>
 bool pairDefs(const std::vector<std::unique_ptr<Def>>& before, const std::vector<std::unique_ptr<Def>>& after,
               const std::vector<ByteRange>& changedBefore, const std::vector<ByteRange>& changedAfter,
-              const Edit& edit, Same same, std::unordered_map<const void*, const void*>& into) {
+              const TextEdit& edit, Same same, std::unordered_map<const void*, const void*>& into) {
   auto inside = [](const std::vector<ByteRange>& changed, ByteRange s) {
     return std::any_of(changed.begin(), changed.end(),
                        [&](const ByteRange& c) { return c.begin <= s.begin && s.end <= c.end; });
@@ -262,7 +263,7 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
       before.imports() != after.imports() || before.starImports() != after.starImports() ||
       ts_node_has_error(c.tree.root()) || ts_node_has_error(root->tree.root()))
     return;
-  Edit edit = diff(c.file->text, root->file->text);
+  TextEdit edit = diff(c.file->text, root->file->text);
   std::vector<ByteRange> changedBefore, changedAfter;
   std::optional<ByteRange> cb = commentAround(c.tree.root(), edit.begin, edit.oldEnd);
   std::optional<ByteRange> ca = cb ? commentAround(root->tree.root(), edit.begin, edit.newEnd) : std::nullopt;
@@ -283,8 +284,14 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
     move.deadFiles[f] = true;
   }
   std::vector<std::shared_ptr<const semantic::Summary>> summaries = std::move(c.summaries);  // used up here
+  // Those that cannot move (the edited functions' and their callers') are freed after the diagnostics are
+  // out, when the lint has a disposal.
+  std::vector<std::shared_ptr<const semantic::Summary>> dropped;
   for (auto& s : summaries)
-    if (auto moved = semantic::moveSummary(std::move(s), move)) session.seed(std::move(moved));
+    if (auto moved = semantic::moveSummary(std::move(s), move, options.disposal ? &dropped : nullptr))
+      session.seed(std::move(moved));
+  if (!dropped.empty())
+    options.disposal->keep(std::make_shared<std::vector<std::shared_ptr<const semantic::Summary>>>(std::move(dropped)));
   // The analysis's arms, when the edit left the module's own statements as they were: it lies in one
   // comment, or within the texts of functions it changed on both sides.
   auto within = [](const std::vector<ByteRange>& changed, uint32_t begin, uint32_t end) {

@@ -289,13 +289,16 @@ bool moveParts(Summary& s, const SummaryMove& move, bool write) {
 }
 }  // namespace
 
-std::shared_ptr<const Summary> moveSummary(std::shared_ptr<const Summary> s, const SummaryMove& move) {
+std::shared_ptr<const Summary> moveSummary(std::shared_ptr<const Summary> s, const SummaryMove& move,
+                                           std::vector<std::shared_ptr<const Summary>>* dropped) {
   if (!s) return nullptr;
   // Held only here: moved where it is (it was made as a mutable Summary) in one walk, and dropped, half
   // moved, when something in it cannot move.
   if (s.use_count() == 1) {
     std::shared_ptr<Summary> out = std::const_pointer_cast<Summary>(std::move(s));
-    return moveParts(*out, move, true) ? out : nullptr;
+    if (moveParts(*out, move, true)) return out;
+    if (dropped) dropped->push_back(std::move(out));
+    return nullptr;
   }
   // Else checked first (the check writes nothing: const_cast only to share the walk with the move), then
   // a copy is moved.

@@ -165,7 +165,10 @@ struct SummaryMove {
 bool spellsPlaceFrom(std::string_view text, uint32_t first);
 // `s` moved, or null when something in it cannot move. Moved in place when nothing else holds it, else
 // copied.
-std::shared_ptr<const Summary> moveSummary(std::shared_ptr<const Summary> s, const SummaryMove& move);
+// A summary that cannot move is given to `dropped` when there is one (the caller frees it later, off the
+// latency path), else freed here.
+std::shared_ptr<const Summary> moveSummary(std::shared_ptr<const Summary> s, const SummaryMove& move,
+                                           std::vector<std::shared_ptr<const Summary>>* dropped = nullptr);
 
 // Where an analysis limit cut the interpretation short (reported as SL002 notes).
 struct Cut {

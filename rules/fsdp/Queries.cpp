@@ -2,6 +2,9 @@
 // the parameter sources an optimizer holds (per optimizer built in a loop), frozen parameters, and objects
 // created in the analysed code.
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
 
 #include "fsdp/FsdpModelImpl.h"
 
@@ -32,21 +35,44 @@ ValueSet paramSources(const Store& st, const ValueSet& arg, int depth) {
   return out;
 }
 
+namespace {
+
+// Found once per store and kept with it (Store::readerFacts): most rules ask for both, some several times.
+struct OptimizerFacts {
+  std::vector<ObjId> ids;
+};
+const char kOptimizersKey = 0;
+struct DomainEventFacts {
+  std::map<std::string, std::vector<const Event*>, std::less<>> byName;  // each kind's in the store's order
+};
+const char kDomainEventsKey = 0;
+
+}  // namespace
+
 std::vector<ObjId> optimizers(const Store& st) {
-  std::vector<ObjId> out;
-  for (size_t i = 0; i < st.objects.size(); ++i)
-    if (st.objects[i].hasTag("optimizer") && !expectedToFail(st, st.objects[i].point) &&
-        !neverRuns(st, st.objects[i].point))
-      out.push_back(static_cast<ObjId>(i));
-  return out;
+  return st
+      .readerFacts<OptimizerFacts>(&kOptimizersKey,
+                                   [&st] {
+                                     auto f = std::make_shared<OptimizerFacts>();
+                                     for (size_t i = 0; i < st.objects.size(); ++i)
+                                       if (st.objects[i].hasTag("optimizer") && !expectedToFail(st, st.objects[i].point) &&
+                                           !neverRuns(st, st.objects[i].point))
+                                         f->ids.push_back(static_cast<ObjId>(i));
+                                     return f;
+                                   })
+      ->ids;
 }
 
 std::vector<const Event*> domainEvents(const Store& st, std::string_view kind) {
-  std::vector<const Event*> out;
-  for (const Event& e : st.events)
-    if (e.kind == EventKind::Domain && e.name == kind && !expectedToFail(st, e.point) && !neverRuns(st, e.point))
-      out.push_back(&e);
-  return out;
+  auto facts = st.readerFacts<DomainEventFacts>(&kDomainEventsKey, [&st] {
+    auto f = std::make_shared<DomainEventFacts>();
+    for (const Event& e : st.events)
+      if (e.kind == EventKind::Domain && !expectedToFail(st, e.point) && !neverRuns(st, e.point))
+        f->byName[e.name].push_back(&e);
+    return f;
+  });
+  auto it = facts->byName.find(kind);
+  return it == facts->byName.end() ? std::vector<const Event*>{} : it->second;
 }
 
 std::vector<ValueSet> sourcesPerOptimizer(const Store& st, ObjId opt, const ValueSet& sources) {
