@@ -171,6 +171,70 @@ TEST_CASE("editor: a disposal keeps each analysis until it is released; the find
   CHECK(disposal->size() == 3);
 }
 
+TEST_CASE("module table: an old walk, listings and index are kept while no folder they looked into changed",
+          "[unit][index]") {
+  // The language server's walk of a project and its import lookups are checked after a while by the stamps of
+  // the folders they listed or probed, not made again: kept while those are unchanged, dropped when a file
+  // was created in one of them.
+  shardlint::testing::TempDir dir("shardlint-walk-");
+  std::string train = dir.write("train.py", "import helpers\n").string();
+  dir.write("pkg/__init__.py", "");
+  dir.write("pkg/mod.py", "x = 1\n");
+  dir.write(".git/HEAD", "");  // the repository's top: the index looks no further up (/tmp changes all the time)
+  std::string root = dir.path().string();
+  // Folders changed a while ago (a folder changed within the last second counts as changing).
+  auto settle = [&] {
+    auto past = std::filesystem::file_time_type::clock::now() - std::chrono::seconds(10);
+    std::filesystem::last_write_time(dir.path(), past);
+    std::filesystem::last_write_time(dir.path() / "pkg", past);
+  };
+  settle();
+  shardlint::ModuleTable table(shardlint::ModuleTable::Config{});
+  shardlint::DiscoveryResult found = shardlint::discover({root}, 1000);
+  CHECK(found.folders.size() == 2);  // the root and pkg/
+  shardlint::ModuleTable::ProjectWalk walk;
+  walk.files.python = found.files;
+  walk.folders = found.folders;
+  walk.takenNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count();
+  table.storeWalk(root, walk);
+  auto index = table.projectIndex({}, {train});
+  CHECK(!index->findModuleFile("helpers", train));  // lists the root folder
+  auto share = table.listings();
+  table.expireWalks();
+  REQUIRE(table.walk(root));  // nothing changed: kept
+  CHECK(table.walk(root)->files.python == found.files);
+  CHECK(table.listings() == share);
+  CHECK(table.projectIndex({}, {train}) == index);
+  // A module created in a folder the walk and the lookup listed: both are made again.
+  dir.write("helpers.py", "def f():\n    pass\n");
+  table.expireWalks();
+  CHECK(!table.walk(root));
+  CHECK(table.listings() != share);
+  auto fresh = table.projectIndex({}, {train});
+  CHECK(fresh != index);
+  CHECK(fresh->findModuleFile("helpers", train));
+  // In a folder only the walk listed (pkg/): the walk is made again.
+  settle();
+  shardlint::ModuleTable::ProjectWalk again;
+  again.folders = shardlint::discover({root}, 1000).folders;
+  again.takenNs = walk.takenNs + 1;
+  table.storeWalk(root, again);
+  table.expireWalks();
+  CHECK(table.walk(root));
+  dir.write("pkg/other.py", "");
+  table.expireWalks();
+  CHECK(!table.walk(root));
+  // A folder changed just before the walk: not trusted by its stamp.
+  shardlint::ModuleTable::ProjectWalk recent;
+  recent.folders = shardlint::discover({root}, 1000).folders;
+  recent.takenNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  table.storeWalk(root, recent);
+  table.expireWalks();
+  CHECK(!table.walk(root));
+}
+
 TEST_CASE("module table: a file read from text handed in is dropped by refresh only when its file changes", "[unit][index]") {
   // The language server's pre-scan reads an importer and hands its text to the table; the entry records the
   // file's time when the file still holds that text, so the next refresh keeps it.

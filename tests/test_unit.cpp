@@ -770,5 +770,6 @@ TEST_CASE("absolutePathKey: normal absolute paths as they are, the others made s
     auto abs = std::filesystem::absolute(p, ec);
     std::string slow = (ec ? std::filesystem::path(p) : abs).lexically_normal().string();
     CHECK(shardlint::absolutePathKey(p) == slow);
+    CHECK(shardlint::absolutePathKey(p, std::filesystem::current_path().string()) == slow);  // the working folder given
   }
 }

@@ -56,6 +56,7 @@ DiscoveryResult discover(const std::vector<std::string>& paths, size_t maxEntrie
       out.unreadable.push_back(display(p));
       continue;
     }
+    out.folders.emplace_back(p.string(), ProjectIndex::folderStamp(p.string()));
     fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
       if (maxEntries && ++visited > maxEntries) {
@@ -69,6 +70,8 @@ DiscoveryResult discover(const std::vector<std::string>& paths, size_t maxEntrie
         else if (!e.is_symlink(ec2) && unlistable(e.path())) {
           out.unreadable.push_back(display(e.path()));
           it.disable_recursion_pending();
+        } else if (!e.is_symlink(ec2)) {
+          out.folders.emplace_back(e.path().string(), ProjectIndex::folderStamp(e.path().string()));  // listed next
         }
         continue;
       }

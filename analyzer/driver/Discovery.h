@@ -1,7 +1,11 @@
 // Finds the files to lint under the paths the user gave.
 #pragma once
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "driver/Project.h"
 
 namespace shardlint {
 
@@ -18,6 +22,9 @@ struct DiscoveryResult {
   std::vector<std::string> unreadable;
   // The walk stopped at `maxEntries` (the files found so far are listed).
   bool truncated = false;
+  // Every folder the walk listed, with its stamp taken before it was listed (none: a link, or it could
+  // not be stat'ed): while no stamp changed, the walk would find the same files.
+  std::vector<std::pair<std::string, std::optional<FileStamp>>> folders;
 };
 
 // Directories are walked recursively for *.py files and configuration files

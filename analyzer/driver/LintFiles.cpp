@@ -120,6 +120,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   std::optional<ProjectIndex> ownIndex;
   if (!sharedIndex) ownIndex.emplace(options_.roots).addFiles(pyPaths);
   ProjectIndex& index = sharedIndex ? *sharedIndex : *ownIndex;
+  const std::string cwd = index.cwd();  // the working folder, for absolutePathKey
   // The persistent cache: findings of files whose text and dependencies are unchanged, and the
   // stamps of the files the pre-scan read (a file whose stamp is unchanged is not read again).
   std::unique_ptr<ResultCache> cache;
@@ -200,9 +201,14 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       std::optional<ModuleTable::ProjectWalk> walk;
       if (persistent) walk = persistent->walk(d);
       if (!walk) {
+        int64_t takenNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
         DiscoveryResult found = discover({d}, kMaxProjectEntries);
         walk.emplace();
         walk->truncated = found.truncated;
+        walk->folders = std::move(found.folders);
+        walk->takenNs = takenNs;
         if (!found.truncated)
           for (auto& f : found.files) {
             if (isLaunchPath(f)) walk->files.launch.push_back(std::move(f));
@@ -303,7 +309,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         // A file on disk seen unchanged (by the language server's table, or in the persistent cache's
         // stamps): its mask and imports are known; read only when its text is analysed.
         std::optional<FileStamp> stat;
-        if (prescans && !options_.overlays.count(absolutePathKey(sc.path))) stat = PrescanCache::statOf(sc.path);
+        if (prescans && !options_.overlays.count(absolutePathKey(sc.path, cwd))) stat = PrescanCache::statOf(sc.path);
         std::optional<PrescanCache::Entry> known;
         if (stat) known = prescans->find(sc.path, *stat, prescanWords);
         if (known && sc.depth < 2 && !known->hasImports) known.reset();  // its imports are wanted now
@@ -432,7 +438,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   for (size_t i = 0; i < scanned.size(); ++i) {
     if (!(scanned[i].linted || scanned[i].importer) || !scanned[i].ok) continue;
     if (scanned[i].linted && !options_.lintedFiles) continue;
-    auto f = linked.find(absolutePathKey(scanned[i].path));
+    auto f = linked.find(absolutePathKey(scanned[i].path, cwd));
     if (f == linked.end()) f = linked.find("");
     if (f == linked.end()) {
       auto dir = index.projectDirOf(scanned[i].path);
@@ -494,7 +500,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       std::lock_guard<std::mutex> lock(hashMu);
       if (auto it = hashes.find(path); it != hashes.end()) return it->second;
     }
-    if (prescans && !options_.overlays.count(absolutePathKey(path)))  // a stamp the pre-scan knows
+    if (prescans && !options_.overlays.count(absolutePathKey(path, cwd)))  // a stamp the pre-scan knows
       if (auto stat = PrescanCache::statOf(path))
         if (uint64_t known = prescans->hashOf(path, *stat)) {
           std::lock_guard<std::mutex> lock(hashMu);
@@ -638,7 +644,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   auto keepInLinted = [&](std::vector<Diagnostic>& found) {
     std::vector<Diagnostic> kept;
     for (auto& d : found) {
-      auto it = lintedSpelling.find(absolutePathKey(d.location.path));
+      auto it = lintedSpelling.find(absolutePathKey(d.location.path, cwd));
       if (it == lintedSpelling.end()) continue;
       d.location.path = it->second;
       kept.push_back(std::move(d));

@@ -114,7 +114,11 @@ bool normalAbsolute(const std::string& p) {
 
 }  // namespace
 
-std::string absolutePathKey(const std::string& path) {
+namespace {
+
+// absolutePathKey, with the working folder from `cwd()` when it is needed.
+template <class Cwd>
+std::string absoluteKey(const std::string& path, Cwd&& cwd) {
   if (normalAbsolute(path)) return path;  // the common case, without a getcwd() and a path split
   // A relative path of plain names (after any leading "./"), under a working folder that is itself
   // normal: joined by string, as absolute() and lexically_normal() would join it.
@@ -125,10 +129,9 @@ std::string absolutePathKey(const std::string& path) {
   }
   if (from < path.size() && path[0] != '/') {
     std::string joined;
-    char buf[4096];
-    if (::getcwd(buf, sizeof buf)) {
-      joined.reserve(std::strlen(buf) + 1 + path.size() - from);
-      joined.append(buf);
+    if (std::optional<std::string> dir = cwd(); dir && !dir->empty()) {
+      joined.reserve(dir->size() + 1 + path.size() - from);
+      joined.append(*dir);
       if (joined.back() != '/') joined.push_back('/');
       joined.append(path, from, std::string::npos);
       if (normalAbsolute(joined)) return joined;
@@ -137,6 +140,20 @@ std::string absolutePathKey(const std::string& path) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(path, ec);
   return (ec ? std::filesystem::path(path) : abs).lexically_normal().string();
+}
+
+}  // namespace
+
+std::string absolutePathKey(const std::string& path) {
+  return absoluteKey(path, []() -> std::optional<std::string> {
+    char buf[4096];
+    if (!::getcwd(buf, sizeof buf)) return std::nullopt;
+    return std::string(buf);
+  });
+}
+
+std::string absolutePathKey(const std::string& path, const std::string& cwd) {
+  return absoluteKey(path, [&]() -> std::optional<std::string> { return cwd; });
 }
 
 std::string parentKey(const std::string& path) {

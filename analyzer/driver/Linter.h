@@ -38,6 +38,8 @@ class RuleSelection {
 
 // The key of `path` in LintOptions::overlays and ::parsedTrees: absolute, lexically normal.
 std::string absolutePathKey(const std::string& path);
+// The same, with the working folder given (`cwd`, as getcwd() says it): no getcwd() per path.
+std::string absolutePathKey(const std::string& path, const std::string& cwd);
 // The folder of a path written with '/' ("/" for a file at the top, "" for a bare name), by string:
 // for absolutePathKey's results, without a path object.
 std::string parentKey(const std::string& path);

@@ -452,12 +452,40 @@ std::vector<std::pair<std::string, uint64_t>> ModuleTable::dependencyClosure(con
   return out;
 }
 
-std::optional<ModuleTable::ProjectWalk> ModuleTable::walk(const std::string& dir) const {
+namespace {
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A folder still has the stamp taken of it after `sinceNs`. A folder changed less than a second before
+// then counts as changed: a later change in the same tick of the file system's clock could keep its time.
+bool folderUnchanged(const std::string& folder, const FileStamp& stamp, int64_t sinceNs) {
+  if (stamp.mtime >= sinceNs - 1000000000) return false;
+  auto now = ProjectIndex::folderStamp(folder);
+  return now && *now == stamp;
+}
+
+// Every folder of a walk taken after `sinceNs` is unchanged (none known: a link, or it could not be
+// stat'ed, is a change).
+bool foldersUnchanged(const std::vector<std::pair<std::string, std::optional<FileStamp>>>& folders, int64_t sinceNs) {
+  for (const auto& [folder, stamp] : folders)
+    if (!stamp || !folderUnchanged(folder, *stamp, sinceNs)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<ModuleTable::ProjectWalk> ModuleTable::walk(const std::string& dir) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = walks_.find(dir);
   if (it == walks_.end()) return std::nullopt;
-  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.first).count() > kWalkSeconds)
-    return std::nullopt;
+  auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double>(now - it->second.first).count() > kWalkSeconds) {
+    if (!foldersUnchanged(it->second.second.folders, it->second.second.takenNs)) return std::nullopt;
+    it->second.first = now;
+  }
   return it->second.second;
 }
 
@@ -471,11 +499,32 @@ std::shared_ptr<ProjectIndex::ListingShare> ModuleTable::listings() {
   return listingsLocked();
 }
 
+bool ModuleTable::listingsUnchanged() const {
+  {
+    std::lock_guard<std::mutex> lock(listings_->mu);
+    if (!listings_->trustworthy) return false;
+    for (const auto& [folder, stamp] : listings_->stamps)
+      if (!folderUnchanged(folder.empty() ? std::string(".") : folder, stamp, listings_->createdNs)) return false;
+  }
+  std::error_code ec;
+  std::string cwd = std::filesystem::current_path(ec).string();
+  for (const auto& [key, index] : indexes_) {
+    ProjectIndex::Layout layout = index->layout();  // the folders its probes looked into
+    if (!layout.trustworthy || layout.cwd != cwd) return false;
+    for (const auto& [folder, stamp] : layout.folders)
+      if (!folderUnchanged(folder, stamp, listings_->createdNs)) return false;
+  }
+  return true;
+}
+
 std::shared_ptr<ProjectIndex::ListingShare> ModuleTable::listingsLocked() {
   auto now = std::chrono::steady_clock::now();
+  if (listings_ && std::chrono::duration<double>(now - listingsSince_).count() > kWalkSeconds && listingsUnchanged())
+    listingsSince_ = now;
   if (!listings_ || std::chrono::duration<double>(now - listingsSince_).count() > kWalkSeconds) {
     listings_ = std::make_shared<ProjectIndex::ListingShare>();
     listings_->history = listingHistory_;
+    listings_->createdNs = nowNs();
     listingsSince_ = now;
     indexes_.clear();  // they rest on the listings dropped
   }
@@ -500,6 +549,13 @@ std::shared_ptr<ProjectIndex> ModuleTable::projectIndex(const std::vector<std::s
   index->shareListings(std::move(share));
   indexes_.emplace(std::move(key), index);
   return index;
+}
+
+void ModuleTable::expireWalks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto past = std::chrono::steady_clock::now() - std::chrono::milliseconds(static_cast<int>(kWalkSeconds * 1000) + 1);
+  for (auto& [dir, walk] : walks_) walk.first = past;
+  listingsSince_ = past;
 }
 
 void ModuleTable::forgetWalks() {

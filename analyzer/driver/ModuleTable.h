@@ -190,9 +190,13 @@ class ModuleTable final : public semantic::ModuleLookup {
   struct ProjectWalk {
     bool truncated = false;
     ProjectFiles files;
+    std::vector<std::pair<std::string, std::optional<FileStamp>>> folders;  // DiscoveryResult::folders
+    int64_t takenNs = 0;  // when the walk began (ns since the epoch)
   };
+  // After kWalkSeconds a walk, and the listings and project indexes, are checked against the stamps of the
+  // folders they looked into (a stat each): kept for another while when none changed, else made again.
   static constexpr double kWalkSeconds = 2.0;
-  std::optional<ProjectWalk> walk(const std::string& dir) const;
+  std::optional<ProjectWalk> walk(const std::string& dir);
   void storeWalk(const std::string& dir, ProjectWalk walk);
   // Folder listings for the next lints' project indexes (import resolution), under the same rule as
   // the walks: a share lives kWalkSeconds from its first use, and forgetWalks() drops it.
@@ -203,9 +207,13 @@ class ModuleTable final : public semantic::ModuleLookup {
   std::shared_ptr<ProjectIndex> projectIndex(const std::vector<std::string>& roots,
                                              const std::vector<std::string>& linted);
   void forgetWalks();
+  // Ages the kept walks and listings past kWalkSeconds: their next use checks the folders' stamps (tests).
+  void expireWalks();
 
  private:
   std::shared_ptr<ProjectIndex::ListingShare> listingsLocked();  // listings(), table lock held
+  // No folder the listings or the indexes looked into changed since (table lock held; listings_ set).
+  bool listingsUnchanged() const;
   // The current entry of `path`, made when there is none (table lock held).
   Entry* entryFor(const std::string& path);
   // absolutePathKey(path), computed once per spelling (table lock held): module paths come spelled

@@ -142,6 +142,7 @@ const ProjectIndex::Listing& ProjectIndex::listingOf(const std::string& folder) 
       return *listings_.emplace(folder, shared->second).first->second;
   }
   noteFolder(folder.empty() ? std::string(".") : folder);
+  std::optional<FileStamp> stamp = share_ ? folderStamp(folder.empty() ? std::string(".") : folder) : std::nullopt;
   Listing entries;
   std::error_code ec;
   for (fs::directory_iterator d(folder.empty() ? fs::path(".") : fs::path(folder), ec), end; !ec && d != end;
@@ -157,6 +158,8 @@ const ProjectIndex::Listing& ProjectIndex::listingOf(const std::string& folder) 
   if (share_) {
     std::lock_guard<std::mutex> lock(share_->mu);
     share_->listings.emplace(folder, made);
+    if (stamp) share_->stamps.emplace(folder, *stamp);
+    else share_->trustworthy = false;
   }
   if (share_ && share_->history) {
     ListingHistory& h = *share_->history;

@@ -101,6 +101,11 @@ class ProjectIndex {
   struct ListingShare {
     std::mutex mu;
     std::unordered_map<std::string, std::shared_ptr<const Listing>> listings;
+    // Each listed folder's stamp, taken before it was listed; not `trustworthy` when one could not be
+    // taken (a link, or it could not be stat'ed).
+    std::unordered_map<std::string, FileStamp> stamps;
+    bool trustworthy = true;
+    int64_t createdNs = 0;  // when the share was made (ns since the epoch): every stamp was taken after
     std::shared_ptr<ListingHistory> history;  // may be null
   };
   // Listings are taken from `share` and added to it. Not with a persistent cache: a listing taken from
