@@ -143,27 +143,6 @@ void Module::collectImport(TSNode stmt, ImportMap& into) const {
   }
 }
 
-namespace {
-
-bool identifierByte(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         static_cast<unsigned char>(c) >= 0x80;
-}
-
-// Whether `text` has `def` or `class` as a whole word (maybe in a string or comment: a superset of the
-// texts that define something).
-bool mayDefine(std::string_view text) {
-  for (std::string_view word : {std::string_view("def"), std::string_view("class")})
-    for (size_t at = text.find(word); at != std::string_view::npos; at = text.find(word, at + 1)) {
-      size_t end = at + word.size();
-      if ((at == 0 || !identifierByte(text[at - 1])) && (end == text.size() || !identifierByte(text[end])))
-        return true;
-    }
-  return false;
-}
-
-}  // namespace
-
 void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const std::string& rootPrefix,
                                 bool rootTopLevel) {
   std::string_view src = file_.text;
@@ -234,7 +213,10 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
       // Only a body whose text spells `def` or `class` as a word can define anything: most bodies
       // (a method's statements) are passed over without listing them.
       TSNode body = syntax::field(def, "body");
-      if (mayDefine(syntax::textOf(body, src))) descend(body, nullptr, raw->qualname, false);
+      std::string_view text = syntax::textOf(body, src);
+      if (syntax::findWord(text, "def") != std::string_view::npos ||
+          syntax::findWord(text, "class") != std::string_view::npos)
+        descend(body, nullptr, raw->qualname, false);
     } else if (k == Kind::class_definition) {
       auto c = std::make_unique<ClassDef>();
       c->owner = this;

@@ -400,9 +400,8 @@ std::vector<TSNode> callsNamed(TSNode root, std::string_view src, const std::uno
   std::vector<TSNode> calls;
   for (std::string_view name : names) {
     if (name.empty()) continue;
-    for (size_t pos = src.find(name); pos != std::string_view::npos; pos = src.find(name, pos + 1)) {
+    for (size_t pos = findWord(src, name); pos != std::string_view::npos; pos = findWord(src, name, pos + 1)) {
       size_t end = pos + name.size();
-      if ((pos > 0 && isWordByte(src[pos - 1])) || (end < src.size() && isWordByte(src[end]))) continue;
       TSNode id = ts_node_descendant_for_byte_range(root, static_cast<uint32_t>(pos), static_cast<uint32_t>(end));
       if (ts_node_is_null(id) || kinds.kind(id) != Kind::identifier) continue;
       // `name(...)`, or `x.name(...)` (the identifier is the attribute's last part).

@@ -186,6 +186,15 @@ inline constexpr struct WordBytes {
   }
 } kWordBytes{};
 inline bool isWordByte(char c) { return kWordBytes.table[static_cast<unsigned char>(c)]; }
+// Where `word` next occurs in `text` from `from` on as a whole word (no word byte just before or after
+// it), or npos.
+inline size_t findWord(std::string_view text, std::string_view word, size_t from = 0) {
+  for (size_t pos = text.find(word, from); pos != std::string_view::npos; pos = text.find(word, pos + 1)) {
+    size_t end = pos + word.size();
+    if ((pos == 0 || !isWordByte(text[pos - 1])) && (end == text.size() || !isWordByte(text[end]))) return pos;
+  }
+  return std::string_view::npos;
+}
 // The calls whose calleeLastName is one of `names`, in the order a walk of the tree meets them (by
 // start, an enclosing call first): found from the names' whole-word occurrences in the text (the
 // callee's last name is an identifier there) rather than a walk over every node.
