@@ -6,7 +6,9 @@ The language server carries the summaries of the functions an edit left unchange
 (analyzer/driver/ModuleTableCarry.cpp). A summary kept when it should not be shows here as a difference. For
 each sampled file of each checkout, one server opens the file and applies a fixed series of edits: a
 character typed into code and deleted again, a comment edited, a statement line added in a function body,
-and a line removed. After each edit it waits until the server has published its last diagnostics for the
+and a line removed, each sent as the one ranged change an editor sends (so that the incremental parse and
+the moving of findings over a comment edit, analyzer/lsp/ServerComments.cpp, are what is checked). After each
+edit it waits until the server has published its last diagnostics for the
 version. A new server process then opens the same text, and its settled diagnostics are compared with the
 first server's.
 
@@ -51,8 +53,17 @@ def states(text):
     shift = 1 if code and ci > code[0] else 0
     ci += shift
     if ci < len(blines):
-        blines[ci] = blines[ci][:cch] + " edited" + blines[ci][cch:]
+        orig = blines[ci]
+        blines[ci] = orig[:cch] + " edited" + orig[cch:]
         out.append(("comment: words typed", "\n".join(blines)))
+        blines[ci] = orig
+        out.append(("comment: the words deleted", "\n".join(blines)))
+        blines[ci] = orig[:cch] + " \u00e9 \U0001F680 fully_shard(model) # noqa" + orig[cch:]
+        out.append(("comment: pre-scan words, a directive and non-ASCII typed", "\n".join(blines)))
+        blines[ci] = orig[:cch] + " \u00e9 \U0001F680 fully_shard(model)" + orig[cch:]
+        out.append(("comment: the directive deleted", "\n".join(blines)))
+        blines[ci] = orig[:cch] + " \u00e9 \U0001F680 edited" + orig[cch:]
+        out.append(("comment: the pre-scan words replaced", "\n".join(blines)))
     if code:
         cur = out[-1][1].split("\n")
         out.append(("code: the line removed", "\n".join(cur[:code[0]] + cur[code[0] + 1:])))
@@ -98,6 +109,27 @@ def stop(client):
             client.proc.kill()
 
 
+def ranged_change(old, new):
+    """The LSP change that turns `old` into `new`: one range (UTF-16 positions) around the bytes that differ,
+    or the whole document when the text has carriage returns (LSP counts them as line breaks)."""
+    if "\r" in old or "\r" in new:
+        return {"text": new}
+    p = 0
+    n = min(len(old), len(new))
+    while p < n and old[p] == new[p]:
+        p += 1
+    s = 0
+    while s < n - p and old[len(old) - 1 - s] == new[len(new) - 1 - s]:
+        s += 1
+
+    def position(i):
+        line = old.count("\n", 0, i)
+        start = old.rfind("\n", 0, i) + 1
+        return {"line": line, "character": lsp_latency.utf16_len(old[start:i])}
+
+    return {"range": {"start": position(p), "end": position(len(old) - s)}, "text": new[p:len(new) - s]}
+
+
 def fresh(binary, root, uri, text):
     client = start(binary, root)
     try:
@@ -119,9 +151,12 @@ def check_file(binary, root, path, text):
                      "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
         settled(client, uri, 1)
         seq = states(text)
+        cur = text
         for v, (what, new) in enumerate(seq, start=2):
             client.send({"jsonrpc": "2.0", "method": "textDocument/didChange",
-                         "params": {"textDocument": {"uri": uri, "version": v}, "contentChanges": [{"text": new}]}})
+                         "params": {"textDocument": {"uri": uri, "version": v},
+                                    "contentChanges": [ranged_change(cur, new)]}})
+            cur = new
             got = settled(client, uri, v)
             want = fresh(binary, root, uri, new)
             if got != want:

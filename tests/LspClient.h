@@ -54,11 +54,22 @@ inline std::string uriOf(const fs::path& p) { return "file://" + p.lexically_nor
 inline json pos(int line, int character) { return {{"line", line}, {"character", character}}; }
 inline json rangeOf(int l1, int c1, int l2, int c2) { return {{"start", pos(l1, c1)}, {"end", pos(l2, c2)}}; }
 
-// `shardlint server` on pipes, spawned with pipe() + fork() + execl().
+// `shardlint server` on pipes, spawned with pipe() + fork() + execve().
 class LspProcess {
  public:
-  LspProcess() {
+  // `traceFile`: the server runs with SHARDLINT_LSP_TRACE=1 and its stderr (the trace lines) goes to that file.
+  explicit LspProcess(const fs::path& traceFile = {}) {
     ::signal(SIGPIPE, SIG_IGN);  // a dead server must fail a test, not kill the test binary
+    // Prepared before fork(): the child only calls async-signal-safe functions.
+    int traceFd = traceFile.empty() ? -1 : ::open(traceFile.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (!traceFile.empty()) REQUIRE(traceFd >= 0);
+    std::vector<std::string> envStrings;
+    for (char** e = environ; *e; ++e) envStrings.emplace_back(*e);
+    if (traceFd >= 0) envStrings.emplace_back("SHARDLINT_LSP_TRACE=1");
+    std::vector<char*> envp;
+    for (auto& e : envStrings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    char* argv[] = {const_cast<char*>(SHARDLINT_BINARY), const_cast<char*>("server"), nullptr};
     int toChild[2], fromChild[2];
     REQUIRE(::pipe2(toChild, O_CLOEXEC) == 0);
     REQUIRE(::pipe2(fromChild, O_CLOEXEC) == 0);
@@ -69,12 +80,14 @@ class LspProcess {
       ::dup2(fromChild[1], STDOUT_FILENO);
       // SHARDLINT_TEST_SERVER_STDERR set: the server's stderr (its SHARDLINT_LSP_TRACE lines) is kept.
       int devnull = ::getenv("SHARDLINT_TEST_SERVER_STDERR") ? -1 : ::open("/dev/null", O_WRONLY);
+      if (traceFd >= 0) devnull = traceFd;
       if (devnull >= 0) ::dup2(devnull, STDERR_FILENO);
-      ::execl(SHARDLINT_BINARY, SHARDLINT_BINARY, "server", static_cast<char*>(nullptr));
+      ::execve(SHARDLINT_BINARY, argv, envp.data());
       ::_exit(127);
     }
     ::close(toChild[0]);
     ::close(fromChild[1]);
+    if (traceFd >= 0) ::close(traceFd);
     in_ = toChild[1];
     out_ = fromChild[0];
   }

@@ -415,6 +415,100 @@ TEST_CASE("lsp: findings an importer makes in the edited file survive the fast p
   CHECK(s.shutdownAndExit() == 0);
 }
 
+// Typing inside a comment changes nothing the analysis reads, unless the comment is or becomes a suppression
+// directive or gains or loses a pre-scan word: the findings are moved over the edit and published without a
+// lint (the trace says which), and are what a lint of the new text gives.
+TEST_CASE("lsp: an edit inside a comment moves the findings instead of linting again", "[lsp]") {
+  TempDir dir;
+  // kBuggy with a comment on line 3 and trailing comments on lines 7 (after the SL101 finding, which ends at
+  // UTF-16 column 74) and 8 (the wrap).
+  const std::string text =
+      "import torch\n"
+      "import torch.nn as nn\n"
+      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      "# The model, then its optimizer.\n"
+      "\n"
+      "def main():\n"
+      "    model = nn.Linear(8, 8)\n"
+      "    tag = \"\xF0\x9F\x9A\x80\"; optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # the optimizer\n"
+      "    model = FSDP(model)  # wrapped \xF0\x9F\x9A\x80 here\n"
+      "    for _ in range(10):\n"
+      "        model(torch.randn(2, 8)).sum().backward()\n"
+      "        optimizer.step()\n";
+  std::string uri = uriOf(dir.write("train.py", text));
+  fs::path trace = dir.path() / "trace.log";
+  LspProcess s(trace);
+  s.initialize({}, dir.path());
+  s.open(uri, text);
+  const json first = s.published(uri, 1)["diagnostics"];
+  requireSl101At(first, 7, 28);
+  auto count = [&](const std::string& what) {
+    std::string log = shardlint::testing::readFile(trace);
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  auto moved = [&] { return count("moved over a comment edit"); };
+  auto linted = [&] { return count(", fast pass"); };
+  size_t lints = linted();
+
+  // Words typed into the comment above, and into the wrap's comment after a non-ASCII character: moved.
+  s.change(uri, 2, {LspProcess::edit(rangeOf(3, 1, 3, 1), " Words")});
+  CHECK(s.published(uri, 2)["diagnostics"] == first);
+  s.change(uri, 3, {LspProcess::edit(rangeOf(8, 38, 8, 38), "x \xC3\xA9 ")});
+  CHECK(s.published(uri, 3)["diagnostics"] == first);
+  CHECK(moved() == 2);
+  CHECK(linted() == lints);
+
+  // The optimizer's comment made a suppression directive, and back: linted both times.
+  s.change(uri, 4, {LspProcess::edit(rangeOf(7, 78, 7, 91), "noqa: SL101")});
+  CHECK(s.published(uri, 4)["diagnostics"].empty());
+  s.change(uri, 5, {LspProcess::edit(rangeOf(7, 78, 7, 89), "the optimizer")});
+  CHECK(s.published(uri, 5)["diagnostics"] == first);
+  CHECK(linted() == lints + 2);
+
+  // A pre-scan word typed into a comment may change which rules look at the file: linted.
+  s.change(uri, 6, {LspProcess::edit(rangeOf(3, 8, 3, 8), "fully_shard ")});
+  CHECK(s.published(uri, 6)["diagnostics"] == first);
+  CHECK(linted() == lints + 3);
+
+  // A line break typed into a comment moves the lines below: linted, the finding one line down.
+  s.change(uri, 7, {LspProcess::edit(rangeOf(3, 1, 3, 1), "\n#")});
+  requireSl101At(s.published(uri, 7)["diagnostics"], 8, 28);
+  CHECK(linted() == lints + 4);
+
+  // After a lint, a comment edit is moved again; two changes in one notification are linted.
+  s.change(uri, 8, {LspProcess::edit(rangeOf(9, 38, 9, 40), "")});
+  json last = s.published(uri, 8)["diagnostics"];
+  requireSl101At(last, 8, 28);
+  CHECK(moved() == 3);
+  s.change(uri, 9, {LspProcess::edit(rangeOf(9, 38, 9, 38), "y"), LspProcess::edit(rangeOf(9, 38, 9, 39), "")});
+  CHECK(s.published(uri, 9)["diagnostics"] == last);
+  CHECK(moved() == 3);
+  CHECK(linted() == lints + 5);
+
+  // What a fresh lint of the same text gives (the document closed and opened again).
+  s.notify("textDocument/didClose", {{"textDocument", {{"uri", uri}}}});
+  CHECK(s.published(uri)["diagnostics"].empty());
+  const std::string now =
+      "import torch\n"
+      "import torch.nn as nn\n"
+      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      "#\n"
+      "# Words fully_shard The model, then its optimizer.\n"
+      "\n"
+      "def main():\n"
+      "    model = nn.Linear(8, 8)\n"
+      "    tag = \"\xF0\x9F\x9A\x80\"; optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # the optimizer\n"
+      "    model = FSDP(model)  # wrapped \xF0\x9F\x9A\x80 \xC3\xA9 here\n"
+      "    for _ in range(10):\n"
+      "        model(torch.randn(2, 8)).sum().backward()\n"
+      "        optimizer.step()\n";
+  s.open(uri, now, 10);
+  CHECK(s.published(uri, 10)["diagnostics"] == last);
+  CHECK(s.shutdownAndExit() == 0);
+}
+
 // The folder listings import resolution reads are kept between edits for a short while; a module created
 // on disk is seen as soon as the client reports it.
 TEST_CASE("lsp: a helper module created on disk is imported after the client reports it", "[lsp]") {

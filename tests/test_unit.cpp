@@ -1,6 +1,7 @@
 // Unit tests for the engine: line index, UTF-8, node kinds, import resolution,
 // event-order queries and function summaries.
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "core/WordSet.h"
 #include "syntax/CodeWords.h"
 #include "driver/Linter.h"
+#include "driver/LinterImpl.h"
 #include "semantic/Interpreter.h"
 #include "syntax/TreeSitter.h"
 
@@ -758,6 +760,56 @@ TEST_CASE("WordSet: one pass finds what find() finds", "[unit]") {
     }
     INFO(text);
     REQUIRE(set.scan(text) == naive(text));
+  }
+}
+
+// changedSpan: the common prefix, then the common suffix of the rest, across the memcmp blocks' edges.
+TEST_CASE("changedSpan: where two texts differ, as one edit", "[unit]") {
+  auto naive = [](std::string_view a, std::string_view b) {
+    size_t p = 0, n = std::min(a.size(), b.size());
+    while (p < n && a[p] == b[p]) ++p;
+    size_t s = 0;
+    while (s < n - p && a[a.size() - 1 - s] == b[b.size() - 1 - s]) ++s;
+    return std::array<size_t, 3>{p, a.size() - s, b.size() - s};
+  };
+  std::mt19937 rng(11);
+  for (int round = 0; round < 3000; ++round) {
+    std::string a;
+    size_t len = rng() % 1500;
+    for (size_t i = 0; i < len; ++i) a += "ab\n"[rng() % 3];
+    std::string b = a;
+    size_t at = len ? rng() % (len + 1) : 0, cut = std::min<size_t>(rng() % 20, len - at);
+    b.replace(at, cut, std::string(rng() % 20, "abc"[rng() % 3]));
+    if (round % 7 == 0) b = a;
+    auto c = shardlint::changedSpan(a, b);
+    INFO(round);
+    REQUIRE(std::array<size_t, 3>{c.begin, c.oldEnd, c.newEnd} == naive(a, b));
+  }
+}
+
+// The language server's pre-scan works out an open document's mask from its last one and the edit; it must
+// be the mask of the new text: words typed, deleted, split, joined, at either end, or only elsewhere too.
+TEST_CASE("PythonWords: a mask worked out across an edit is the new text's mask", "[unit]") {
+  shardlint::LintOptions options;
+  auto rules = shardlint::selectedRules(rules::catalog(), options);
+  shardlint::PythonWords words(rules, rules::catalog(), options);
+  REQUIRE(words.words.size() > 4);
+  std::mt19937 rng(5);
+  const std::string alphabet = "optimzerfulshardFSDP_.()rank \n";
+  auto piece = [&] {
+    return rng() % 4 == 0 ? std::string(words.words[rng() % words.words.size()])
+                          : std::string(1, alphabet[rng() % alphabet.size()]);
+  };
+  for (int round = 0; round < 3000; ++round) {
+    std::string before;
+    for (size_t n = 300 + rng() % 600; n > 0; --n) before += piece();
+    std::string after = before;
+    size_t at = before.empty() ? 0 : rng() % (before.size() + 1), cut = std::min<size_t>(rng() % 12, before.size() - at);
+    std::string typed;
+    for (size_t n = rng() % 3; n > 0; --n) typed += piece();
+    after.replace(at, cut, typed);
+    INFO(before << "\n->\n" << after);
+    REQUIRE(words.maskAfterEdit(before, words.mask(before), after) == words.mask(after));
   }
 }
 

@@ -98,6 +98,20 @@ uint64_t textHash(std::string_view text) {
   return mix(mix(h ^ tail, k1 ^ (n - i)), k0);
 }
 
+ChangedSpan changedSpan(std::string_view before, std::string_view after) {
+  const size_t n = std::min(before.size(), after.size());
+  constexpr size_t kBlock = 256;  // compared with memcmp first: a server compares a whole file per edit
+  size_t p = 0;
+  while (p + kBlock <= n && std::memcmp(before.data() + p, after.data() + p, kBlock) == 0) p += kBlock;
+  while (p < n && before[p] == after[p]) ++p;
+  size_t s = 0;
+  while (s + kBlock <= n - p &&
+         std::memcmp(before.data() + before.size() - s - kBlock, after.data() + after.size() - s - kBlock, kBlock) == 0)
+    s += kBlock;
+  while (s < n - p && before[before.size() - 1 - s] == after[after.size() - 1 - s]) ++s;
+  return {p, before.size() - s, after.size() - s};
+}
+
 bool isValidUtf8(std::string_view s) {
   size_t i = 0, n = s.size();
   while (i < n) {

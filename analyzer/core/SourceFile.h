@@ -57,6 +57,14 @@ struct SourceFile {
 // UTF-8 validation (rejects overlong forms and surrogates).
 bool isValidUtf8(std::string_view s);
 
+// Where two texts differ, as one edit: bytes [begin, oldEnd) of the first became [begin, newEnd) of the
+// second (the longest common prefix, then the longest common suffix of the rest). Equal texts: an empty
+// edit at their end.
+struct ChangedSpan {
+  size_t begin = 0, oldEnd = 0, newEnd = 0;
+};
+ChangedSpan changedSpan(std::string_view before, std::string_view after);
+
 // A 64-bit FNV-1a hash of bytes: cache keys and SARIF fingerprints (which must not change between
 // versions: code scanning matches alerts by them).
 uint64_t contentHash(std::string_view text);

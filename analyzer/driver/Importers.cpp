@@ -125,17 +125,42 @@ void PrescanCache::restore(std::string words, std::map<std::string, Entry> entri
   std::lock_guard<std::mutex> lock(mu_);
   words_ = std::move(words);
   entries_ = std::move(entries);
+  overlays_.clear();
   stores_ = 0;
+}
+
+void PrescanCache::useWordsLocked(const std::string& words) {
+  if (words == words_) return;
+  entries_.clear();
+  overlays_.clear();
+  words_ = words;
 }
 
 void PrescanCache::store(const std::string& path, Entry e, const std::string& words) {
   ++stores_;
   std::lock_guard<std::mutex> lock(mu_);
-  if (words != words_) {
-    entries_.clear();
-    words_ = words;
-  }
+  useWordsLocked(words);
   entries_[path] = std::move(e);
+}
+
+std::optional<PrescanCache::OverlayMask> PrescanCache::overlay(const std::string& path, const std::string& words) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (words != words_) return std::nullopt;
+  auto it = overlays_.find(path);
+  if (it == overlays_.end()) return std::nullopt;
+  return it->second;
+}
+
+void PrescanCache::keepOverlays(const std::map<std::string, std::string>& open) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = overlays_.begin(); it != overlays_.end();)
+    it = open.count(it->first) ? std::next(it) : overlays_.erase(it);
+}
+
+void PrescanCache::storeOverlay(const std::string& path, OverlayMask m, const std::string& words) {
+  std::lock_guard<std::mutex> lock(mu_);
+  useWordsLocked(words);
+  overlays_[path] = std::move(m);
 }
 
 ImportersFound findImporters(const ProjectIndex& index, const std::vector<std::string>& targets,

@@ -87,13 +87,28 @@ class PrescanCache {
   using ConfigFacts = std::map<std::string, std::string>;
   std::optional<ConfigFacts> configFacts(const std::string& path, const FileStamp& stamp);
   void storeConfigFacts(const std::string& path, const FileStamp& stamp, ConfigFacts facts);
+  // The last text of an open document (the language server's overlay, which has no stamp) and its mask:
+  // its next mask is worked out from the edit (PythonWords::maskAfterEdit), not by a scan of the whole text.
+  struct OverlayMask {
+    std::string text;
+    uint64_t mask = 0;
+  };
+  // By absolute path key.
+  std::optional<OverlayMask> overlay(const std::string& key, const std::string& words);
+  void storeOverlay(const std::string& key, OverlayMask m, const std::string& words);
+  // Forgets the documents that are not among `open` (LintOptions::overlays).
+  void keepOverlays(const std::map<std::string, std::string>& open);
 
  private:
+  // Under mu_: entries and overlays of other words are dropped.
+  void useWordsLocked(const std::string& words);
+
   std::atomic<size_t> stores_{0};
   std::mutex mu_;
   std::string words_;  // what the entries' masks mean; other words clear them
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::pair<FileStamp, ConfigFacts>> configFacts_;
+  std::map<std::string, OverlayMask> overlays_;  // for words_ too
 };
 
 struct ImportersFound {

@@ -55,28 +55,15 @@ std::vector<Diagnostic> Linter::lintFiles(const std::vector<std::string>& paths,
   return all;
 }
 
-void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* statsOut, ModuleTable* persistent,
-                           std::vector<Diagnostic>& all) const {
-  using Clock = std::chrono::steady_clock;
-  LintStats stats;
-  stats.filesSeen = paths.size();
-  auto t0 = Clock::now();
-  // Files modified from two seconds before the run's start on are not trusted by their stamp in a
-  // later run (ResultCache::save).
-  const int64_t trustBefore = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count() -
-                              int64_t{2000000000};
-  const RuleInfo* sl002 = catalog_.find("SL002");
-  bool reportSkips = sl002 && options_.selection.enabled(*sl002);
-
-  // ---- pre-scan: bytes only. Which words each file mentions, and what it imports.
+std::vector<std::unique_ptr<Rule>> selectedRules(const RuleCatalog& catalog, const LintOptions& options) {
   std::vector<std::unique_ptr<Rule>> rules;
-  for (auto& r : catalog_.makeRules())
-    if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
-  std::vector<std::string_view> words;
-  std::vector<std::vector<uint64_t>> ruleGroups;  // per rule: a mask per group
-  bool alwaysRelevant = false;
+  for (auto& r : catalog.makeRules())
+    if (options.selection.enabled(r->info())) rules.push_back(std::move(r));
+  return rules;
+}
+
+PythonWords::PythonWords(const std::vector<std::unique_ptr<Rule>>& rules, const RuleCatalog& catalog,
+                         const LintOptions& options) {
   for (const auto& r : rules) {
     auto groups = pythonPrescan(*r);
     if (!groups) continue;
@@ -94,16 +81,62 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     }
     ruleGroups.push_back(std::move(masks));
   }
-  // Words the settings make relevant (configured in-house optimizer / wrap names) count for every group.
-  std::vector<std::string> extraWords;
-  if (catalog_.factWords) extraWords = catalog_.factWords(options_.settingsFacts);
-  WordSet wordSet(words);
-  auto maskOf = [&](std::string_view text) {
-    uint64_t m = wordSet.scan(text);
-    for (const auto& w : extraWords)
-      if (text.find(w) != std::string_view::npos) m = ~uint64_t{0};
-    return m;
-  };
+  if (catalog.factWords) extraWords = catalog.factWords(options.settingsFacts);
+  wordSet_.emplace(words);
+  for (auto w : words) longest_ = std::max(longest_, w.size());
+}
+
+uint64_t PythonWords::maskAfterEdit(std::string_view before, uint64_t beforeMask, std::string_view after) const {
+  if (!extraWords.empty()) return mask(after);
+  ChangedSpan c = changedSpan(before, after);
+  if (c.begin == before.size() && c.begin == after.size()) return beforeMask;
+  // A word's occurrence that touches the changed bytes lies within `reach` bytes of them; every other one is
+  // in the common prefix or suffix, on both sides.
+  const size_t reach = longest_ > 0 ? longest_ - 1 : 0, from = c.begin > reach ? c.begin - reach : 0;
+  std::string_view was = before.substr(from, std::min(before.size(), c.oldEnd + reach) - from);
+  std::string_view is = after.substr(from, std::min(after.size(), c.newEnd + reach) - from);
+  if (was.size() + is.size() > after.size() / 4) return mask(after);
+  const uint64_t gone = wordSet_->scan(was), come = wordSet_->scan(is);
+  uint64_t out = (beforeMask & ~gone) | come;
+  for (uint64_t m = beforeMask & gone & ~come; m; m &= m - 1) {  // seen near the edit before only: elsewhere?
+    size_t i = static_cast<size_t>(__builtin_ctzll(m));
+    if (i < words.size() && after.find(words[i]) != std::string_view::npos) out |= uint64_t{1} << i;
+  }
+  return out;
+}
+
+uint64_t PythonWords::mask(std::string_view text) const {
+  uint64_t m = wordSet_->scan(text);
+  for (const auto& w : extraWords)
+    if (text.find(w) != std::string_view::npos) m = ~uint64_t{0};
+  return m;
+}
+
+uint64_t Linter::prescanMask(std::string_view text) const {
+  return PythonWords(selectedRules(catalog_, options_), catalog_, options_).mask(text);
+}
+
+void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* statsOut, ModuleTable* persistent,
+                           std::vector<Diagnostic>& all) const {
+  using Clock = std::chrono::steady_clock;
+  LintStats stats;
+  stats.filesSeen = paths.size();
+  auto t0 = Clock::now();
+  // Files modified from two seconds before the run's start on are not trusted by their stamp in a
+  // later run (ResultCache::save).
+  const int64_t trustBefore = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count() -
+                              int64_t{2000000000};
+  const RuleInfo* sl002 = catalog_.find("SL002");
+  bool reportSkips = sl002 && options_.selection.enabled(*sl002);
+
+  // ---- pre-scan: bytes only. Which words each file mentions, and what it imports.
+  std::vector<std::unique_ptr<Rule>> rules = selectedRules(catalog_, options_);
+  const PythonWords prescan(rules, catalog_, options_);
+  const std::vector<std::string_view>& words = prescan.words;
+  const std::vector<std::string>& extraWords = prescan.extraWords;
+  auto maskOf = [&](std::string_view text) { return prescan.mask(text); };
 
   // Configuration files take their own, simpler path; launch scripts are only read for links.
   std::vector<std::string> pyPaths, launchPaths, configPaths, cxxPaths, markdownPaths;
@@ -298,6 +331,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // Else every kept answer is forgotten: one left for a file this run does not resolve would be taken
   // by a later run whose layout (this run's) it does not rest on.
   if (cache && !layoutKept) prescans->dropResolved();
+  if (persistent) prescans->keepOverlays(options_.overlays);  // a closed document's last text is let go
   for (size_t first = 0; first < scanned.size();) {
     size_t last = scanned.size();
     std::vector<Read> reads(last - first);
@@ -309,7 +343,9 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         // A file on disk seen unchanged (by the language server's table, or in the persistent cache's
         // stamps): its mask and imports are known; read only when its text is analysed.
         std::optional<FileStamp> stat;
-        if (prescans && !options_.overlays.count(absolutePathKey(sc.path, cwd))) stat = PrescanCache::statOf(sc.path);
+        const std::string overlayKey = options_.overlays.empty() ? std::string() : absolutePathKey(sc.path, cwd);
+        const bool overlaid = !overlayKey.empty() && options_.overlays.count(overlayKey) > 0;
+        if (prescans && !overlaid) stat = PrescanCache::statOf(sc.path);
         std::optional<PrescanCache::Entry> known;
         if (stat) known = prescans->find(sc.path, *stat, prescanWords);
         if (known && sc.depth < 2 && !known->hasImports) known.reset();  // its imports are wanted now
@@ -336,7 +372,13 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
           return;
         }
         rd.bytes = rd.r.text.size();
-        sc.mask = maskOf(rd.r.text);
+        if (overlaid && persistent) {  // an open document: its mask from its last one, across the edit
+          auto last = prescans->overlay(overlayKey, prescanWords);
+          sc.mask = last ? prescan.maskAfterEdit(last->text, last->mask, rd.r.text) : maskOf(rd.r.text);
+          prescans->storeOverlay(overlayKey, {rd.r.text, sc.mask}, prescanWords);
+        } else {
+          sc.mask = maskOf(rd.r.text);
+        }
         if (sc.depth < 2) rd.imports = scanImports(rd.r.text);
         if (stat && stat->size == rd.bytes) {
           rd.stat = stat;
@@ -414,8 +456,8 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     closure = std::move(next);
   }
   auto relevant = [&](uint64_t mask) {
-    if (alwaysRelevant) return true;
-    for (const auto& groups : ruleGroups) {
+    if (prescan.alwaysRelevant) return true;
+    for (const auto& groups : prescan.ruleGroups) {
       bool all = true;
       for (uint64_t g : groups) all = all && (mask & g) != 0;
       if (all) return true;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/WordSet.h"
 #include "driver/Importers.h"
 #include "driver/Linter.h"
 #include "driver/ModuleTable.h"
@@ -22,6 +23,29 @@ namespace shardlint {
 // The pre-scan word groups that decide which Python files and modules matter to `r`, or none when
 // the rule does not read Python (it checks only C++ units or configuration files).
 std::optional<std::vector<std::vector<std::string_view>>> pythonPrescan(const Rule& r);
+
+// A fresh instance of each rule `options` selects, in the catalog's order.
+std::vector<std::unique_ptr<Rule>> selectedRules(const RuleCatalog& catalog, const LintOptions& options);
+
+// The pre-scan's question for a Python file's text, for `rules` (the selected ones; the words are theirs,
+// so they must outlive this): which of their words it mentions. Bit i of a mask is words[i]; a word the
+// settings make relevant (RuleCatalog::factWords: a configured in-house optimizer or wrap) sets every bit.
+struct PythonWords {
+  PythonWords(const std::vector<std::unique_ptr<Rule>>& rules, const RuleCatalog& catalog, const LintOptions& options);
+  uint64_t mask(std::string_view text) const;
+  // mask(after), from `beforeMask` = mask(before): only the bytes around where the texts differ are scanned
+  // (and the whole of `after` for each word seen there before and not after), unless the edit is large.
+  uint64_t maskAfterEdit(std::string_view before, uint64_t beforeMask, std::string_view after) const;
+
+  std::vector<std::string_view> words;
+  std::vector<std::vector<uint64_t>> ruleGroups;  // per rule that reads Python: a mask per word group
+  bool alwaysRelevant = false;                    // a rule that reads every Python file
+  std::vector<std::string> extraWords;
+
+ private:
+  std::optional<WordSet> wordSet_;
+  size_t longest_ = 0;  // the longest word's length
+};
 
 Diagnostic engineDiagnostic(const RuleInfo& info, const SourceFile& file, ByteRange range, std::string message);
 

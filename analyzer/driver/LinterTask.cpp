@@ -99,8 +99,7 @@ std::vector<Diagnostic> Task::run(const std::string& path, std::optional<std::st
   // The rules and the analysis, on the heap: LintOptions::disposal may keep them past this task.
   auto work = std::make_shared<Work>();
   std::vector<std::unique_ptr<Rule>>& rules = work->rules;
-  for (auto& r : catalog_.makeRules())
-    if (options_.selection.enabled(r->info())) rules.push_back(std::move(r));
+  rules = selectedRules(catalog_, options_);
   if (!importedByOthers_) session_->keepLocal(root_->module.get());
   work->analysis = std::make_unique<semantic::FileAnalysis>(*root_->module, *session_);
   semantic::FileAnalysis& analysis = *work->analysis;

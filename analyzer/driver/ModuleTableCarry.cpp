@@ -145,21 +145,8 @@ struct TextEdit {
 };
 
 TextEdit diff(std::string_view a, std::string_view b) {
-  size_t p = 0, n = std::min(a.size(), b.size());
-  while (p < n && a[p] == b[p]) ++p;
-  size_t s = 0;
-  while (s < n - p && a[a.size() - 1 - s] == b[b.size() - 1 - s]) ++s;
-  return TextEdit{static_cast<uint32_t>(p), static_cast<uint32_t>(a.size() - s), static_cast<uint32_t>(b.size() - s)};
-}
-
-// The comment holding the changed bytes [e.begin, end) (the byte before them is in it), if one does.
-std::optional<ByteRange> commentAround(TSNode root, uint32_t begin, uint32_t end) {
-  if (begin == 0) return std::nullopt;
-  TSNode n = ts_node_descendant_for_byte_range(root, begin - 1, begin);
-  if (ts_node_is_null(n) || syntax::PyKinds::instance().kind(n) != syntax::Kind::comment) return std::nullopt;
-  ByteRange r = syntax::rangeOf(n);
-  if (r.begin >= begin || r.end < end) return std::nullopt;
-  return r;
+  ChangedSpan c = changedSpan(a, b);
+  return TextEdit{static_cast<uint32_t>(c.begin), static_cast<uint32_t>(c.oldEnd), static_cast<uint32_t>(c.newEnd)};
 }
 
 // The text of a function with its decorators.
@@ -265,8 +252,8 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
     return;
   TextEdit edit = diff(c.file->text, root->file->text);
   std::vector<ByteRange> changedBefore, changedAfter;
-  std::optional<ByteRange> cb = commentAround(c.tree.root(), edit.begin, edit.oldEnd);
-  std::optional<ByteRange> ca = cb ? commentAround(root->tree.root(), edit.begin, edit.newEnd) : std::nullopt;
+  std::optional<ByteRange> cb = syntax::commentAround(c.tree.root(), edit.begin, edit.oldEnd);
+  std::optional<ByteRange> ca = cb ? syntax::commentAround(root->tree.root(), edit.begin, edit.newEnd) : std::nullopt;
   if (!cb || !ca || !edit.sameSpan(*cb, *ca)) changedFunctions(before, after, edit, changedBefore, changedAfter);
   semantic::SummaryMove move;
   if (!pairDefs(before.functions(), after.functions(), changedBefore, changedAfter, edit, sameFunction, move.defs) ||

@@ -48,7 +48,7 @@ int Server::run() {
       in = std::move(queue_.front());
       queue_.pop_front();
     } else {
-      bool pending = !dirtySelf_.empty() || othersDirty_ || !othersPending_.empty();
+      bool pending = !dirtySelf_.empty() || !moved_.empty() || othersDirty_ || !othersPending_.empty();
       in = readIncoming(pending ? 0 : -1);
     }
     switch (in.status) {
@@ -57,6 +57,7 @@ int Server::run() {
         // work rather than retry it forever.
         if (!guarded([&] { flush(); })) {
           dirtySelf_.clear();
+          moved_.clear();
           othersDirty_ = false;
           othersPending_.clear();
         }

@@ -110,6 +110,7 @@ void Server::didChange(const json& params) {
   }
   if (td.contains("version")) d.version = td["version"];
   bool incremental = true;
+  std::optional<CommentEdit> inComment;  // the one change, when it lies inside a comment
   try {
     for (const auto& change : changes) {
       const std::string& newText = change["text"].get_ref<const std::string&>();
@@ -125,6 +126,7 @@ void Server::didChange(const json& params) {
       uint32_t end = offsetOf(index, d.text, change["range"]["end"]);
       if (end < start) std::swap(start, end);
       if (d.tree && incremental) {
+        if (changes.size() == 1) inComment = commentEdit(d, index, start, end, newText);
         TSInputEdit edit{};
         edit.start_byte = start;
         edit.old_end_byte = end;
@@ -152,6 +154,7 @@ void Server::didChange(const json& params) {
     throw;
   }
   if (d.kind == DocKind::Python) reparse(d, incremental);
+  if (inComment && moveFindings(d, *inComment)) return;
   markDirty(d.uri);
   othersDirty_ = true;
 }

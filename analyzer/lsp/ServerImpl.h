@@ -67,6 +67,15 @@ struct Document {
   std::vector<Diagnostic> viaImporters;
 };
 
+// One edit that lies inside a comment of a linted document and types no line break (Server::commentEdit).
+struct CommentEdit {
+  uint32_t begin = 0, oldEnd = 0, newEnd = 0;  // the changed bytes, before and after
+  ByteRange comment;                           // the comment before the edit
+  std::string oldComment;                      // its text
+  uint32_t line = 0;                           // its line
+  int64_t codepoints = 0, utf16 = 0;           // the edit's length in the other column units
+};
+
 // The code action kind of "fix all safe shardlint findings" (like ESLint's and Ruff's).
 constexpr const char* kFixAllKind = "source.fixAll.shardlint";
 
@@ -128,6 +137,16 @@ class Server {
   json position(const LineCol& lc) const;
   std::string uriFor(const std::string& path) const;
 
+  // ---- edits inside a comment (ServerComments.cpp) -----------------------------------------
+  // Before an edit of [begin, end) to `text` is applied: the edit, when it is the only one of its
+  // notification and lies inside a comment of a document linted and not changed since.
+  std::optional<CommentEdit> commentEdit(const Document& d, const LineIndex& index, uint32_t begin, uint32_t end,
+                                         const std::string& text) const;
+  // After it is applied and the document re-parsed: whether the analysis cannot have changed (the comment
+  // is one still, and makes or unmakes no directive, and no pre-scan word); then its findings are moved
+  // over the edit and the document is due to be published (moved_) instead of linted.
+  bool moveFindings(Document& d, const CommentEdit& e);
+
   // ---- linting (ServerLinting.cpp) ---------------------------------------------------------
   json toLsp(const Diagnostic& d) const;
   LintOptions optionsWithOverlays() const;
@@ -168,6 +187,7 @@ class Server {
 
   std::map<std::string, Document> docs_;  // by URI
   std::vector<std::string> dirtySelf_;    // documents changed in this batch, in order
+  std::vector<std::string> moved_;        // documents whose findings comment edits moved: to publish
   bool othersDirty_ = false;              // the other open documents need a re-check too
   std::set<std::string> othersPending_;   // ... and these have not been re-checked yet
   std::vector<std::string> fullPending_;  // edited documents whose importers pass is due

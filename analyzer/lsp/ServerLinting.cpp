@@ -113,9 +113,16 @@ std::vector<Diagnostic> merged(std::vector<Diagnostic> base, const std::vector<D
 // before each file's analysis) and run again later, so typing is never queued behind them, unless
 // `complete` (a request needs every result to be current).
 void Server::flush(bool complete) {
-  if (dirtySelf_.empty() && !othersDirty_ && othersPending_.empty() && fullPending_.empty()) return;
+  if (dirtySelf_.empty() && moved_.empty() && !othersDirty_ && othersPending_.empty() && fullPending_.empty()) return;
   std::vector<std::string> self = std::move(dirtySelf_);
   dirtySelf_.clear();
+  // Documents whose findings comment edits moved (ServerComments.cpp), unless a later edit made them due for
+  // a lint.
+  for (const auto& uri : moved_) {
+    auto it = docs_.find(uri);
+    if (it != docs_.end() && !pullMode_ && std::find(self.begin(), self.end(), uri) == self.end()) publish(it->second);
+  }
+  moved_.clear();
   if (othersDirty_) {
     for (const auto& [uri, d] : docs_) othersPending_.insert(uri);
     othersDirty_ = false;

@@ -424,6 +424,15 @@ std::vector<TSNode> callsNamed(TSNode root, std::string_view src, const std::uno
   return calls;
 }
 
+std::optional<ByteRange> commentAround(TSNode root, uint32_t begin, uint32_t end) {
+  if (begin == 0) return std::nullopt;
+  TSNode n = ts_node_descendant_for_byte_range(root, begin - 1, begin);
+  if (ts_node_is_null(n) || PyKinds::instance().kind(n) != Kind::comment) return std::nullopt;
+  ByteRange r = rangeOf(n);
+  if (r.begin >= begin || r.end < end) return std::nullopt;
+  return r;
+}
+
 std::optional<TSNode> firstSyntaxError(TSNode root) {
   if (!ts_node_has_error(root)) return std::nullopt;
   TSTreeCursor cur = ts_tree_cursor_new(root);

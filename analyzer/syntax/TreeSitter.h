@@ -201,6 +201,9 @@ inline size_t findWord(std::string_view text, std::string_view word, size_t from
 std::vector<TSNode> callsNamed(TSNode root, std::string_view src, const std::unordered_set<std::string_view>& names);
 // First ERROR or MISSING node in document order, if any.
 std::optional<TSNode> firstSyntaxError(TSNode root);
+// The range of the comment that holds the bytes [begin, end) (the byte before `begin` is in it, so the
+// comment's `#` is not among them; `end` may be the comment's end), if one does.
+std::optional<ByteRange> commentAround(TSNode root, uint32_t begin, uint32_t end);
 
 // Statements, for fixes that move or add them (null nodes when there is none):
 // the statement directly in a block (or the module) whose range contains `range`;

@@ -1,0 +1,130 @@
+// Edits inside one comment: the document's findings are moved over the edit instead of being made again.
+//
+// Nothing the analysis reads is in a comment's text but three things, each checked here on both sides of the
+// edit: suppression directives (`# noqa`, `# shardlint: ...`: a comment that is or becomes one is linted
+// again), the pre-scan's words (which rules look at the file: the comment's mask must stay as it was) and the
+// comment itself as text a finding quotes (a message or a fix holding it). The tree is the same but for the
+// comment's length (no line break is typed or deleted), so every place after the edit on its line moves by
+// the edit's length and nothing else moves. The module table and the analyses it keeps still hold the text
+// linted last; the next lint diffs against that text, as after any edit. A comment edit does not look at the
+// disk: a module changed there that the client did not report (workspace/didChangeWatchedFiles) is seen at
+// the next lint, as between two lints.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "lsp/ServerImpl.h"
+#include "syntax/TreeSitter.h"
+
+namespace shardlint::lsp {
+
+namespace {
+
+// UTF-8 bytes -> (code points, UTF-16 code units): the two other column units of LineCol.
+std::pair<int64_t, int64_t> columnsOf(std::string_view s) {
+  int64_t cp = 0, u16 = 0;
+  for (unsigned char c : s) {
+    if ((c & 0xC0) == 0x80) continue;
+    ++cp;
+    u16 += c >= 0xF0 ? 2 : 1;
+  }
+  return {cp, u16};
+}
+
+bool mentionsDirective(std::string_view comment) {
+  std::string low = lower(std::string(comment));
+  return low.find("noqa") != std::string::npos || low.find("shardlint") != std::string::npos;
+}
+
+}  // namespace
+
+std::optional<CommentEdit> Server::commentEdit(const Document& d, const LineIndex& index, uint32_t begin,
+                                               uint32_t end, const std::string& text) const {
+  // Not when its findings are due to be made again anyway: it changed in this batch, or something else did
+  // (another document, a file on disk the client reported, the settings) and its re-check has not run.
+  if (d.kind != DocKind::Python || !d.tree || d.treeFromView || !d.linted || othersDirty_ ||
+      othersPending_.count(d.uri) || std::find(dirtySelf_.begin(), dirtySelf_.end(), d.uri) != dirtySelf_.end() ||
+      text.find_first_of("\r\n") != std::string::npos)
+    return std::nullopt;
+  auto comment = syntax::commentAround(ts_tree_root_node(d.tree.get()), begin, end);
+  if (!comment) return std::nullopt;
+  CommentEdit e;
+  e.begin = begin;
+  e.oldEnd = end;
+  e.newEnd = begin + static_cast<uint32_t>(text.size());
+  e.comment = *comment;
+  e.line = index.lineOf(begin);
+  e.oldComment = d.text.substr(comment->begin, comment->end - comment->begin);
+  auto [cpOld, u16Old] = columnsOf(std::string_view(d.text).substr(begin, end - begin));
+  auto [cpNew, u16New] = columnsOf(text);
+  e.codepoints = cpNew - cpOld;
+  e.utf16 = u16New - u16Old;
+  return e;
+}
+
+bool Server::moveFindings(Document& d, const CommentEdit& e) {
+  if (!d.tree) return false;
+  const int64_t delta = static_cast<int64_t>(e.newEnd) - static_cast<int64_t>(e.oldEnd);
+  auto now = syntax::commentAround(ts_tree_root_node(d.tree.get()), e.begin, e.newEnd);
+  if (!now || now->begin != e.comment.begin || static_cast<int64_t>(now->end) != e.comment.end + delta) return false;
+  std::string_view comment = std::string_view(d.text).substr(now->begin, now->end - now->begin);
+  if (mentionsDirective(e.oldComment) || mentionsDirective(comment)) return false;
+  Linter linter(catalog_, base_);
+  if (linter.prescanMask(e.oldComment) != linter.prescanMask(comment)) return false;
+
+  auto mine = [&](const Location& l) { return absolutePathKey(l.path) == d.path; };
+  auto quotes = [&](const std::string& s) { return s.find(e.oldComment) != std::string::npos; };
+  auto inside = [&](uint32_t p) { return p > e.begin && p < e.oldEnd; };
+  auto movable = [&](const Diagnostic& x) {
+    std::vector<const Location*> places{&x.location};
+    bool quoted = quotes(x.message);
+    for (const auto& n : x.notes) {
+      places.push_back(&n.location);
+      quoted = quoted || quotes(n.message);
+    }
+    if (x.fix)
+      for (const auto& ed : x.fix->edits) {
+        places.push_back(&ed.location);
+        quoted = quoted || quotes(ed.text);
+      }
+    return !quoted && std::none_of(places.begin(), places.end(), [&](const Location* l) {
+      return mine(*l) && (inside(l->range.begin) || inside(l->range.end));
+    });
+  };
+  for (const auto* list : {&d.findings, &d.own, &d.viaImporters})
+    if (!std::all_of(list->begin(), list->end(), movable)) return false;
+
+  auto movePoint = [&](uint32_t& offset, LineCol& lc) {
+    if (offset < e.oldEnd) return;
+    offset = static_cast<uint32_t>(offset + delta);
+    if (lc.line != e.line) return;
+    lc.byteColumn = static_cast<uint32_t>(lc.byteColumn + delta);
+    lc.codepointColumn = static_cast<uint32_t>(lc.codepointColumn + e.codepoints);
+    lc.utf16Column = static_cast<uint32_t>(lc.utf16Column + e.utf16);
+  };
+  auto moveLocation = [&](Location& l) {
+    if (!mine(l)) return;
+    movePoint(l.range.begin, l.start);
+    movePoint(l.range.end, l.end);
+  };
+  for (auto* list : {&d.findings, &d.own, &d.viaImporters})
+    for (auto& x : *list) {
+      moveLocation(x.location);
+      for (auto& n : x.notes) moveLocation(n.location);
+      if (x.fix)
+        for (auto& ed : x.fix->edits) moveLocation(ed.location);
+    }
+  d.diagnostics = toLsp(d.findings);
+  // Another document's finding that points into this one (a note) is re-checked, as after any edit.
+  for (const auto& [uri, other] : docs_)
+    if (uri != d.uri)
+      for (const auto& x : other.findings)
+        if (mine(x.location) || std::any_of(x.notes.begin(), x.notes.end(), [&](const Note& n) { return mine(n.location); }))
+          othersDirty_ = true;
+  if (std::find(moved_.begin(), moved_.end(), d.uri) == moved_.end()) moved_.push_back(d.uri);
+  if (trace_) std::fprintf(stderr, "shardlint server: findings of %s moved over a comment edit\n", d.path.c_str());
+  return true;
+}
+
+}  // namespace shardlint::lsp
