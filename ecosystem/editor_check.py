@@ -17,6 +17,7 @@ Exit status: 0 when every state agrees, 1 when some differ (each difference is p
 or a server that failed.
 """
 import argparse
+import ast
 import os
 import pathlib
 import sys
@@ -64,10 +65,40 @@ def states(text):
         out.append(("comment: the directive deleted", "\n".join(blines)))
         blines[ci] = orig[:cch] + " \u00e9 \U0001F680 edited" + orig[cch:]
         out.append(("comment: the pre-scan words replaced", "\n".join(blines)))
+    doc = docstring_site(text)  # (the texts edited so far may not parse: the added line can be in brackets)
+    if doc:
+        cur = (out[-1][1] if out else text).split("\n")
+        i, ch = doc
+        i += 1 if code and i > code[0] else 0
+        cur[i] = cur[i][:ch] + "Edited, " + cur[i][ch:]
+        out.append(("docstring: words typed", "\n".join(cur)))
     if code:
         cur = out[-1][1].split("\n")
         out.append(("code: the line removed", "\n".join(cur[:code[0]] + cur[code[0] + 1:])))
     return out
+
+
+def docstring_site(text):
+    """(line, character) just inside the opening quotes of the first function's or class's docstring (no string
+    prefix), or None."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    lines = text.split("\n")
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not node.body:
+            continue
+        first = node.body[0]
+        if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)):
+            continue
+        line = lines[first.lineno - 1]
+        ch = len(line.encode("utf-8")[:first.col_offset].decode("utf-8", "replace"))
+        for quote in ('"""', "'''", '"', "'"):
+            if line.startswith(quote, ch):
+                return first.lineno - 1, ch + len(quote)
+        return None
+    return None
 
 
 def settled(client, uri, version):

@@ -509,6 +509,61 @@ TEST_CASE("lsp: an edit inside a comment moves the findings instead of linting a
   CHECK(s.shutdownAndExit() == 0);
 }
 
+// A docstring is inert like a comment, unless an edit types or deletes a quote or backslash (the string could
+// end elsewhere), makes it one word as a whole (a mention of a name), or the string is not a docstring.
+TEST_CASE("lsp: an edit inside a docstring moves the findings; quotes and one-word docstrings are linted", "[lsp]") {
+  TempDir dir;
+  const std::string text =
+      "import torch\n"
+      "import torch.nn as nn\n"
+      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      "\n"
+      "\n"
+      "def main():\n"
+      "    \"\"\"Train the model.\"\"\"; x = \"not a docstring\"\n"
+      "    model = nn.Linear(8, 8)\n"
+      "    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)\n"
+      "    model = FSDP(model)\n"
+      "    for _ in range(10):\n"
+      "        model(torch.randn(2, 8)).sum().backward()\n"
+      "        optimizer.step()\n";
+  std::string uri = uriOf(dir.write("train.py", text));
+  fs::path trace = dir.path() / "trace.log";
+  LspProcess s(trace);
+  s.initialize({}, dir.path());
+  s.open(uri, text);
+  const json first = s.published(uri, 1)["diagnostics"];
+  requireSl101At(first, 8, 16);
+  auto count = [&](const std::string& what) {
+    std::string log = shardlint::testing::readFile(trace);
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  size_t lints = count(", fast pass");
+  // Words typed into the docstring: moved.
+  s.change(uri, 2, {LspProcess::edit(rangeOf(6, 13, 6, 13), " tiny")});
+  CHECK(s.published(uri, 2)["diagnostics"] == first);
+  CHECK(count("moved over a comment edit") == 1);
+  CHECK(count(", fast pass") == lints);
+  // The string after it on the same line is no docstring: linted.
+  s.change(uri, 3, {LspProcess::edit(rangeOf(6, 39, 6, 39), "x")});
+  CHECK(s.published(uri, 3)["diagnostics"] == first);
+  CHECK(count(", fast pass") == lints + 1);
+  // A quote typed into the docstring, and deleted: linted both times.
+  s.change(uri, 4, {LspProcess::edit(rangeOf(6, 8, 6, 8), "'")});
+  CHECK(s.published(uri, 4)["diagnostics"] == first);
+  s.change(uri, 5, {LspProcess::edit(rangeOf(6, 8, 6, 9), "")});
+  CHECK(s.published(uri, 5)["diagnostics"] == first);
+  CHECK(count(", fast pass") == lints + 3);
+  // The docstring made one word: linted.
+  s.change(uri, 6, {LspProcess::edit(rangeOf(6, 12, 6, 28), "")});
+  CHECK(s.published(uri, 6)["diagnostics"] == first);
+  CHECK(count(", fast pass") == lints + 4);
+  CHECK(count("moved over a comment edit") == 1);
+  CHECK(s.shutdownAndExit() == 0);
+}
+
 // The folder listings import resolution reads are kept between edits for a short while; a module created
 // on disk is seen as soon as the client reports it.
 TEST_CASE("lsp: a helper module created on disk is imported after the client reports it", "[lsp]") {

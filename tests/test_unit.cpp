@@ -18,6 +18,7 @@
 #include "syntax/CodeWords.h"
 #include "driver/Linter.h"
 #include "driver/LinterImpl.h"
+#include "driver/Project.h"
 #include "semantic/Interpreter.h"
 #include "syntax/TreeSitter.h"
 
@@ -811,6 +812,32 @@ TEST_CASE("PythonWords: a mask worked out across an edit is the new text's mask"
     INFO(before << "\n->\n" << after);
     REQUIRE(words.maskAfterEdit(before, words.mask(before), after) == words.mask(after));
   }
+}
+
+// The language server keeps an open document's scanned imports across an edit that touches no line mentioning
+// `import`: scanImports must then answer as before.
+TEST_CASE("importLinesDiffer: an edit it calls harmless leaves scanImports' answer as it was", "[unit]") {
+  const std::vector<std::string> pieces = {"import a\n", "from b import c, d\n", "x = 1\n", "import e as f  # g\n",
+                                           "    def h(self):\n", "        return i\n", "from . import (j,\n", " k)\n",
+                                           "\n", "# import z\n"};
+  std::mt19937 rng(3);
+  const std::string typed = "imprt oa\n ,.(#x";
+  size_t harmless = 0;
+  for (int round = 0; round < 4000; ++round) {
+    std::string before;
+    for (size_t n = 1 + rng() % 12; n > 0; --n) before += pieces[rng() % pieces.size()];
+    std::string after = before;
+    size_t at = rng() % (before.size() + 1), cut = std::min<size_t>(rng() % 4, before.size() - at);
+    std::string add;
+    for (size_t n = rng() % 4; n > 0; --n) add += typed[rng() % typed.size()];
+    after.replace(at, cut, add);
+    shardlint::ChangedSpan span = shardlint::changedSpan(before, after);
+    if (shardlint::importLinesDiffer(before, after, span)) continue;
+    ++harmless;
+    INFO(before << "\n->\n" << after);
+    REQUIRE(shardlint::scanImports(after) == shardlint::scanImports(before));
+  }
+  CHECK(harmless > 500);
 }
 
 // absolutePathKey's shortcut for paths already absolute and normal gives what the full computation gives.

@@ -143,12 +143,11 @@ void PrescanCache::store(const std::string& path, Entry e, const std::string& wo
   entries_[path] = std::move(e);
 }
 
-std::optional<PrescanCache::OverlayMask> PrescanCache::overlay(const std::string& path, const std::string& words) {
+std::shared_ptr<const PrescanCache::OverlayMask> PrescanCache::overlay(const std::string& key, const std::string& words) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (words != words_) return std::nullopt;
-  auto it = overlays_.find(path);
-  if (it == overlays_.end()) return std::nullopt;
-  return it->second;
+  if (words != words_) return nullptr;
+  auto it = overlays_.find(key);
+  return it == overlays_.end() ? nullptr : it->second;
 }
 
 void PrescanCache::keepOverlays(const std::map<std::string, std::string>& open) {
@@ -157,10 +156,10 @@ void PrescanCache::keepOverlays(const std::map<std::string, std::string>& open) 
     it = open.count(it->first) ? std::next(it) : overlays_.erase(it);
 }
 
-void PrescanCache::storeOverlay(const std::string& path, OverlayMask m, const std::string& words) {
+void PrescanCache::storeOverlay(const std::string& key, std::shared_ptr<const OverlayMask> m, const std::string& words) {
   std::lock_guard<std::mutex> lock(mu_);
   useWordsLocked(words);
-  overlays_[path] = std::move(m);
+  overlays_[key] = std::move(m);
 }
 
 ImportersFound findImporters(const ProjectIndex& index, const std::vector<std::string>& targets,

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -92,10 +93,12 @@ class PrescanCache {
   struct OverlayMask {
     std::string text;
     uint64_t mask = 0;
+    bool hasImports = false;           // `imports` was scanned
+    std::vector<std::string> imports;  // as spelled (scanImports)
   };
   // By absolute path key.
-  std::optional<OverlayMask> overlay(const std::string& key, const std::string& words);
-  void storeOverlay(const std::string& key, OverlayMask m, const std::string& words);
+  std::shared_ptr<const OverlayMask> overlay(const std::string& key, const std::string& words);
+  void storeOverlay(const std::string& key, std::shared_ptr<const OverlayMask> m, const std::string& words);
   // Forgets the documents that are not among `open` (LintOptions::overlays).
   void keepOverlays(const std::map<std::string, std::string>& open);
 
@@ -108,7 +111,7 @@ class PrescanCache {
   std::string words_;  // what the entries' masks mean; other words clear them
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::pair<FileStamp, ConfigFacts>> configFacts_;
-  std::map<std::string, OverlayMask> overlays_;  // for words_ too
+  std::map<std::string, std::shared_ptr<const OverlayMask>> overlays_;  // for words_ too
 };
 
 struct ImportersFound {

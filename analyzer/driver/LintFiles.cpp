@@ -86,9 +86,10 @@ PythonWords::PythonWords(const std::vector<std::unique_ptr<Rule>>& rules, const 
   for (auto w : words) longest_ = std::max(longest_, w.size());
 }
 
-uint64_t PythonWords::maskAfterEdit(std::string_view before, uint64_t beforeMask, std::string_view after) const {
+uint64_t PythonWords::maskAfterEdit(std::string_view before, uint64_t beforeMask, std::string_view after,
+                                   const ChangedSpan* span) const {
   if (!extraWords.empty()) return mask(after);
-  ChangedSpan c = changedSpan(before, after);
+  const ChangedSpan c = span ? *span : changedSpan(before, after);
   if (c.begin == before.size() && c.begin == after.size()) return beforeMask;
   // A word's occurrence that touches the changed bytes lies within `reach` bytes of them; every other one is
   // in the common prefix or suffix, on both sides.
@@ -372,14 +373,31 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
           return;
         }
         rd.bytes = rd.r.text.size();
-        if (overlaid && persistent) {  // an open document: its mask from its last one, across the edit
+        if (overlaid && persistent) {  // an open document: its mask and imports from its last ones, across the edit
           auto last = prescans->overlay(overlayKey, prescanWords);
-          sc.mask = last ? prescan.maskAfterEdit(last->text, last->mask, rd.r.text) : maskOf(rd.r.text);
-          prescans->storeOverlay(overlayKey, {rd.r.text, sc.mask}, prescanWords);
+          auto now = std::make_shared<PrescanCache::OverlayMask>();
+          now->text = rd.r.text;
+          if (last) {
+            ChangedSpan span = changedSpan(last->text, now->text);
+            now->mask = prescan.maskAfterEdit(last->text, last->mask, now->text, &span);
+            if (last->hasImports && !importLinesDiffer(last->text, now->text, span)) {
+              now->imports = last->imports;
+              now->hasImports = true;
+            }
+          } else {
+            now->mask = maskOf(now->text);
+          }
+          if (sc.depth < 2 && !now->hasImports) {
+            now->imports = scanImports(now->text);
+            now->hasImports = true;
+          }
+          sc.mask = now->mask;
+          if (sc.depth < 2) rd.imports = now->imports;
+          prescans->storeOverlay(overlayKey, std::move(now), prescanWords);
         } else {
           sc.mask = maskOf(rd.r.text);
+          if (sc.depth < 2) rd.imports = scanImports(rd.r.text);
         }
-        if (sc.depth < 2) rd.imports = scanImports(rd.r.text);
         if (stat && stat->size == rd.bytes) {
           rd.stat = stat;
           prescans->store(sc.path,

@@ -35,7 +35,9 @@ struct PythonWords {
   uint64_t mask(std::string_view text) const;
   // mask(after), from `beforeMask` = mask(before): only the bytes around where the texts differ are scanned
   // (and the whole of `after` for each word seen there before and not after), unless the edit is large.
-  uint64_t maskAfterEdit(std::string_view before, uint64_t beforeMask, std::string_view after) const;
+  // `span`: changedSpan(before, after), when the caller has it.
+  uint64_t maskAfterEdit(std::string_view before, uint64_t beforeMask, std::string_view after,
+                         const ChangedSpan* span = nullptr) const;
 
   std::vector<std::string_view> words;
   std::vector<std::vector<uint64_t>> ruleGroups;  // per rule that reads Python: a mask per word group

@@ -389,4 +389,15 @@ std::vector<std::string> scanImports(std::string_view text) {
   return out;
 }
 
+bool importLinesDiffer(std::string_view before, std::string_view after, const ChangedSpan& span) {
+  auto touched = [&](std::string_view text, size_t end) {
+    size_t from = span.begin == 0 ? 0 : text.rfind('\n', span.begin - 1);
+    from = from == std::string_view::npos ? 0 : from;
+    size_t to = text.find('\n', end);
+    return text.substr(from, to == std::string_view::npos ? std::string_view::npos : to - from);
+  };
+  return touched(before, span.oldEnd).find("import") != std::string_view::npos ||
+         touched(after, span.newEnd).find("import") != std::string_view::npos;
+}
+
 }  // namespace shardlint

@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/SourceFile.h"
+
 namespace shardlint {
 
 // What says a file (or a folder) on disk is unchanged without reading it: its size and its modification
@@ -169,5 +171,8 @@ class ProjectIndex {
 // `import a.b as c` -> "a.b"; `from x.y import p, q` -> "x.y", "x.y.p", "x.y.q"
 // (either may be a module); relative spellings keep their dots (".opt", "..").
 std::vector<std::string> scanImports(std::string_view text);
+// Whether scanImports may answer differently for `after` than for `before`, which differ only in `span`:
+// when a line the edit touches (on either side) mentions `import`. scanImports reads each line alone.
+bool importLinesDiffer(std::string_view before, std::string_view after, const ChangedSpan& span);
 
 }  // namespace shardlint

@@ -67,10 +67,12 @@ struct Document {
   std::vector<Diagnostic> viaImporters;
 };
 
-// One edit that lies inside a comment of a linted document and types no line break (Server::commentEdit).
+// One edit that lies inside a comment or docstring of a linted document and types no line break
+// (Server::commentEdit).
 struct CommentEdit {
   uint32_t begin = 0, oldEnd = 0, newEnd = 0;  // the changed bytes, before and after
-  ByteRange comment;                           // the comment before the edit
+  ByteRange comment;                           // the comment, or the docstring's text, before the edit
+  bool docstring = false;
   std::string oldComment;                      // its text
   uint32_t line = 0;                           // its line
   int64_t codepoints = 0, utf16 = 0;           // the edit's length in the other column units
@@ -139,11 +141,12 @@ class Server {
 
   // ---- edits inside a comment (ServerComments.cpp) -----------------------------------------
   // Before an edit of [begin, end) to `text` is applied: the edit, when it is the only one of its
-  // notification and lies inside a comment of a document linted and not changed since.
+  // notification and lies inside a comment or docstring of a document linted and not changed since.
   std::optional<CommentEdit> commentEdit(const Document& d, const LineIndex& index, uint32_t begin, uint32_t end,
                                          const std::string& text) const;
   // After it is applied and the document re-parsed: whether the analysis cannot have changed (the comment
-  // is one still, and makes or unmakes no directive, and no pre-scan word); then its findings are moved
+  // or docstring is one still, and makes or unmakes no directive, no pre-scan word and no one-word
+  // docstring); then its findings are moved
   // over the edit and the document is due to be published (moved_) instead of linted.
   bool moveFindings(Document& d, const CommentEdit& e);
 
