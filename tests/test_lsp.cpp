@@ -415,41 +415,59 @@ TEST_CASE("lsp: findings an importer makes in the edited file survive the fast p
   CHECK(s.shutdownAndExit() == 0);
 }
 
+namespace {
+
+// The first and last lines of the edited scripts below: imports, and a training loop after the wrap.
+const std::string kImports =
+    "import torch\nimport torch.nn as nn\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n";
+const std::string kLoop =
+    "    for _ in range(10):\n        model(torch.randn(2, 8)).sum().backward()\n        optimizer.step()\n";
+
+// A server that traces (SHARDLINT_LSP_TRACE) into a file, with `text` open as train.py and its first diagnostics.
+struct TracedScript {
+  TempDir dir;
+  fs::path trace = dir.path() / "trace.log";
+  std::string uri;
+  LspProcess s{trace};
+  json first;
+  explicit TracedScript(const std::string& text) : uri(uriOf(dir.write("train.py", text))) {
+    s.initialize({}, dir.path());
+    s.open(uri, text);
+    first = s.published(uri, 1)["diagnostics"];
+  }
+  // How many trace lines so far say `what`.
+  size_t count(const std::string& what) const {
+    std::string log = shardlint::testing::readFile(trace);
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  }
+};
+
+}  // namespace
+
 // Typing inside a comment changes nothing the analysis reads, unless the comment is or becomes a suppression
 // directive or gains or loses a pre-scan word: the findings are moved over the edit and published without a
 // lint (the trace says which), and are what a lint of the new text gives.
 TEST_CASE("lsp: an edit inside a comment moves the findings instead of linting again", "[lsp]") {
-  TempDir dir;
   // kBuggy with a comment on line 3 and trailing comments on lines 7 (after the SL101 finding, which ends at
   // UTF-16 column 74) and 8 (the wrap).
   const std::string text =
-      "import torch\n"
-      "import torch.nn as nn\n"
-      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      kImports +
       "# The model, then its optimizer.\n"
       "\n"
       "def main():\n"
       "    model = nn.Linear(8, 8)\n"
       "    tag = \"\xF0\x9F\x9A\x80\"; optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # the optimizer\n"
       "    model = FSDP(model)  # wrapped \xF0\x9F\x9A\x80 here\n"
-      "    for _ in range(10):\n"
-      "        model(torch.randn(2, 8)).sum().backward()\n"
-      "        optimizer.step()\n";
-  std::string uri = uriOf(dir.write("train.py", text));
-  fs::path trace = dir.path() / "trace.log";
-  LspProcess s(trace);
-  s.initialize({}, dir.path());
-  s.open(uri, text);
-  const json first = s.published(uri, 1)["diagnostics"];
+      + kLoop;
+  TracedScript t(text);
+  LspProcess& s = t.s;
+  const std::string& uri = t.uri;
+  const json first = t.first;
   requireSl101At(first, 7, 28);
-  auto count = [&](const std::string& what) {
-    std::string log = shardlint::testing::readFile(trace);
-    size_t n = 0;
-    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
-    return n;
-  };
-  auto moved = [&] { return count("moved over a comment edit"); };
-  auto linted = [&] { return count(", fast pass"); };
+  auto moved = [&] { return t.count("moved over a comment edit"); };
+  auto linted = [&] { return t.count(", fast pass"); };
   size_t lints = linted();
 
   // Words typed into the comment above, and into the wrap's comment after a non-ASCII character: moved.
@@ -491,9 +509,7 @@ TEST_CASE("lsp: an edit inside a comment moves the findings instead of linting a
   s.notify("textDocument/didClose", {{"textDocument", {{"uri", uri}}}});
   CHECK(s.published(uri)["diagnostics"].empty());
   const std::string now =
-      "import torch\n"
-      "import torch.nn as nn\n"
-      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      kImports +
       "#\n"
       "# Words fully_shard The model, then its optimizer.\n"
       "\n"
@@ -501,9 +517,7 @@ TEST_CASE("lsp: an edit inside a comment moves the findings instead of linting a
       "    model = nn.Linear(8, 8)\n"
       "    tag = \"\xF0\x9F\x9A\x80\"; optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # the optimizer\n"
       "    model = FSDP(model)  # wrapped \xF0\x9F\x9A\x80 \xC3\xA9 here\n"
-      "    for _ in range(10):\n"
-      "        model(torch.randn(2, 8)).sum().backward()\n"
-      "        optimizer.step()\n";
+      + kLoop;
   s.open(uri, now, 10);
   CHECK(s.published(uri, 10)["diagnostics"] == last);
   CHECK(s.shutdownAndExit() == 0);
@@ -512,11 +526,8 @@ TEST_CASE("lsp: an edit inside a comment moves the findings instead of linting a
 // A docstring is inert like a comment, unless an edit types or deletes a quote or backslash (the string could
 // end elsewhere), makes it one word as a whole (a mention of a name), or the string is not a docstring.
 TEST_CASE("lsp: an edit inside a docstring moves the findings; quotes and one-word docstrings are linted", "[lsp]") {
-  TempDir dir;
   const std::string text =
-      "import torch\n"
-      "import torch.nn as nn\n"
-      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+      kImports +
       "\n"
       "\n"
       "def main():\n"
@@ -524,44 +535,31 @@ TEST_CASE("lsp: an edit inside a docstring moves the findings; quotes and one-wo
       "    model = nn.Linear(8, 8)\n"
       "    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)\n"
       "    model = FSDP(model)\n"
-      "    for _ in range(10):\n"
-      "        model(torch.randn(2, 8)).sum().backward()\n"
-      "        optimizer.step()\n";
-  std::string uri = uriOf(dir.write("train.py", text));
-  fs::path trace = dir.path() / "trace.log";
-  LspProcess s(trace);
-  s.initialize({}, dir.path());
-  s.open(uri, text);
-  const json first = s.published(uri, 1)["diagnostics"];
-  requireSl101At(first, 8, 16);
-  auto count = [&](const std::string& what) {
-    std::string log = shardlint::testing::readFile(trace);
-    size_t n = 0;
-    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
-    return n;
-  };
-  size_t lints = count(", fast pass");
+      + kLoop;
+  TracedScript t(text);
+  requireSl101At(t.first, 8, 16);
+  size_t lints = t.count(", fast pass");
   // Words typed into the docstring: moved.
-  s.change(uri, 2, {LspProcess::edit(rangeOf(6, 13, 6, 13), " tiny")});
-  CHECK(s.published(uri, 2)["diagnostics"] == first);
-  CHECK(count("moved over a comment edit") == 1);
-  CHECK(count(", fast pass") == lints);
+  t.s.change(t.uri, 2, {LspProcess::edit(rangeOf(6, 13, 6, 13), " tiny")});
+  CHECK(t.s.published(t.uri, 2)["diagnostics"] == t.first);
+  CHECK(t.count("moved over a comment edit") == 1);
+  CHECK(t.count(", fast pass") == lints);
   // The string after it on the same line is no docstring: linted.
-  s.change(uri, 3, {LspProcess::edit(rangeOf(6, 39, 6, 39), "x")});
-  CHECK(s.published(uri, 3)["diagnostics"] == first);
-  CHECK(count(", fast pass") == lints + 1);
+  t.s.change(t.uri, 3, {LspProcess::edit(rangeOf(6, 39, 6, 39), "x")});
+  CHECK(t.s.published(t.uri, 3)["diagnostics"] == t.first);
+  CHECK(t.count(", fast pass") == lints + 1);
   // A quote typed into the docstring, and deleted: linted both times.
-  s.change(uri, 4, {LspProcess::edit(rangeOf(6, 8, 6, 8), "'")});
-  CHECK(s.published(uri, 4)["diagnostics"] == first);
-  s.change(uri, 5, {LspProcess::edit(rangeOf(6, 8, 6, 9), "")});
-  CHECK(s.published(uri, 5)["diagnostics"] == first);
-  CHECK(count(", fast pass") == lints + 3);
+  t.s.change(t.uri, 4, {LspProcess::edit(rangeOf(6, 8, 6, 8), "'")});
+  CHECK(t.s.published(t.uri, 4)["diagnostics"] == t.first);
+  t.s.change(t.uri, 5, {LspProcess::edit(rangeOf(6, 8, 6, 9), "")});
+  CHECK(t.s.published(t.uri, 5)["diagnostics"] == t.first);
+  CHECK(t.count(", fast pass") == lints + 3);
   // The docstring made one word: linted.
-  s.change(uri, 6, {LspProcess::edit(rangeOf(6, 12, 6, 28), "")});
-  CHECK(s.published(uri, 6)["diagnostics"] == first);
-  CHECK(count(", fast pass") == lints + 4);
-  CHECK(count("moved over a comment edit") == 1);
-  CHECK(s.shutdownAndExit() == 0);
+  t.s.change(t.uri, 6, {LspProcess::edit(rangeOf(6, 12, 6, 28), "")});
+  CHECK(t.s.published(t.uri, 6)["diagnostics"] == t.first);
+  CHECK(t.count(", fast pass") == lints + 4);
+  CHECK(t.count("moved over a comment edit") == 1);
+  CHECK(t.s.shutdownAndExit() == 0);
 }
 
 // The folder listings import resolution reads are kept between edits for a short while; a module created
