@@ -8,6 +8,7 @@
 
 #include "Registry.h"
 #include "driver/Linter.h"
+#include "driver/Suppressions.h"
 
 using shardlint::Diagnostic;
 using shardlint::Linter;
@@ -241,4 +242,15 @@ TEST_CASE("suppressions: only a comment that says noqa or shardlint is looked up
   CHECK(lint(script("  # the optimizer, built early")) == kSL101);
   CHECK(lint(script(" if '# noqa: SL101' else None")) == kSL101);
   CHECK(lint(script("", "", "s = '''\n# noqa\n'''\n")) == kSL101);
+}
+
+TEST_CASE("suppressions: mayBeDirective says whether a comment can be one", "[suppressions]") {
+  using shardlint::Suppressions;
+  CHECK(Suppressions::mayBeDirective("# noqa"));
+  CHECK(Suppressions::mayBeDirective("# NoQA: SL101"));
+  CHECK(Suppressions::mayBeDirective("# ShardLint: disable=SL101"));
+  CHECK(Suppressions::mayBeDirective("# type: ignore # noqa: SL101"));
+  CHECK_FALSE(Suppressions::mayBeDirective("# the optimizer, built early"));
+  CHECK_FALSE(Suppressions::mayBeDirective("# noq a"));
+  CHECK_FALSE(Suppressions::mayBeDirective(""));
 }

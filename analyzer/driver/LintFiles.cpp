@@ -113,8 +113,15 @@ uint64_t PythonWords::mask(std::string_view text) const {
   return m;
 }
 
-uint64_t Linter::prescanMask(std::string_view text) const {
-  return PythonWords(selectedRules(catalog_, options_), catalog_, options_).mask(text);
+std::function<uint64_t(std::string_view)> Linter::prescanMask() const {
+  struct Words {
+    std::vector<std::unique_ptr<Rule>> rules;  // PythonWords' words are theirs
+    std::optional<PythonWords> words;
+  };
+  auto w = std::make_shared<Words>();
+  w->rules = selectedRules(catalog_, options_);
+  w->words.emplace(w->rules, catalog_, options_);
+  return [w](std::string_view text) { return w->words->mask(text); };
 }
 
 void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* statsOut, ModuleTable* persistent,

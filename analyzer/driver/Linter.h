@@ -230,9 +230,10 @@ class Linter {
   // and suppressions do not apply. Thread-safe. The engine of the hidden `shardlint parse-check`.
   std::vector<Diagnostic> syntaxFindings(const std::string& path, std::string text) const;
 
-  // Which of the selected rules' pre-scan words `text` mentions (the pre-scan's mask of a Python file): a
-  // change of a file that leaves its mask as it was cannot change which rules look at it.
-  uint64_t prescanMask(std::string_view text) const;
+  // Which of the selected rules' pre-scan words a text mentions (the pre-scan's mask of a Python file), as
+  // a function to keep and ask of many texts: a change of a file that leaves its mask as it was cannot
+  // change which rules look at it. It holds its own rules; the Linter need not outlive it.
+  std::function<uint64_t(std::string_view)> prescanMask() const;
 
   const RuleCatalog& catalog() const { return catalog_; }
   const LintOptions& options() const { return options_; }

@@ -2,7 +2,6 @@
 // rule `finish` and suppressions (Task::run), and the project modules its calls reach, loaded lazily
 // from the run's ModuleTable (the semantic::ModuleProvider side). Declared in LinterImpl.h.
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -24,23 +23,15 @@ namespace {
 
 // The comments of a Python tree, for suppressions: one look-up per `#` in the text (a comment
 // starts with one) rather than a walk over every node.
-// Whether `line` holds `word` in any case.
-bool mentionsNoCase(std::string_view line, std::string_view word) {
-  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
-  return std::search(line.begin(), line.end(), word.begin(), word.end(),
-                     [&](char a, char b) { return lower(a) == b; }) != line.end();
-}
-
 void collectComments(const SourceFile& file, TSNode root, Suppressions& sup) {
   const auto& kinds = syntax::PyKinds::instance();
   std::string_view text = file.text;
   size_t pos = 0;
   while ((pos = text.find('#', pos)) != std::string_view::npos) {
-    // Only a comment that says `noqa` or `shardlint` can be a directive (Suppressions::addComment): the tree
-    // is asked only about a `#` whose line says one of them after it.
+    // The tree is asked only about a `#` whose line may be a directive after it (Suppressions::mayBeDirective).
     size_t eol = text.find('\n', pos);
     std::string_view rest = text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
-    if (!mentionsNoCase(rest, "noqa") && !mentionsNoCase(rest, "shardlint")) {
+    if (!Suppressions::mayBeDirective(rest)) {
       pos = eol == std::string_view::npos ? text.size() : eol;
       continue;
     }

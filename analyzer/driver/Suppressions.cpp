@@ -117,6 +117,15 @@ void Suppressions::addComment(std::string_view comment, uint32_t offset) {
   }
 }
 
+bool Suppressions::mayBeDirective(std::string_view comment) {
+  auto says = [&](std::string_view word) {
+    return std::search(comment.begin(), comment.end(), word.begin(), word.end(), [](char a, char b) {
+             return static_cast<char>(std::tolower(static_cast<unsigned char>(a))) == b;
+           }) != comment.end();
+  };
+  return says("noqa") || says("shardlint");
+}
+
 size_t hashCommentStart(std::string_view line) {
   char quote = 0;
   for (size_t i = 0; i < line.size(); ++i) {

@@ -22,6 +22,10 @@ size_t hashCommentStart(std::string_view line);
 class Suppressions {
  public:
   explicit Suppressions(const SourceFile* file = nullptr) : file_(file) {}
+  // Whether a comment's text can be a directive: it says `noqa` or `shardlint`, in any case. A comment
+  // that does not is none, whatever else it says (what both the linter's comment scan and the language
+  // server's comment edits skip on).
+  static bool mayBeDirective(std::string_view comment);
   void setFile(const SourceFile* file) { file_ = file; }
   // What starts a comment: `#` (the default) or `//` (C++).
   void setMarker(std::string_view marker) { marker_ = marker; }

@@ -348,6 +348,7 @@ void Server::reloadSettings(bool relint) {
         ((cfg.path ? cfg.path->parent_path() : std::filesystem::path(root_)) / ".shardlint_cache").string();
   options.cacheKey = std::string("shardlint ") + SHARDLINT_VERSION + " " + executableFingerprint();
   base_ = std::move(options);
+  prescanMask_ = nullptr;
   config_ = std::move(cfg);
   // The project index stays warm between edits: each lint re-reads only what changed (and
   // what depends on it). New settings (rules, extra names) start a fresh one.

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 
+#include "driver/Suppressions.h"
 #include "lsp/ServerImpl.h"
 #include "syntax/TreeSitter.h"
 
@@ -37,9 +38,14 @@ std::pair<int64_t, int64_t> columnsOf(std::string_view s) {
   return {cp, u16};
 }
 
-bool mentionsDirective(std::string_view comment) {
-  std::string low = lower(std::string(comment));
-  return low.find("noqa") != std::string::npos || low.find("shardlint") != std::string::npos;
+// Calls f(location, text) for each place of a finding (its own, its notes', its fix's edits'), with the
+// text that goes with the place (the message, the note's, the edit's replacement).
+template <class D, class F>
+void eachPlace(D& x, F&& f) {
+  f(x.location, x.message);
+  for (auto& n : x.notes) f(n.location, n.message);
+  if (x.fix)
+    for (auto& ed : x.fix->edits) f(ed.location, ed.text);
 }
 
 // A string's text between its quotes is one word (syntax::codeWordCounts counts it as a mention).
@@ -123,29 +129,21 @@ bool Server::moveFindings(Document& d, const CommentEdit& e) {
       static_cast<int64_t>(now->range.end) != e.comment.end + delta)
     return false;
   std::string_view comment = std::string_view(d.text).substr(now->range.begin, now->range.end - now->range.begin);
-  if (mentionsDirective(e.oldComment) || mentionsDirective(comment)) return false;
+  if (Suppressions::mayBeDirective(e.oldComment) || Suppressions::mayBeDirective(comment)) return false;
   if (e.docstring && (oneWord(e.oldComment) || oneWord(comment))) return false;
-  Linter linter(catalog_, base_);
-  if (linter.prescanMask(e.oldComment) != linter.prescanMask(comment)) return false;
+  if (!prescanMask_) prescanMask_ = Linter(catalog_, base_).prescanMask();
+  if (prescanMask_(e.oldComment) != prescanMask_(comment)) return false;
 
+  // Not when a finding quotes the comment (its message or a fix's text) or has a place inside the changed bytes.
   auto mine = [&](const Location& l) { return absolutePathKey(l.path) == d.path; };
-  auto quotes = [&](const std::string& s) { return s.find(e.oldComment) != std::string::npos; };
   auto inside = [&](uint32_t p) { return p > e.begin && p < e.oldEnd; };
   auto movable = [&](const Diagnostic& x) {
-    std::vector<const Location*> places{&x.location};
-    bool quoted = quotes(x.message);
-    for (const auto& n : x.notes) {
-      places.push_back(&n.location);
-      quoted = quoted || quotes(n.message);
-    }
-    if (x.fix)
-      for (const auto& ed : x.fix->edits) {
-        places.push_back(&ed.location);
-        quoted = quoted || quotes(ed.text);
-      }
-    return !quoted && std::none_of(places.begin(), places.end(), [&](const Location* l) {
-      return mine(*l) && (inside(l->range.begin) || inside(l->range.end));
+    bool ok = true;
+    eachPlace(x, [&](const Location& l, const std::string& text) {
+      ok = ok && text.find(e.oldComment) == std::string::npos &&
+           !(mine(l) && (inside(l.range.begin) || inside(l.range.end)));
     });
+    return ok;
   };
   for (const auto* list : {&d.findings, &d.own, &d.viaImporters})
     if (!std::all_of(list->begin(), list->end(), movable)) return false;
@@ -158,18 +156,13 @@ bool Server::moveFindings(Document& d, const CommentEdit& e) {
     lc.codepointColumn = static_cast<uint32_t>(lc.codepointColumn + e.codepoints);
     lc.utf16Column = static_cast<uint32_t>(lc.utf16Column + e.utf16);
   };
-  auto moveLocation = [&](Location& l) {
-    if (!mine(l)) return;
-    movePoint(l.range.begin, l.start);
-    movePoint(l.range.end, l.end);
-  };
   for (auto* list : {&d.findings, &d.own, &d.viaImporters})
-    for (auto& x : *list) {
-      moveLocation(x.location);
-      for (auto& n : x.notes) moveLocation(n.location);
-      if (x.fix)
-        for (auto& ed : x.fix->edits) moveLocation(ed.location);
-    }
+    for (auto& x : *list)
+      eachPlace(x, [&](Location& l, const std::string&) {
+        if (!mine(l)) return;
+        movePoint(l.range.begin, l.start);
+        movePoint(l.range.end, l.end);
+      });
   d.diagnostics = toLsp(d.findings);
   // Another document's finding that points into this one (a note) is re-checked, as after any edit.
   for (const auto& [uri, other] : docs_)

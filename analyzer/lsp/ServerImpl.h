@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -183,6 +184,7 @@ class Server {
 
   std::string root_;
   LintOptions base_;
+  std::function<uint64_t(std::string_view)> prescanMask_;  // base_'s (Linter::prescanMask); made when first needed
   std::unique_ptr<ModuleTable> table_;  // the warm project index (parsed modules, shared summaries)
   // The projects' declared requirements, read once and checked against the disk before each lint.
   std::shared_ptr<RequirementsIndex> requirements_ = std::make_shared<RequirementsIndex>();
