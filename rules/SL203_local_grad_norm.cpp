@@ -317,7 +317,9 @@ class LocalGradNorm final : public Rule {
     std::string model = render(st, writtenLineage(st, w.target));
     std::string receiver;
     std::optional<Fix> fix;
-    if (primary == own && rootWrapper(st, src)) fix = fixFor(cx, own, receiver);
+    // FSDP1's method is a collective: a clip that only some ranks run (under a rank check) would hang there.
+    const semantic::Region* guard = rankGuard(st, e.point);
+    if (primary == own && rootWrapper(st, src) && !guard) fix = fixFor(cx, own, receiver);
     semantic::Site wrapAt = w.origin.primaryIn(e.origin);
     std::string wrap = shortCall(text(cx, wrapAt));
     std::string how = w.attr("api") == "accelerate" ? "accelerate FSDP1 `prepare`" : "`" + shortCall(text(cx, w.origin.site())) + "`";
@@ -332,6 +334,10 @@ class LocalGradNorm final : public Rule {
                       "): each rank holds only its shard of every gradient, so each rank clips by the norm of its own "
                       "shard, a different and partial total, and the ranks' updates silently diverge; call " + use +
                       " instead (FSDP1's method, which all-reduces the norm across ranks)";
+    if (guard)
+      msg += "; FSDP1's method is a collective that every rank must call, and this clip runs only when `" +
+             guard->names.front() + "`" + (guard->negated ? " is false" : "") +
+             ": move the clip out of the rank check (no automatic fix)";
     std::string when = onlyWhen(st, {e.point, w.point});
     if (!when.empty()) msg += " (this holds " + when + ")";
     std::vector<Note> notes;

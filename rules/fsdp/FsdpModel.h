@@ -113,6 +113,11 @@ std::string onlyWhen(const Store& st, std::initializer_list<semantic::PointId> p
 // fully_shard(b)`) as run: `dominates`, or only loop arms (and arms known to be taken) lie between the wrap
 // and the code around `p`, and the wrap comes first (SL205, SL203).
 bool wrappedBefore(const Store& st, const Event& wrap, semantic::PointId p);
+// The rank guard the code at `p` runs under, or null: a condition that lets one rank through and keeps the
+// others out (`if rank == 0:`, `if not dist.get_rank():`, `if accelerator.is_main_process:`, after
+// `if rank != 0: return`), the rank read as `torch.distributed.get_rank()`, `int(os.environ["RANK"])` (or
+// LOCAL_RANK) or an attribute the frameworks name a rank (`process_index`, `global_rank`, `local_rank`).
+const semantic::Region* rankGuard(const Store& st, semantic::PointId p);
 // Code that a test expects to fail: the body of `with pytest.raises(...)` or
 // `with self.assertRaises(...)`. Nothing in it is a finding or evidence for one.
 bool expectedToFail(const Store& st, semantic::PointId p);

@@ -11,6 +11,46 @@ using semantic::kNoObj;
 
 namespace {
 
+bool isIntegerText(std::string_view s) {
+  if (!s.empty() && s.front() == '-') s.remove_prefix(1);
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The rank of this process, as the code reads it: `torch.distributed.get_rank()`, `int(os.environ["RANK"])`
+// (or LOCAL_RANK), an attribute named as a rank by the frameworks (`accelerator.process_index`,
+// `self.global_rank`, `args.local_rank`).
+bool isRank(const Store& st, ObjId id, int depth = 0) {
+  if (id == semantic::kNoObj || depth > 4) return false;
+  const semantic::Obj& o = st.obj(id);
+  if (o.kind == semantic::ObjKind::Instance || o.kind == semantic::ObjKind::Ref) {
+    if (o.name == "torch.distributed.get_rank" || o.name == "torch.distributed.distributed_c10d.get_rank")
+      return true;
+    if (o.name == "int" && !o.inputs().empty())
+      for (ObjId in : o.inputs()[0]) {
+        const semantic::Obj& e = st.obj(in);
+        if (e.kind != semantic::ObjKind::Derived || (e.name != "['RANK']" && e.name != "['LOCAL_RANK']")) continue;
+        if (e.parent != semantic::kNoObj && st.obj(e.parent).name == "os.environ") return true;
+      }
+    return false;
+  }
+  if (o.kind == semantic::ObjKind::Derived)
+    return o.name == ".process_index" || o.name == ".local_process_index" || o.name == ".global_rank" ||
+           o.name == ".local_rank";
+  return false;
+}
+
+// A flag that is true on the main process only (accelerate, Lightning, HF Trainer).
+bool isMainFlag(const Store& st, ObjId id) {
+  const semantic::Obj& o = st.obj(id);
+  return o.kind == semantic::ObjKind::Derived &&
+         (o.name == ".is_main_process" || o.name == ".is_local_main_process" || o.name == ".is_global_zero" ||
+          o.name == ".is_world_process_zero" || o.name == ".is_local_process_zero");
+}
+
+bool allAre(const Store& st, const ValueSet& vs, bool (*pred)(const Store&, ObjId)) {
+  return !vs.empty() && std::all_of(vs.begin(), vs.end(), [&](ObjId v) { return pred(st, v); });
+}
+
 // What a "the model is (not) sharded yet" test asks: an FSDP1 wrapper object, or a module that
 // `fully_shard` made an FSDPModule; nullopt for any other test.
 enum class ShardTest { Fsdp1, Fsdp2 };
@@ -163,6 +203,25 @@ bool wrappedBefore(const Store& st, const Event& w, semantic::PointId p) {
     if (!arm.loop && !arm.alwaysTaken(st)) return false;
   }
   return true;
+}
+
+// The rank guard the code at `p` runs under (a "condition" region that lets one rank through and keeps the others
+// out), or null.
+const semantic::Region* rankGuard(const Store& st, semantic::PointId p) {
+  for (const semantic::Region* r : st.regionsAt(p)) {
+    if (r->kind != "condition" || r->names.size() < 2) continue;
+    const std::string& op = r->names[1];
+    auto rank = [](const Store& s, ObjId v) { return isRank(s, v); };
+    if (allAre(st, r->subject, rank)) {
+      bool one = r->names.size() > 2 && isIntegerText(r->names[2]) &&
+                 ((op == "==" && !r->negated) || (op == "!=" && r->negated));
+      if (one || (op == "truth" && r->negated)) return r;  // `if not rank:`
+    } else if (allAre(st, r->subject, isMainFlag)) {
+      if ((op == "truth" && !r->negated) || (op == "==" && r->names.size() > 2 && r->names[2] == "True" && !r->negated))
+        return r;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace shardlint::rules::fsdp
