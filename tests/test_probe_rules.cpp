@@ -220,6 +220,29 @@ TEST_CASE("probe spec: SL203 shapes, torch's clip on FSDP1 or accelerate's with 
       CHECK(program.find("accelerator.clip_grad_norm_(list(model.parameters())[1:]") != std::string::npos);
     }
   }
+  // The fixture's SHARD_GRAD_OP wrap (`encoder`) replays with that strategy; the FULL_SHARD ones with none given.
+  {
+    auto diags = lint(fixture("SL203_torch_clip.py"));
+    int grad = 0, full = 0;
+    for (const auto& d : diags) {
+      if (d.code != "SL203") continue;
+      auto s = replaySpecFor(d);
+      REQUIRE(s);
+      std::string program = replayProgram(*s);
+      if (d.message.find(", SHARD_GRAD_OP): ") != std::string::npos) {
+        ++grad;
+        CHECK(s->shardingStrategy == "SHARD_GRAD_OP");
+        CHECK(program.find("sharding_strategy=ShardingStrategy.SHARD_GRAD_OP") != std::string::npos);
+        CHECK(program.find("# Pattern: FSDP1 (SHARD_GRAD_OP)") != std::string::npos);
+      } else {
+        ++full;
+        CHECK(s->shardingStrategy.empty());
+        CHECK(program.find("ShardingStrategy") == std::string::npos);
+      }
+    }
+    CHECK(grad == 2);  // the clip with a norm type, and the one under a rank check
+    CHECK(full >= 4);
+  }
   ReplaySpec other;
   other.code = "SL203";
   other.shape = "clip-torch";

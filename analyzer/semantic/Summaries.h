@@ -213,12 +213,8 @@ class Session {
     size_t limitHits = 0;
     size_t peakObjects = 0;
   };
-  // Starts recording into `r` (null: stops); returns the recording that was on.
-  Recording* record(Recording* r) {
-    Recording* was = recording_;
-    recording_ = r;
-    return was;
-  }
+  // Starts recording into `r` (null: stops).
+  void record(Recording* r) { recording_ = r; }
   Recording* recording() { return recording_; }
   // True while computing a summary kMaxSummaryDepth deep (summary() then returns null).
   bool atDepthLimit() const;

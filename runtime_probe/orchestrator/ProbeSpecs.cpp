@@ -113,8 +113,9 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     s.wrapApi = "fully_shard";
     s.shape = contains(d.message, "` made here (`") ? "bypass-block" : "bypass-root";
   } else if (d.code == "SL203") {
-    // A clip by each rank's shard norm: torch's clip on an FSDP1 model (replayed as FULL_SHARD, whatever
-    // sharding strategy the finding names), or accelerate's clip given less than the prepared model's parameters.
+    // A clip by each rank's shard norm: torch's clip on an FSDP1 model (replayed with SHARD_GRAD_OP when the
+    // finding names it, else as FULL_SHARD: HYBRID_* needs a 2-D mesh), or accelerate's clip given less than the
+    // prepared model's parameters.
     s.fsdpVersion = 1;
     if (contains(d.message, "with FSDP1 accelerate uses the model's own `clip_grad_norm_`")) {
       s.wrapApi = "accelerate";
@@ -123,6 +124,7 @@ std::optional<ReplaySpec> replaySpecFor(const Diagnostic& d, const std::string& 
     } else if (contains(d.message, "sharded by FSDP1 (")) {
       s.wrapApi = "fsdp1";
       s.shape = "clip-torch";
+      if (contains(d.message, ", SHARD_GRAD_OP): ")) s.shardingStrategy = "SHARD_GRAD_OP";
     } else {
       return fail("cannot tell the shape of this SL203 finding from its message");
     }

@@ -34,6 +34,9 @@ struct ReplaySpec {
   // (`accelerate launch` with an FSDP config: ACCELERATE_USE_FSDP=true, FSDP_VERSION=fsdpVersion) or "off"
   // (TrainingArguments(fsdp=""): no FSDP).
   std::string fsdpFrom = "args";
+  // SL203's torch clip on FSDP1: the sharding strategy the finding names when the replay can use it
+  // ("SHARD_GRAD_OP"); empty: FULL_SHARD, the default (also for HYBRID_*, which needs a 2-D mesh).
+  std::string shardingStrategy;
 };
 
 // One rank's report (JSON written by runtime_probe/python/shardlint_probe).
