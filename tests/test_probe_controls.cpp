@@ -123,11 +123,12 @@ TEST_CASE("probe controls: SL105, SL201 and SL202 record the patterns they found
     CHECK(replaySupported(*s));
     kinds.insert(s->shape + "/" + s->fsdpFrom);
   }
-  // no_fsdp (fsdp="") and fsdp_trainer_builds_its_own (no optimizers=); the arguments from the command line
-  // and the test expecting the error are not controls, nor is the subclass (SL202 does not follow Trainer
-  // subclasses' constructions).
+  // no_fsdp (fsdp=""), fsdp_trainer_builds_its_own (no optimizers=) and fsdp_built_inside (the subclass
+  // MuonTrainer, which has no __init__ of its own, given optimizers=(None, None)); the arguments from the
+  // command line, the test expecting the error and the subclass with its own __init__ (KeepsOptimizers) are not
+  // controls.
   CHECK(kinds == std::set<std::string>{"trainer-prebuilt-optimizer/off", "trainer-builds-optimizer/args"});
-  CHECK(trainer.size() == 2);
+  CHECK(trainer.size() == 3);
   auto launched = controlsOf(project("trainer_launched_fsdp_ok"), "SL202");
   REQUIRE(launched.size() == 1);
   CHECK(launched[0].facts.at("shape") == "trainer-builds-optimizer");

@@ -161,7 +161,13 @@ bool FsdpCallModel::onCall(CallSite& site) {
     site.result = {o};
     return true;
   }
-  if (site.cls) return false;
+  if (site.cls) {
+    // A project subclass of transformers' or trl's Trainer (`class MyTrainer(Trainer)`, through the file's own
+    // classes) that defines no `__init__` of its own: the call's arguments reach the Trainer's `__init__` as
+    // written. One that does may keep `optimizers` from it: not judged.
+    if (derivesFromHfTrainer(site.cls) && !site.cls->findMethod("__init__")) noteTrainerCall(site);
+    return false;
+  }
   // PEFT: `get_peft_model(model, cfg)` freezes the model's parameters and adds new adapter ones (SL105).
   // The result stays an unknown function's result, which stands for the model.
   // `PeftModel.from_pretrained(model, path, is_trainable=True)` does the same with a saved adapter (without
@@ -466,18 +472,21 @@ bool FsdpCallModel::onCall(CallSite& site) {
     site.result = {o};
     return true;
   }
-  if (isHfTrainer(q) || (site.cls && derivesFromHfTrainer(site.cls))) {
-    if (const ValueSet* pair = site.kwarg("optimizers")) {  // Trainer(optimizers=(opt, sched))
-      for (ObjId c : *pair)
-        if (st.obj(c).kind == ObjKind::Container && !st.obj(c).elements().empty())
-          noteOptimizerUse(st, st.obj(c).elements()[0], 0, true);
-      noteTrainerOptimizers(site, pair);
-    } else if (!site.splat) {
-      noteTrainerOptimizers(site, nullptr);  // the Trainer builds its own optimizer (SL202's controls only)
-    }
-  }
+  if (isHfTrainer(q)) noteTrainerCall(site);
   noteOptimizerUses(site);
   return false;
+}
+
+void FsdpCallModel::noteTrainerCall(CallSite& site) {
+  Store& st = site.in.store();
+  if (const ValueSet* pair = site.kwarg("optimizers")) {  // Trainer(optimizers=(opt, sched))
+    for (ObjId c : *pair)
+      if (st.obj(c).kind == ObjKind::Container && !st.obj(c).elements().empty())
+        noteOptimizerUse(st, st.obj(c).elements()[0], 0, true);
+    noteTrainerOptimizers(site, pair);
+  } else if (!site.splat) {
+    noteTrainerOptimizers(site, nullptr);  // the Trainer builds its own optimizer (SL202's controls only)
+  }
 }
 
 }  // namespace shardlint::rules::fsdp

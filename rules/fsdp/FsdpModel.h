@@ -37,6 +37,9 @@ class FsdpCallModel final : public semantic::CallModel {
   // the call has no `optimizers=`. Its controls: FSDP on and no optimizer passed, or an optimizer passed with
   // FSDP written off in the arguments (a "trainer_control" event, kind "own" or "off").
   void noteTrainerOptimizers(semantic::CallSite& site, const ValueSet* pair);
+  // A call of transformers' or trl's Trainer (or a project subclass the caller vouches for): its `optimizers=`
+  // (SL202's fact, and an optimizer use) or its own optimizer (a control).
+  void noteTrainerCall(semantic::CallSite& site);
   std::string trainerFsdpFrom(semantic::CallSite& site, std::map<std::string, std::string, std::less<>>& attrs,
                               std::string& setting, bool callerValues);
   std::map<std::string, std::string> facts_;  // from a linked accelerate config
