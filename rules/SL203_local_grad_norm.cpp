@@ -335,9 +335,8 @@ class LocalGradNorm final : public Rule {
                       "shard, a different and partial total, and the ranks' updates silently diverge; call " + use +
                       " instead (FSDP1's method, which all-reduces the norm across ranks)";
     if (guard)
-      msg += "; FSDP1's method is a collective that every rank must call, and this clip runs only when `" +
-             guard->names.front() + "`" + (guard->negated ? " is false" : "") +
-             ": move the clip out of the rank check (no automatic fix)";
+      msg += "; FSDP1's method is a collective that every rank must call, and this clip runs only when " +
+             rankGuardText(*guard) + ": move the clip out of the rank check (no automatic fix)";
     std::string when = onlyWhen(st, {e.point, w.point});
     if (!when.empty()) msg += " (this holds " + when + ")";
     std::vector<Note> notes;

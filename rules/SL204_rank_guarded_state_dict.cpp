@@ -124,7 +124,7 @@ class RankGuardedStateDict final : public Rule {
                        {{"shape", c->shape + "-all-ranks"}, {"wrap_api", c->wrapApi}, {"fsdp_version", c->fsdpVersion}});
           continue;
         }
-        std::string cond = "`" + guard->names.front() + "`" + (guard->negated ? " is false" : "");
+        std::string cond = rankGuardText(*guard);
         std::string msg = c->call + " is a collective that every rank must call (it " + c->why +
                           "), but it runs only when " + cond +
                           ": the other ranks never join, and this rank waits in the collective until the process "

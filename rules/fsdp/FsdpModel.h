@@ -121,6 +121,8 @@ bool wrappedBefore(const Store& st, const Event& wrap, semantic::PointId p);
 // `if rank != 0: return`), the rank read as `torch.distributed.get_rank()`, `int(os.environ["RANK"])` (or
 // LOCAL_RANK) or an attribute the frameworks name a rank (`process_index`, `global_rank`, `local_rank`).
 const semantic::Region* rankGuard(const Store& st, semantic::PointId p);
+// When the code under `guard` runs, for a message: "`rank == 0`", "`rank != 0` is false".
+std::string rankGuardText(const semantic::Region& guard);
 // Code that a test expects to fail: the body of `with pytest.raises(...)` or
 // `with self.assertRaises(...)`. Nothing in it is a finding or evidence for one.
 bool expectedToFail(const Store& st, semantic::PointId p);

@@ -19,8 +19,8 @@ bool isIntegerText(std::string_view s) {
 // The rank of this process, as the code reads it: `torch.distributed.get_rank()`, `int(os.environ["RANK"])`
 // (or LOCAL_RANK), an attribute named as a rank by the frameworks (`accelerator.process_index`,
 // `self.global_rank`, `args.local_rank`).
-bool isRank(const Store& st, ObjId id, int depth = 0) {
-  if (id == semantic::kNoObj || depth > 4) return false;
+bool isRank(const Store& st, ObjId id) {
+  if (id == semantic::kNoObj) return false;
   const semantic::Obj& o = st.obj(id);
   if (o.kind == semantic::ObjKind::Instance || o.kind == semantic::ObjKind::Ref) {
     if (o.name == "torch.distributed.get_rank" || o.name == "torch.distributed.distributed_c10d.get_rank")
@@ -211,8 +211,7 @@ const semantic::Region* rankGuard(const Store& st, semantic::PointId p) {
   for (const semantic::Region* r : st.regionsAt(p)) {
     if (r->kind != "condition" || r->names.size() < 2) continue;
     const std::string& op = r->names[1];
-    auto rank = [](const Store& s, ObjId v) { return isRank(s, v); };
-    if (allAre(st, r->subject, rank)) {
+    if (allAre(st, r->subject, isRank)) {
       bool one = r->names.size() > 2 && isIntegerText(r->names[2]) &&
                  ((op == "==" && !r->negated) || (op == "!=" && r->negated));
       if (one || (op == "truth" && r->negated)) return r;  // `if not rank:`
@@ -222,6 +221,10 @@ const semantic::Region* rankGuard(const Store& st, semantic::PointId p) {
     }
   }
   return nullptr;
+}
+
+std::string rankGuardText(const semantic::Region& guard) {
+  return "`" + guard.names.front() + "`" + (guard.negated ? " is false" : "");
 }
 
 }  // namespace shardlint::rules::fsdp

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "probe/Types.h"
+
 namespace shardlint::probe {
 
 inline std::string pyBool(bool b) { return b ? "True" : "False"; }
@@ -28,7 +30,7 @@ inline bool rankZeroOnly(std::string_view shape) { return shape.ends_with("-rank
 // The collective of an SL204 shape, or null.
 const GuardedCollective* guardedCollective(std::string_view shape);
 
-// The shape in words (the replay program's "# Pattern:" line).
-std::string shapeText(const std::string& shape);
+// The shape in words, with the sharding strategy a clip replay uses (the replay program's "# Pattern:" line).
+std::string shapeText(const ReplaySpec& spec);
 
 }  // namespace shardlint::probe

@@ -38,7 +38,8 @@ const GuardedCollective* guardedCollective(std::string_view shape) {
   return nullptr;
 }
 
-std::string shapeText(const std::string& shape) {
+std::string shapeText(const ReplaySpec& spec) {
+  const std::string& shape = spec.shape;
   if (shape == "optimizer-before-wrap")
     return "the optimizer is built from the model's parameters before the model is wrapped";
   if (shape == "optimizer-after-wrap")
@@ -100,8 +101,9 @@ std::string shapeText(const std::string& shape) {
            "found this correct)";
   // SL203: a clip between the backward and the step; the norm it returns on each rank is compared.
   if (shape == "clip-torch")
-    return "FSDP1 (FULL_SHARD) on the blocks and the root; after the backward, torch.nn.utils.clip_grad_norm_ over the "
-           "model's parameters (SL203)";
+    return "FSDP1 (" + (spec.shardingStrategy.empty() ? std::string("FULL_SHARD") : spec.shardingStrategy) +
+           ") on the blocks and the root; after the backward, torch.nn.utils.clip_grad_norm_ over the model's "
+           "parameters (SL203)";
   if (shape == "clip-accelerate-subset")
     return "accelerate FSDP1 (FULL_SHARD) prepare; after the backward, accelerator.clip_grad_norm_ over all but the "
            "first of the prepared model's parameters (SL203)";
