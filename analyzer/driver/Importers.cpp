@@ -106,6 +106,19 @@ void PrescanCache::storeConfigFacts(const std::string& path, const FileStamp& st
   configFacts_[path] = {stamp, std::move(facts)};
 }
 
+std::optional<std::vector<PrescanCache::LaunchTarget>> PrescanCache::launchTargets(const std::string& path,
+                                                                                  const FileStamp& stamp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = launchTargets_.find(path);
+  if (it == launchTargets_.end() || it->second.first != stamp) return std::nullopt;
+  return it->second.second;
+}
+
+void PrescanCache::storeLaunchTargets(const std::string& path, const FileStamp& stamp, std::vector<LaunchTarget> targets) {
+  std::lock_guard<std::mutex> lock(mu_);
+  launchTargets_[path] = {stamp, std::move(targets)};
+}
+
 void PrescanCache::dropResolved() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [path, e] : entries_)

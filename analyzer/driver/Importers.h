@@ -88,6 +88,15 @@ class PrescanCache {
   using ConfigFacts = std::map<std::string, std::string>;
   std::optional<ConfigFacts> configFacts(const std::string& path, const FileStamp& stamp);
   void storeConfigFacts(const std::string& path, const FileStamp& stamp, ConfigFacts facts);
+  // The launch commands of a shell script or Makefile read only to link scripts to their configs
+  // (Linter::linkConfigs, RuleCatalog::launchLinks): per command, the script and the config file as written
+  // and the settings given on the command line. Kept by the file's stamp like configFacts, never saved.
+  struct LaunchTarget {
+    std::string script, configFile;
+    ConfigFacts facts;
+  };
+  std::optional<std::vector<LaunchTarget>> launchTargets(const std::string& path, const FileStamp& stamp);
+  void storeLaunchTargets(const std::string& path, const FileStamp& stamp, std::vector<LaunchTarget> targets);
   // The last text of an open document (the language server's overlay, which has no stamp) and its mask:
   // its next mask is worked out from the edit (PythonWords::maskAfterEdit), not by a scan of the whole text.
   struct OverlayMask {
@@ -111,6 +120,7 @@ class PrescanCache {
   std::string words_;  // what the entries' masks mean; other words clear them
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::pair<FileStamp, ConfigFacts>> configFacts_;
+  std::map<std::string, std::pair<FileStamp, std::vector<LaunchTarget>>> launchTargets_;
   std::map<std::string, std::shared_ptr<const OverlayMask>> overlays_;  // for words_ too
 };
 

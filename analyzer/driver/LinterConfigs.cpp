@@ -118,6 +118,17 @@ void ConfigMentions::rememberFacts(const std::string& key, const std::optional<F
   if (stamp && stamp->size == bytes) cache_->storeConfigFacts(key, *stamp, facts);
 }
 
+std::optional<std::vector<PrescanCache::LaunchTarget>> ConfigMentions::knownLaunch(
+    const std::string& key, const std::optional<FileStamp>& stamp) const {
+  if (!stamp) return std::nullopt;
+  return cache_->launchTargets(key, *stamp);
+}
+
+void ConfigMentions::rememberLaunch(const std::string& key, const std::optional<FileStamp>& stamp, size_t bytes,
+                                    const std::vector<PrescanCache::LaunchTarget>& targets) {
+  if (stamp && stamp->size == bytes) cache_->storeLaunchTargets(key, *stamp, targets);
+}
+
 bool Linter::mentionsConfigWord(std::string_view text) const {
   if (catalog_.configWords.empty()) return true;
   std::string lower(text);
@@ -169,9 +180,23 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
       for (const auto& lp : files.launch)
         if (seen.insert(absolutePathKey(lp)).second) allLaunch.emplace_back(lp, false);
     for (const auto& [lp, named] : allLaunch) {
-      ReadResult r = readSource(lp, options_);
-      if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
-      SourceFile file(lp, std::move(r.text));
+      // A launch file read only for its links (not named: its own settings are not checked here) is known
+      // by its stamp after the first read (the language server's next edits).
+      std::vector<PrescanCache::LaunchTarget> targets;
+      std::string key = named || !mentions ? std::string() : absolutePathKey(lp);
+      std::optional<FileStamp> stamp = key.empty() ? std::nullopt : mentions->stampOf(lp);
+      if (auto known = key.empty() ? std::nullopt : mentions->knownLaunch(key, stamp)) {
+        targets = std::move(*known);
+      } else {
+        ReadResult r = readSource(lp, options_);
+        if (r.skipped || contentProblem(r.text, options_.maxFileBytes)) continue;
+        size_t bytes = r.text.size();
+        SourceFile file(lp, std::move(r.text));
+        std::vector<LaunchLink> links = catalog_.launchLinks(file);
+        if (diagnostics && named) checkLaunchSettings(file, links, *diagnostics);
+        for (auto& link : links) targets.push_back({std::move(link.script), std::move(link.configFile), std::move(link.facts)});
+        if (!key.empty()) mentions->rememberLaunch(key, stamp, bytes, targets);
+      }
       fs::path dir = fs::path(lp).parent_path();
       // Launch commands run from the repository root or the script's folder: try the
       // script's folder and its ancestors, then the current directory.
@@ -188,9 +213,7 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
         if (fs::is_regular_file(written, ec)) return written;
         return std::nullopt;
       };
-      std::vector<LaunchLink> links = catalog_.launchLinks(file);
-      if (diagnostics && named) checkLaunchSettings(file, links, *diagnostics);
-      for (const auto& link : links) {
+      for (const auto& link : targets) {
         if (link.script.empty()) continue;
         auto script = locate(link.script);
         if (!script) continue;

@@ -81,6 +81,11 @@ class ConfigMentions {
   // in the file with this stamp (`key`: its absolutePathKey); and the reverse, for a file of `bytes` bytes.
   std::optional<Facts> knownFacts(const std::string& key, const std::optional<FileStamp>& stamp) const;
   void rememberFacts(const std::string& key, const std::optional<FileStamp>& stamp, size_t bytes, const Facts& facts);
+  // The same for a launch file's commands (PrescanCache::launchTargets).
+  std::optional<std::vector<PrescanCache::LaunchTarget>> knownLaunch(const std::string& key,
+                                                                     const std::optional<FileStamp>& stamp) const;
+  void rememberLaunch(const std::string& key, const std::optional<FileStamp>& stamp, size_t bytes,
+                      const std::vector<PrescanCache::LaunchTarget>& targets);
 
  private:
   PrescanCache* cache_;

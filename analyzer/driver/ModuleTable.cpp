@@ -296,11 +296,11 @@ void ModuleTable::trimTrees(size_t sourceBytes, const std::function<size_t(const
   }
 }
 
-void ModuleTable::retire(Entry* e) {
+void ModuleTable::retire(Entry* e, std::vector<std::shared_ptr<const semantic::Summary>>* dropped) {
   e->retired = true;
   auto it = byKey_.find(e->key);
   if (it != byKey_.end() && it->second == e) byKey_.erase(it);
-  for (auto& [key, cache] : caches_) cache->forget(e->module.get());
+  for (auto& [key, cache] : caches_) cache->forget(e->module.get(), dropped);
 }
 
 void ModuleTable::finishRoot(Entry* e) {
@@ -401,7 +401,11 @@ size_t ModuleTable::refresh(const LintOptions& options) {
         }
     }
   }
-  for (Entry* e : stale) retire(e);
+  // The stale modules' summaries are freed with the modules (below), after the edit's diagnostics are out
+  // when the run has a Disposal.
+  auto droppedSummaries = std::make_shared<std::vector<std::shared_ptr<const semantic::Summary>>>();
+  for (Entry* e : stale) retire(e, options.disposal ? droppedSummaries.get() : nullptr);
+  if (!droppedSummaries->empty()) options.disposal->keep(std::move(droppedSummaries));
   std::vector<Entry*> carried = carryOnRefresh(stale, changed);
   lock.unlock();
   std::map<Entry*, Carry> left;  // what the carried entries leave for their next lint

@@ -221,7 +221,9 @@ class ModuleTable final : public semantic::ModuleLookup {
   const std::string& keyOfLocked(const std::string& path);
   void readLocked(Entry* e, const LintOptions& options, std::optional<std::string> text);
   bool parseLocked(Entry* e, const ProjectIndex* index, const LintOptions& options);
-  void retire(Entry* e);  // table lock held by the caller
+  // Table lock held by the caller. `dropped`: where the summaries of its module go, to be freed later
+  // (null: freed here).
+  void retire(Entry* e, std::vector<std::shared_ptr<const semantic::Summary>>* dropped = nullptr);
   // refresh(), what becomes of the kept summaries when `stale` entries are dropped, `changed` of them for
   // their own text: carryOnRefresh (table lock held) drops those that no longer hold and returns the entries
   // whose summaries go on; leaveForCarry (the entry's lock held) takes from each of those what its summaries

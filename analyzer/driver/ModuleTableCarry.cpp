@@ -149,13 +149,6 @@ TextEdit diff(std::string_view a, std::string_view b) {
   return TextEdit{static_cast<uint32_t>(c.begin), static_cast<uint32_t>(c.oldEnd), static_cast<uint32_t>(c.newEnd)};
 }
 
-// The text of a function with its decorators.
-ByteRange extentOf(const FunctionDef& f) {
-  TSNode parent = ts_node_parent(f.node);
-  if (!ts_node_is_null(parent) && syntax::PyKinds::instance().kind(parent) == syntax::Kind::decorated_definition)
-    return syntax::rangeOf(parent);
-  return f.span;
-}
 
 // The functions an edit changed, as the ranges of their texts with their decorators (whatever is defined in
 // one changed too), on both sides: those whose text touches the changed bytes (ends included) on either
@@ -165,13 +158,13 @@ void changedFunctions(const Module& before, const Module& after, const TextEdit&
   auto touches = [](ByteRange x, uint32_t begin, uint32_t end) { return x.begin <= end && begin <= x.end; };
   auto mark = [&](const Module& m, uint32_t end, const Module& other, bool forward) {
     for (const auto& f : m.functions()) {
-      ByteRange x = extentOf(*f);
+      ByteRange x = f->extent;
       if (!touches(x, edit.begin, end)) continue;
       (forward ? inBefore : inAfter).push_back(x);
       for (const auto& g : other.functions())
         if (g->qualname == f->qualname &&
             (forward ? edit.samePoint(f->span.begin, g->span.begin) : edit.samePoint(g->span.begin, f->span.begin)))
-          (forward ? inAfter : inBefore).push_back(extentOf(*g));
+          (forward ? inAfter : inBefore).push_back(g->extent);
     }
   };
   mark(before, edit.oldEnd, after, true);

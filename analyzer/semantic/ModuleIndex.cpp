@@ -186,6 +186,7 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
       f->owner = this;
       f->node = def;
       f->span = syntax::rangeOf(def);
+      f->extent = syntax::rangeOf(st);
       f->name = std::string(syntax::textOf(syntax::field(def, "name"), src));
       f->qualname = prefix + "." + f->name;
       f->cls = cls;

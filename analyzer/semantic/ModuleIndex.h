@@ -22,6 +22,7 @@ struct FunctionDef {
   const Module* owner = nullptr;  // the module that defines it
   TSNode node{};                  // valid while the module's tree is (see Module::rebind)
   ByteRange span;                 // of the function_definition node
+  ByteRange extent;               // with its decorators (the decorated_definition's), else `span`
   std::string name;
   std::string qualname;
   std::vector<std::string> params;  // positional-or-keyword names, `self` included for methods

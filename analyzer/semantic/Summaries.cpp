@@ -194,13 +194,14 @@ std::shared_ptr<const Summary> SummaryCache::insert(std::shared_ptr<const Summar
   return s;
 }
 
-void SummaryCache::forget(const Module* module) {
+void SummaryCache::forget(const Module* module, std::vector<std::shared_ptr<const Summary>>* dropped) {
   std::lock_guard<std::mutex> lock(mu_);
   auto m = map_.find(module);
   if (m == map_.end()) return;
-  for (const auto& [def, kept] : m->second) {
+  for (auto& [def, kept] : m->second) {
     items_ -= itemsOf(*kept.summary);
     used_.erase(kept.used);
+    if (dropped) dropped->push_back(std::move(kept.summary));
   }
   map_.erase(m);
 }

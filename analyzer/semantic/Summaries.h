@@ -110,8 +110,9 @@ class SummaryCache {
   std::shared_ptr<const Summary> find(const FunctionDef* def) const;
   // Keeps the first summary inserted for `def` and returns it.
   std::shared_ptr<const Summary> insert(std::shared_ptr<const Summary> s);
-  // Drops the summaries of `module`'s functions (the module is about to be freed).
-  void forget(const Module* module);
+  // Drops the summaries of `module`'s functions (the module is about to be freed); with `dropped`, hands
+  // them over instead of freeing them here (the caller frees them later, off the latency path).
+  void forget(const Module* module, std::vector<std::shared_ptr<const Summary>>* dropped = nullptr);
   // A language server's session, which keeps its summaries between edits.
   static constexpr size_t kMaxItems = 150000;
   // A one-shot run, where the memory goal rules (scripts/bench/README.md, "Where the memory goes").
