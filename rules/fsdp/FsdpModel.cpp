@@ -162,10 +162,10 @@ bool FsdpCallModel::onCall(CallSite& site) {
     return true;
   }
   if (site.cls) {
-    // A project subclass of transformers' or trl's Trainer (`class MyTrainer(Trainer)`, through the file's own
-    // classes) that defines no `__init__` of its own: the call's arguments reach the Trainer's `__init__` as
-    // written. One that does may keep `optimizers` from it: not judged.
-    if (derivesFromHfTrainer(site.cls) && !site.cls->findMethod("__init__")) noteTrainerCall(site);
+    // A project subclass of transformers' or trl's Trainer (`class MyTrainer(Trainer)`, through project
+    // classes) whose `__init__`s, if any, pass `**kwargs` on: the call's arguments reach the Trainer's
+    // `__init__` as written. One that may keep `optimizers` from it is not judged.
+    if (passesToHfTrainer(site.in, site.cls)) noteTrainerCall(site);
     return false;
   }
   // PEFT: `get_peft_model(model, cfg)` freezes the model's parameters and adds new adapter ones (SL105).

@@ -50,7 +50,11 @@ bool handleFabric(semantic::CallSite& site, const semantic::Obj& fabric, const s
 // transformers' Trainer and TrainingArguments (HfTrainer.cpp).
 bool isTrainingArguments(std::string_view q);
 bool isHfTrainer(std::string_view q);
-bool derivesFromHfTrainer(const semantic::ClassDef* cls, int depth = 0);
+// Whether a call of the project class `cls` hands its keyword arguments to transformers' or trl's Trainer
+// `__init__` as written: `cls` derives from one through project classes (of any module of the project), and
+// each `__init__` on the way is absent or passes `**kwargs` on to `super().__init__` without touching
+// `optimizers`.
+bool passesToHfTrainer(semantic::Interp& in, const semantic::ClassDef* cls, int depth = 0);
 std::string trainerFsdpSetting(const Store& st, const ValueSet* v);
 
 // A whole object (Lineage.cpp).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "fsdp/FsdpModelImpl.h"
+#include "syntax/TreeSitter.h"
 
 namespace shardlint::rules::fsdp {
 
@@ -21,12 +22,57 @@ bool isTrainingArguments(std::string_view q) {
 bool isHfTrainer(std::string_view q) {
   return (startsWith(q, "transformers.") || startsWith(q, "trl.")) && endsWith(q, "Trainer");
 }
-bool derivesFromHfTrainer(const semantic::ClassDef* cls, int depth) {
+namespace {
+
+// Whether `init` passes the keyword arguments it is called with on to its base class's `__init__` as
+// written: it takes `**name`, names no parameter `optimizers`, mentions `optimizers` nowhere in its body (a
+// `kwargs.pop("optimizers")`), and calls `super().__init__(...)` (or `super(Cls, self).__init__(...)`) with
+// `**name`. Reads `init`'s syntax (its module's tree must be in use).
+bool forwardsKeywords(const semantic::FunctionDef& init) {
+  if (!init.owner || std::find(init.params.begin(), init.params.end(), "optimizers") != init.params.end())
+    return false;
+  std::string_view src = init.owner->file().text;
+  const auto& kinds = syntax::PyKinds::instance();
+  std::string_view kw;
+  for (TSNode p : syntax::namedChildren(syntax::field(init.node, "parameters")))
+    if (kinds.kind(p) == syntax::Kind::dictionary_splat_pattern && ts_node_named_child_count(p) == 1)
+      kw = syntax::textOf(ts_node_named_child(p, 0), src);
+  TSNode body = syntax::field(init.node, "body");
+  if (kw.empty() || syntax::findWord(syntax::textOf(body, src), "optimizers") != std::string_view::npos) return false;
+  bool forwards = false;
+  syntax::walk(body, [&](TSNode n) {
+    if (forwards) return false;
+    if (kinds.kind(n) != syntax::Kind::call) return true;
+    std::string_view callee = syntax::textOf(syntax::field(n, "function"), src);
+    if (!startsWith(callee, "super(") || !endsWith(callee, ").__init__")) return true;
+    for (TSNode a : syntax::namedChildren(syntax::field(n, "arguments")))
+      if (kinds.kind(a) == syntax::Kind::dictionary_splat && ts_node_named_child_count(a) == 1 &&
+          syntax::textOf(ts_node_named_child(a, 0), src) == kw)
+        forwards = true;
+    return true;
+  });
+  return forwards;
+}
+
+}  // namespace
+
+bool passesToHfTrainer(semantic::Interp& in, const semantic::ClassDef* cls, int depth) {
   if (!cls || depth > 8) return false;
-  for (const auto& b : cls->bases)
+  semantic::Session& session = in.session();
+  if (cls->owner && session.provider()) session.provider()->use(*cls->owner);  // its syntax is read
+  auto own = cls->methods.find("__init__");
+  if (own != cls->methods.end() && !forwardsKeywords(*own->second)) return false;
+  for (const auto& b : cls->bases) {
     if (isHfTrainer(b)) return true;
-  for (const semantic::ClassDef* b : cls->localBases)
-    if (derivesFromHfTrainer(b, depth + 1)) return true;
+    const semantic::ClassDef* base = nullptr;
+    for (const semantic::ClassDef* l : cls->localBases)
+      if (l->qualname == b) base = l;
+    if (!base && session.provider() && !session.opaque(b) && cls->owner)
+      base = session.provider()->resolve(b, *cls->owner).cls;
+    if (!base || base == cls) continue;
+    if (passesToHfTrainer(in, base, depth + 1)) return true;
+    if (base->findMethod("__init__")) return false;  // runs before a later base's, and keeps what it is given
+  }
   return false;
 }
 
