@@ -59,21 +59,31 @@ bool forwardsKeywords(const semantic::FunctionDef& init) {
 bool passesToHfTrainer(semantic::Interp& in, const semantic::ClassDef* cls, int depth) {
   if (!cls || depth > 8) return false;
   semantic::Session& session = in.session();
-  if (cls->owner && session.provider()) session.provider()->use(*cls->owner);  // its syntax is read
-  auto own = cls->methods.find("__init__");
-  if (own != cls->methods.end() && !forwardsKeywords(*own->second)) return false;
+  // Its bases in order (Python runs the first `__init__` it finds): one reaches the Trainer.
+  bool reaches = false;
   for (const auto& b : cls->bases) {
-    if (isHfTrainer(b)) return true;
+    if (isHfTrainer(b)) {
+      reaches = true;
+      break;
+    }
     const semantic::ClassDef* base = nullptr;
     for (const semantic::ClassDef* l : cls->localBases)
       if (l->qualname == b) base = l;
     if (!base && session.provider() && !session.opaque(b) && cls->owner)
       base = session.provider()->resolve(b, *cls->owner).cls;
     if (!base || base == cls) continue;
-    if (passesToHfTrainer(in, base, depth + 1)) return true;
+    if (passesToHfTrainer(in, base, depth + 1)) {
+      reaches = true;
+      break;
+    }
     if (base->findMethod("__init__")) return false;  // runs before a later base's, and keeps what it is given
   }
-  return false;
+  if (!reaches) return false;
+  // And its own `__init__`, if any, passes the keywords on.
+  auto own = cls->methods.find("__init__");
+  if (own == cls->methods.end()) return true;
+  if (cls->owner && session.provider()) session.provider()->use(*cls->owner);  // its syntax is read
+  return forwardsKeywords(*own->second);
 }
 
 // What `fsdp=` of TrainingArguments says: "on" (a non-empty option string or list, True), "off" ("",
