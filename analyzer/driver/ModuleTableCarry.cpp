@@ -149,7 +149,6 @@ TextEdit diff(std::string_view a, std::string_view b) {
   return TextEdit{static_cast<uint32_t>(c.begin), static_cast<uint32_t>(c.oldEnd), static_cast<uint32_t>(c.newEnd)};
 }
 
-
 // The functions an edit changed, as the ranges of their texts with their decorators (whatever is defined in
 // one changed too), on both sides: those whose text touches the changed bytes (ends included) on either
 // side, and their counterparts on the other (the same name at the same place, moved by the edit).
