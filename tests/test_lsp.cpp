@@ -609,3 +609,36 @@ TEST_CASE("lsp: a launch script and config created on disk are seen after the cl
   CHECK(d[0]["code"] == "SL402");
   CHECK(s.shutdownAndExit() == 0);
 }
+
+// A launch script read only for its links is kept by its stamp between edits (PrescanCache::launchTargets):
+// one changed on disk is read again, so the link it no longer makes is gone at the next lint.
+TEST_CASE("lsp: a launch script changed on disk is read again", "[lsp]") {
+  TempDir dir;
+  dir.write("pyproject.toml", "[project]\nname = \"p\"\n");
+  const std::string train =
+      "import torch\nfrom accelerate import Accelerator\n\n\ndef main(model):\n"
+      "    accelerator = Accelerator()\n    opt = torch.optim.AdamW(model.parameters())\n"
+      "    model, opt = accelerator.prepare(model, opt)\n    opt.step()\n";
+  dir.write("configs/fsdp1.yaml",
+            "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 1\n  fsdp_use_orig_params: false\n");
+  dir.write("configs/fsdp2.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n");
+  dir.write("scripts/run.sh", "accelerate launch --config_file configs/fsdp1.yaml train.py\n");
+  std::string uri = uriOf(dir.write("train.py", train));
+  LspProcess s;
+  s.initialize({}, dir.path());
+  s.open(uri, train);
+  json d = s.published(uri, 1)["diagnostics"];
+  REQUIRE(d.size() == 1);
+  CHECK(d[0]["code"] == "SL402");
+  // An edit: the same link, from the kept launch targets.
+  s.change(uri, 2, {LspProcess::edit(rangeOf(8, 14, 8, 14), "  # step")});
+  d = s.published(uri, 2)["diagnostics"];
+  REQUIRE(d.size() == 1);
+  CHECK(d[0]["code"] == "SL402");
+  dir.write("scripts/run.sh", "# FSDP2 re-points the optimizer\naccelerate launch --config_file configs/fsdp2.yaml train.py\n");
+  s.notify("workspace/didChangeWatchedFiles",
+           {{"changes", {{{"uri", uriOf(dir.path() / "scripts/run.sh")}, {"type", 2}}}}});
+  s.change(uri, 3, {LspProcess::edit(rangeOf(8, 14, 8, 14), " again")});
+  CHECK(s.published(uri, 3)["diagnostics"].empty());
+  CHECK(s.shutdownAndExit() == 0);
+}
