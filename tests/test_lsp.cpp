@@ -583,22 +583,31 @@ TEST_CASE("lsp: a helper module created on disk is imported after the client rep
   CHECK(s.shutdownAndExit() == 0);
 }
 
+// An accelerate training script whose optimizer is prepared with the model (SL402 under an FSDP1 config
+// with use_orig_params false), and that config.
+namespace {
+const std::string kPreparedTrain =
+    "import torch\nfrom accelerate import Accelerator\n\n\ndef main(model):\n"
+    "    accelerator = Accelerator()\n    opt = torch.optim.AdamW(model.parameters())\n"
+    "    model, opt = accelerator.prepare(model, opt)\n    opt.step()\n";
+void writeFsdp1Config(TempDir& dir) {
+  dir.write("configs/fsdp1.yaml",
+            "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 1\n  fsdp_use_orig_params: false\n");
+}
+}  // namespace
+
 // The server keeps a project's walk (its launch scripts and configs) for a few seconds between lints; a
 // file the client reports created (workspace/didChangeWatchedFiles) is seen at the next lint.
 TEST_CASE("lsp: a launch script and config created on disk are seen after the client reports them", "[lsp]") {
   TempDir dir;
   dir.write("pyproject.toml", "[project]\nname = \"p\"\n");
-  const std::string train =
-      "import torch\nfrom accelerate import Accelerator\n\n\ndef main(model):\n"
-      "    accelerator = Accelerator()\n    opt = torch.optim.AdamW(model.parameters())\n"
-      "    model, opt = accelerator.prepare(model, opt)\n    opt.step()\n";
+  const std::string& train = kPreparedTrain;
   std::string uri = uriOf(dir.write("train.py", train));
   LspProcess s;
   s.initialize({}, dir.path());
   s.open(uri, train);
   CHECK(s.published(uri, 1)["diagnostics"].empty());
-  dir.write("configs/fsdp1.yaml",
-            "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 1\n  fsdp_use_orig_params: false\n");
+  writeFsdp1Config(dir);
   dir.write("scripts/run.sh", "accelerate launch --config_file configs/fsdp1.yaml train.py\n");
   s.notify("workspace/didChangeWatchedFiles",
            {{"changes", {{{"uri", uriOf(dir.path() / "configs/fsdp1.yaml")}, {"type", 1}},
@@ -615,12 +624,8 @@ TEST_CASE("lsp: a launch script and config created on disk are seen after the cl
 TEST_CASE("lsp: a launch script changed on disk is read again", "[lsp]") {
   TempDir dir;
   dir.write("pyproject.toml", "[project]\nname = \"p\"\n");
-  const std::string train =
-      "import torch\nfrom accelerate import Accelerator\n\n\ndef main(model):\n"
-      "    accelerator = Accelerator()\n    opt = torch.optim.AdamW(model.parameters())\n"
-      "    model, opt = accelerator.prepare(model, opt)\n    opt.step()\n";
-  dir.write("configs/fsdp1.yaml",
-            "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 1\n  fsdp_use_orig_params: false\n");
+  const std::string& train = kPreparedTrain;
+  writeFsdp1Config(dir);
   dir.write("configs/fsdp2.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n");
   dir.write("scripts/run.sh", "accelerate launch --config_file configs/fsdp1.yaml train.py\n");
   std::string uri = uriOf(dir.write("train.py", train));
