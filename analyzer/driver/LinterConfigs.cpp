@@ -183,9 +183,10 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
       // A launch file read only for its links (not named: its own settings are not checked here) is known
       // by its stamp after the first read (the language server's next edits).
       std::vector<PrescanCache::LaunchTarget> targets;
-      std::string key = named || !mentions ? std::string() : absolutePathKey(lp);
-      std::optional<FileStamp> stamp = key.empty() ? std::nullopt : mentions->stampOf(lp);
-      if (auto known = key.empty() ? std::nullopt : mentions->knownLaunch(key, stamp)) {
+      bool keep = !named && mentions;
+      std::string key = keep ? absolutePathKey(lp) : std::string();
+      std::optional<FileStamp> stamp = keep ? mentions->stampOf(lp) : std::nullopt;
+      if (auto known = keep ? mentions->knownLaunch(key, stamp) : std::nullopt) {
         targets = std::move(*known);
       } else {
         ReadResult r = readSource(lp, options_);
@@ -195,7 +196,7 @@ std::map<std::string, Facts> Linter::linkConfigs(const std::vector<std::string>&
         std::vector<LaunchLink> links = catalog_.launchLinks(file);
         if (diagnostics && named) checkLaunchSettings(file, links, *diagnostics);
         for (auto& link : links) targets.push_back({std::move(link.script), std::move(link.configFile), std::move(link.facts)});
-        if (!key.empty()) mentions->rememberLaunch(key, stamp, bytes, targets);
+        if (keep) mentions->rememberLaunch(key, stamp, bytes, targets);
       }
       fs::path dir = fs::path(lp).parent_path();
       // Launch commands run from the repository root or the script's folder: try the

@@ -205,6 +205,8 @@ void Module::collectDefinitions(TSNode rootBody, const ClassDef* rootCls, const 
         } else if (pk == Kind::typed_parameter) {
           TSNode id = ts_node_named_child(p, 0);
           if (kindOf(id) == Kind::identifier) f->params.emplace_back(syntax::textOf(id, src));
+        } else if (pk == Kind::dictionary_splat_pattern && ts_node_named_child_count(p) == 1) {
+          f->kwargs = std::string(syntax::textOf(ts_node_named_child(p, 0), src));
         }
       }
       const FunctionDef* raw = f.get();

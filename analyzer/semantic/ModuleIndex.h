@@ -29,6 +29,7 @@ struct FunctionDef {
   // Per parameter: its default when that is a constant a call site can bind (`True`, `False`,
   // `None`, a number, a plain string kept with its quotes: `"fsdp"`), else empty.
   std::vector<std::string> defaults;
+  std::string kwargs;  // the name of its `**kwargs` parameter, if it has one
   const ClassDef* cls = nullptr;
   bool isStatic = false;
   bool nested = false;  // defined inside another function's body

@@ -31,12 +31,9 @@ namespace {
 bool forwardsKeywords(const semantic::FunctionDef& init) {
   if (!init.owner || std::find(init.params.begin(), init.params.end(), "optimizers") != init.params.end())
     return false;
+  const std::string& kw = init.kwargs;
   std::string_view src = init.owner->file().text;
   const auto& kinds = syntax::PyKinds::instance();
-  std::string_view kw;
-  for (TSNode p : syntax::namedChildren(syntax::field(init.node, "parameters")))
-    if (kinds.kind(p) == syntax::Kind::dictionary_splat_pattern && ts_node_named_child_count(p) == 1)
-      kw = syntax::textOf(ts_node_named_child(p, 0), src);
   TSNode body = syntax::field(init.node, "body");
   if (kw.empty() || syntax::findWord(syntax::textOf(body, src), "optimizers") != std::string_view::npos) return false;
   bool forwards = false;
