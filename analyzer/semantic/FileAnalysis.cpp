@@ -171,12 +171,20 @@ void FileAnalysis::run() {
   };
   // A function nothing here calls, in its own exclusive arm: parameters unknown, module globals as they
   // stand at the end of the module body.
-  auto ownArm = [&](const FunctionDef& f) {
+  // A summary that depends on no caller (nor on what module globals hold) and was not cut short is what an
+  // interpretation of the body in place would make: it is put into the arm instead of running the body again.
+  auto ownArm = [&](const FunctionDef& f, const Summary* s) {
     inArm('f', &f, {}, [&] {
       frame.arm = in.openArm(construct, index++, false);
       frame.reachable = true;
       Origin origin{module_.fileId(), syntax::rangeOf(syntax::field(f.node, "name")), {}};
-      in.analyzeInPlace(f, withUnknownArgs(in, moduleStore_, f, origin, 0, {}));
+      std::vector<ValueSet> args = withUnknownArgs(in, moduleStore_, f, origin, 0, {});
+      if (s && !s->contextDependent && !s->truncated && in.fits(*s) && session_.summary(&f) == s) {
+        ValueSet result;
+        in.instantiate(*s, args, Origin{}, result, false);
+      } else {
+        in.analyzeInPlace(f, args);
+      }
     });
   };
   // How often the code mentions each word (syntax::codeWordCounts: not in comments, docstrings or other
@@ -208,7 +216,7 @@ void FileAnalysis::run() {
   for (const auto& f : module_.functions()) {
     if (!f->nested && session_.mayRelease(f.get()) && !session_.called(f.get()) && !calledByOthers.count(f.get()) &&
         !special(f->name) && mentionedOnce(*f)) {
-      ownArm(*f);
+      ownArm(*f, nullptr);
       armed.insert(f.get());
       continue;
     }
@@ -273,7 +281,7 @@ void FileAnalysis::run() {
     if (f->nested || armed.count(f.get()) || session_.called(f.get()) || driven.count(f.get())) continue;
     const Summary* s = session_.summary(f.get());
     if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
-    ownArm(*f);
+    ownArm(*f, s);
   }
 }
 

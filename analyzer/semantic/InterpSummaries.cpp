@@ -100,22 +100,28 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
   return callee.returns;
 }
 
+Interp::Room Interp::roomFor(const Summary& s) const {
+  Room r;
+  r.size = s.store.objects.size() + s.store.events.size();
+  r.objects = st_.objects.size() + s.store.objects.size();
+  // The first two do not depend on what came before the current arm; the others may.
+  r.overStore = r.objects - st_.uncounted > kMaxStoreObjects || r.size > Budget::kMaxInstantiated;
+  r.overFile = r.objects > kMaxFileObjects || ses_.budget().copied + r.size > Budget::kCopyBudget;
+  return r;
+}
+
 void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite,
                          ValueSet& result, bool recordVia) {
   const Store& ss = s.store;
-  size_t size = ss.objects.size() + ss.events.size();
   Session::Recording* rec = summary_ ? nullptr : ses_.recording();  // the task's own interpretation only
-  size_t objects = st_.objects.size() + ss.objects.size();
-  if (rec) rec->peakObjects = std::max(rec->peakObjects, objects);
-  // The first two do not depend on what came before the current arm; the others may.
-  bool overStore = objects - st_.uncounted > kMaxStoreObjects || size > Budget::kMaxInstantiated;
-  bool overFile = objects > kMaxFileObjects || ses_.budget().copied + size > Budget::kCopyBudget;
-  if (overStore || overFile) {
+  Room room = roomFor(s);
+  if (rec) rec->peakObjects = std::max(rec->peakObjects, room.objects);
+  if (room.overStore || room.overFile) {
     if (summary_) summary_->truncated = true;
-    if (rec && overFile) ++rec->limitHits;
+    if (rec && room.overFile) ++rec->limitHits;
     return;
   }
-  ses_.budget().copied += size;
+  ses_.budget().copied += room.size;
   auto via = [&](const Origin& o) {
     if (!recordVia) return o;
     Origin out;

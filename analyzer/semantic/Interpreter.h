@@ -218,6 +218,11 @@ class Interp {
   // never called from the analysed code, which are analysed in place).
   void instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite, ValueSet& result,
                    bool recordVia = true);
+  // Whether instantiate() would put all of `s` here now (no store or file limit refuses it).
+  bool fits(const Summary& s) const {
+    Room r = roomFor(s);
+    return !r.overStore && !r.overFile;
+  }
   int openArm(int construct, int index, bool loop);
   // Interprets a function's body here, parameters bound to `args`, without a call
   // site (functions never called from the analysed code are checked this way).
@@ -228,6 +233,13 @@ class Interp {
   const std::vector<ValueSet>& contexts() const { return contexts_; }
 
  private:
+  // What instantiating a summary here would add (its objects and events), the store's objects after it, and
+  // which limit refuses it.
+  struct Room {
+    size_t size = 0, objects = 0;
+    bool overStore = false, overFile = false;
+  };
+  Room roomFor(const Summary& s) const;
   ValueSet evalCall(TSNode call);
   ValueSet callValue(ObjId callee, CallSite& site, TSNode node);
   ValueSet evalComprehension(TSNode n);
