@@ -13,6 +13,7 @@ version. A new server process then opens the same text, and its settled diagnost
 first server's.
 
 Usage: ecosystem/editor_check.py --cache /work/eco-cache [--repo torchtitan ...] [--sample 8] [--largest 2]
+       [--scripts 2]
 Exit status: 0 when every state agrees, 1 when some differ (each difference is printed), 2 on a usage error
 or a server that failed.
 """
@@ -20,6 +21,7 @@ import argparse
 import ast
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -30,14 +32,45 @@ import lsp_latency  # noqa: E402  (sample_files, edit sites)
 from lsp_client import Client  # noqa: E402
 
 WAIT_S = 120
+MAIN_GUARD = re.compile(r"""^if __name__ == ["']__main__["']:""")
+MAIN_CALL = re.compile(r"^[ \t]+main\(")
+
+
+def calls_main(text):
+    """Whether the module body calls `main()` under `if __name__ == "__main__":` (an edit inside main is where
+    the analysis runs main directly, semantic/FileAnalysis.cpp)."""
+    guarded = False
+    for line in text.split("\n"):
+        if MAIN_GUARD.match(line):
+            guarded = True
+        elif guarded and line.strip() and not line[0].isspace():
+            guarded = False
+        elif guarded and MAIN_CALL.match(line):
+            return True
+    return False
 SETTLE_S = 0.6  # no publish for this long: the background passes are done
+
+
+def main_edit_site(text):
+    """lsp_latency.code_edit_site within the body of the module's `def main(`, on the file's lines; None when
+    there is no such function or line."""
+    lines = text.split("\n")
+    start = next((i for i, l in enumerate(lines) if l.startswith("def main(")), None)
+    if start is None:
+        return None
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end][0].isspace()):
+        end += 1
+    site = lsp_latency.code_edit_site("\n".join(lines[start + 1:end]))
+    return (site[0] + start + 1, site[1]) if site else None
 
 
 def states(text):
     """[(what, text)]: the texts the edits leave, in order."""
     lines = text.split("\n")
     out = []
-    code = lsp_latency.code_edit_site(text)
+    code = main_edit_site(text) if calls_main(text) else None
+    code = code or lsp_latency.code_edit_site(text)
     if code:
         i, ch = code
         line = lines[i]
@@ -172,8 +205,8 @@ def fresh(binary, root, uri, text):
 
 
 def check_file(binary, root, path, text):
-    """[(what, carried, fresh)] for the states that differ, the number of states compared, and the summaries
-    and analysis arms carried over (all lints of the edited server)."""
+    """[(what, carried, fresh)] for the states that differ, the number of states compared, the summaries
+    and analysis arms carried over and the functions run directly (all lints of the edited server)."""
     uri = pathlib.Path(path).as_uri()
     diffs = []
     client = start(binary, root, trace=True)
@@ -194,7 +227,19 @@ def check_file(binary, root, path, text):
                 diffs.append((what, got, want))
     finally:
         stop(client)
-    return diffs, len(seq), sum(client.carried), sum(client.arms)
+    return diffs, len(seq), sum(client.carried), sum(client.arms), sum(client.direct)
+
+
+def files(root, args):
+    """[(path, text)]: the sampled files of a checkout, its largest ones and its largest scripts."""
+    picked = [(p, t) for p, t, _ in lsp_latency.sample_files(root, args.sample, args.seed, args.largest)]
+    if args.scripts:
+        seen = {p for p, _ in picked}
+        scripts = [(p, t) for p, t, _ in lsp_latency.sample_files(root, 10**9, args.seed)
+                   if p not in seen and t.count("\n") + 1 <= 5000 and calls_main(t)]
+        scripts.sort(key=lambda c: (-(c[1].count("\n") + 1), c[0]))
+        picked += scripts[:args.scripts]
+    return sorted(picked)
 
 
 def main():
@@ -204,6 +249,8 @@ def main():
                                                     "pytorch-lightning)")
     ap.add_argument("--sample", type=int, default=6, help="files sampled per checkout")
     ap.add_argument("--largest", type=int, default=2, help="the largest files added per checkout")
+    ap.add_argument("--scripts", type=int, default=2, help="the largest scripts (up to 5,000 lines) whose module "
+                                                           "body calls main() added per checkout")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--shardlint", default=str(HERE.parent / "build" / "shardlint"))
     args = ap.parse_args()
@@ -212,21 +259,23 @@ def main():
     compared = 0
     carried = 0
     arms = 0
+    direct = 0
     for name in repos:
         root = os.path.join(args.cache, name)
         if not os.path.isdir(root):
             print(f"editor_check: no checkout {root}", file=sys.stderr)
             return 2
-        for path, text, _ in lsp_latency.sample_files(root, args.sample, args.seed, args.largest):
+        for path, text in files(root, args):
             rel = os.path.relpath(path, root)
             try:
-                diffs, n, c, a = check_file(args.shardlint, root, path, text)
+                diffs, n, c, a, r = check_file(args.shardlint, root, path, text)
             except SystemExit as e:
                 print(f"editor_check: {name}/{rel}: {e}", file=sys.stderr)
                 return 2
             compared += n
             carried += c
             arms += a
+            direct += r
             for what, got, want in diffs:
                 bad += 1
                 print(f"DIFFERS {name}/{rel} after {what}:")
@@ -234,10 +283,10 @@ def main():
                     print(f"  only after the edits: {d}")
                 for d in sorted(set(want or []) - set(got or [])):
                     print(f"  only in a fresh server: {d}")
-            print(f"{name}/{rel}: {n} states, {len(diffs)} differ, {c} summaries and {a} arms carried over",
-                  file=sys.stderr, flush=True)
+            print(f"{name}/{rel}: {n} states, {len(diffs)} differ, {c} summaries and {a} arms carried over, "
+                  f"{r} functions run directly", file=sys.stderr, flush=True)
     print(f"{'OK' if not bad else 'FAILED'}: {compared} edited states compared, {bad} differ "
-          f"({carried} summaries and {arms} arms carried over)")
+          f"({carried} summaries and {arms} arms carried over, {direct} functions run directly)")
     return 1 if bad else 0
 
 

@@ -86,13 +86,15 @@ struct Editor {
   explicit Editor(std::string p)
       : table(shardlint::Linter(shardlint::rules::catalog(), shardlint::LintOptions()).tableConfig(false)),
         path(std::move(p)) {}
-  std::vector<std::string> lint(const std::string& text, size_t* carried, size_t* arms = nullptr) {
+  std::vector<std::string> lint(const std::string& text, size_t* carried, size_t* arms = nullptr,
+                                size_t* direct = nullptr) {
     options.overlays[shardlint::absolutePathKey(path)] = text;
     shardlint::Linter linter(shardlint::rules::catalog(), options);
     shardlint::LintStats stats;
     auto found = linter.lintFiles({path}, &stats, &table);
     if (carried) *carried = stats.summariesCarried;
     if (arms) *arms = stats.armsCarried;
+    if (direct) *direct = stats.directRuns;
     return rendered(found);
   }
 };
@@ -141,6 +143,69 @@ TEST_CASE("editor: summaries carried over an edit give the findings a fresh anal
     CHECK(got == fresh(path, text));
     if (step.carries) CHECK(carried > 0);
     else CHECK(carried == 0);
+  }
+}
+
+TEST_CASE("editor: a script's main whose summary depends on the module runs directly after an edit inside it",
+          "[lsp][carry]") {
+  // `main` calls the module's `model`, so its summary depends on the caller and the module body's call
+  // interprets its body anyway: after an edit, that call runs it without computing the summary first
+  // (FileAnalysis::run). The findings stay a fresh analysis's.
+  const std::string script = R"(import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+model = torch.nn.Linear(2, 2)
+
+
+def helper(x):
+    return x + 1
+
+
+def main():
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    wrapped = FSDP(model)
+    for step in range(3):
+        model(torch.randn(2)).sum().backward()
+        opt.step()
+    return wrapped
+
+
+if __name__ == "__main__":
+    main()
+)";
+  shardlint::testing::TempDir dir("shardlint-direct-");
+  std::string path = dir.write("train.py", script).string();
+  Editor editor(path);
+  size_t carried = 0, direct = 0;
+  std::vector<std::string> first = editor.lint(script, &carried, nullptr, &direct);
+  REQUIRE(first.size() == 1);  // SL101: the optimizer is built before the wrap
+  CHECK(first[0].rfind("SL101 ", 0) == 0);
+  CHECK(direct == 0);  // nothing known yet: main's summary is computed
+  struct Step {
+    const char* what;
+    std::string from, to;
+    size_t direct;
+  };
+  const std::vector<Step> steps = {
+      {"a line typed in main", "    for step in range(3):", "    steps = 3\n    for step in range(steps):", 1},
+      {"main's wrap moved before the optimizer (the finding goes)",
+       "    opt = torch.optim.AdamW(model.parameters(), lr=0.1)\n    wrapped = FSDP(model)",
+       "    wrapped = FSDP(model)\n    opt = torch.optim.AdamW(wrapped.parameters(), lr=0.1)", 1},
+      {"and back", "    wrapped = FSDP(model)\n    opt = torch.optim.AdamW(wrapped.parameters(), lr=0.1)",
+       "    opt = torch.optim.AdamW(model.parameters(), lr=0.1)\n    wrapped = FSDP(model)", 1},
+      // main unchanged: its summary is computed (and tells it still depends on the module), then carried.
+      {"another function's body", "return x + 1", "return x + 2", 0},
+      {"main no longer calls the module's model", "        model(torch", "        wrapped(torch", 1},
+      {"another function's body again", "return x + 2", "return x + 3", 0},
+      {"main again: its summary said it no longer depends on the module", "    steps = 3\n", "    steps = 4\n", 0},
+  };
+  std::string text = script;
+  for (const Step& step : steps) {
+    INFO(step.what);
+    text = replaced(text, step.from, step.to);
+    std::vector<std::string> got = editor.lint(text, &carried, nullptr, &direct);
+    CHECK(got == fresh(path, text));
+    CHECK(direct == step.direct);
   }
 }
 

@@ -677,7 +677,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       });
   };
   std::vector<std::vector<Diagnostic>> results(tasks.size());
-  std::vector<size_t> shared(tasks.size(), 0), carried(tasks.size(), 0), arms(tasks.size(), 0);
+  std::vector<size_t> shared(tasks.size(), 0), carried(tasks.size(), 0), arms(tasks.size(), 0), direct(tasks.size(), 0);
   std::vector<double> taskSeconds(tasks.size(), 0.0);
   std::atomic<bool> failed{false};  // an error outside one file's analysis: the run stops
   std::atomic<bool> interrupted{false};  // options_.interrupted said stop
@@ -771,6 +771,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         shared[t] = task.sharedHits();
         carried[t] = task.seededHits();
         arms[t] = task.armsCarried();
+        direct[t] = task.directRuns();
         taskSeconds[t] = std::chrono::duration<double>(Clock::now() - started).count();
         if (cached) toStore[t] = ToStore{hash, facts, table->dependencyClosure(task.root()), true};
         ended = true;
@@ -812,6 +813,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
     stats.modulesShared += shared[t];
     stats.summariesCarried += carried[t];
     stats.armsCarried += arms[t];
+    stats.directRuns += direct[t];
     for (auto& d : results[t]) all.push_back(std::move(d));
   }
   if (failed) throw std::runtime_error(failure);  // with the other files' findings in `all`

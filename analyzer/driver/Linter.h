@@ -162,6 +162,7 @@ struct LintStats {
   size_t modulesShared = 0;  // summaries a task took from another task's work
   size_t summariesCarried = 0;  // language server: summaries used that an earlier lint of the file made
   size_t armsCarried = 0;       // language server: arms taken from an earlier analysis (FileAnalysis::seedArms)
+  size_t directRuns = 0;        // language server: functions run by the module body without their summary
   size_t cacheHits = 0;      // linted files whose findings came from the persistent cache
   std::string cacheProblem;  // why the cache could not be written, if it could not
   uint64_t bytesRead = 0;     // bytes the pre-scan read from disk (or open buffers)

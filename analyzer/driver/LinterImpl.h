@@ -118,6 +118,9 @@ class Task final : public semantic::ModuleProvider {
   size_t seededHits() const { return session_->seededHits(); }
   // Arms its analysis took from an earlier analysis of the file (FileAnalysis::seedArms).
   size_t armsCarried() const { return armsCarried_; }
+  // Functions the module body ran without their summary, which the analysis before the edit found
+  // depends on the caller (FileAnalysis::run).
+  size_t directRuns() const { return session_->directRuns(); }
 
   std::vector<Diagnostic> run(const std::string& path, std::optional<std::string> text);
 

@@ -54,10 +54,12 @@ std::vector<Diagnostic> Server::lintFindings(const Document& d, const Linter& li
   for (auto& diag : all)
     if (absolutePathKey(diag.location.path) == d.path) mine.push_back(std::move(diag));
   if (trace_)
-    std::fprintf(stderr, "shardlint server: lint of %s: %.2f ms, %zu diagnostics, %zu summaries carried over, %zu arms%s%s\n",
+    std::fprintf(stderr,
+                 "shardlint server: lint of %s: %.2f ms, %zu diagnostics, %zu summaries carried over, %zu arms, "
+                 "%zu run directly%s%s\n",
                  d.path.c_str(),
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-                 mine.size(), stats.summariesCarried, stats.armsCarried, *pass ? ", " : "", pass);
+                 mine.size(), stats.summariesCarried, stats.armsCarried, stats.directRuns, *pass ? ", " : "", pass);
   return mine;
 }
 

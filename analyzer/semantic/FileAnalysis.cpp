@@ -107,6 +107,35 @@ void FileAnalysis::run() {
   Frame frame;
   frame.isModule = true;
   Interp in(module_, session_, moduleStore_, frame);
+  // How often the code mentions each word (syntax::codeWordCounts: not in comments, docstrings or other
+  // strings), counted once per file on first use: a name mentioned once is mentioned only where it is defined.
+  std::optional<std::unordered_map<std::string_view, int>> wordCounts;
+  auto mentions = [&](const FunctionDef& f) {
+    if (!wordCounts) {
+      std::unordered_set<std::string_view> names;  // only the functions' names are asked about
+      for (const auto& g : module_.functions()) names.insert(g->name);
+      wordCounts = syntax::codeWordCounts(module_.file().text, &names);
+    }
+    auto it = wordCounts->find(f.name);
+    return it == wordCounts->end() ? 0 : it->second;
+  };
+  // A language server's edit inside `main` of a script (`if __name__ == "__main__": main()`): when the analysis
+  // before the edit found main's summary depends on its caller (or ran main directly), the module body's call
+  // interprets main at once instead of computing its summary first only to learn that (a plain function of
+  // this file, which nothing else imports, mentioned where it is defined and once more: that call is its only
+  // one). Only a function the edit changed: for another, the summary is computed (once: then carried), which
+  // also tells whether it still depends on the caller.
+  if (const FileAnalysis* before = seed_.previous.get(); before && recordArms_ && !before->inContext_.empty()) {
+    std::unordered_set<const void*> unchanged;
+    for (const auto& [from, to] : seed_.move.defs)
+      if (to) unchanged.insert(to);
+    std::unordered_set<const FunctionDef*> direct;
+    for (const auto& f : module_.functions())
+      if (!f->nested && !f->cls && !unchanged.count(f.get()) && before->inContext_.count(f->qualname) &&
+          session_.mayRelease(f.get()) && mentions(*f) == 2)
+        direct.insert(f.get());
+    session_.runDirectly(std::move(direct));
+  }
   {
     Session::Recording body;
     if (recordArms_) session_.record(&body);
@@ -187,18 +216,7 @@ void FileAnalysis::run() {
       }
     });
   };
-  // How often the code mentions each word (syntax::codeWordCounts: not in comments, docstrings or other
-  // strings), counted once per file on first use: a name mentioned once is mentioned only where it is defined.
-  std::optional<std::unordered_map<std::string_view, int>> wordCounts;
-  auto mentionedOnce = [&](const FunctionDef& f) {
-    if (!wordCounts) {
-      std::unordered_set<std::string_view> names;  // only the functions' names are asked about
-      for (const auto& g : module_.functions()) names.insert(g->name);
-      wordCounts = syntax::codeWordCounts(module_.file().text, &names);
-    }
-    auto it = wordCounts->find(f.name);
-    return it != wordCounts->end() && it->second == 1;
-  };
+  auto mentionedOnce = [&](const FunctionDef& f) { return mentions(f) == 1; };
   // What a framework or the language calls on its own: a class's framework hooks (the framework's run
   // below calls them), constructors and special methods (`__enter__`).
   std::set<const FunctionDef*> calledByOthers;
@@ -220,6 +238,8 @@ void FileAnalysis::run() {
       armed.insert(f.get());
       continue;
     }
+    // One the module body ran directly is not asked for a summary: what it calls is marked called already.
+    if (session_.called(f.get()) && session_.runsDirectly(f.get())) continue;
     session_.summary(f.get());
   }
   // Classes a framework drives: their hooks run in the framework's order on one instance.
@@ -283,6 +303,14 @@ void FileAnalysis::run() {
     if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
     ownArm(*f, s);
   }
+  // For the next edit: the plain functions whose summary depends on the caller, or that ran directly here.
+  if (recordArms_)
+    for (const auto& f : module_.functions()) {
+      if (f->nested || f->cls) continue;
+      const Summary* s = session_.known(f.get());
+      if (s ? s->contextDependent : session_.called(f.get()) && session_.runsDirectly(f.get()))
+        inContext_.insert(f->qualname);
+    }
 }
 
 void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, ObjId self, const Origin& origin,

@@ -26,8 +26,13 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
                               bool inPlace) {
   const Module& owner = def.owner ? *def.owner : mod_;
   bool cutByDepth = ses_.atDepthLimit();
-  // Analysed in place, the body runs here: its summary is not needed (recursion is cut by `inlining_`).
-  const Summary* s = inPlace && !summary_ ? &kInPlace : ses_.summary(&def);
+  // Analysed in place, the body runs here: its summary is not needed (recursion is cut by `inlining_`). So
+  // for a call the module body makes of a function whose body such a call interprets anyway
+  // (Session::runsDirectly).
+  bool direct = !inPlace && !summary_ && frame_.isModule && !inlining_.count(&def) &&
+                ses_.budget().work <= Budget::kInlineBudget && ses_.runsDirectly(&def);
+  if (direct) ses_.noteDirectRun();
+  const Summary* s = (inPlace || direct) && !summary_ ? &kInPlace : ses_.summary(&def);
   Session::Recording* rec = summary_ ? nullptr : ses_.recording();  // the task's own interpretation only
   if (rec && s == &kInPlace) rec->reads.push_back(&def);
   ValueSet result;
@@ -60,8 +65,9 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
     if (over && rec) ++rec->limitHits;
     return over;
   };
-  if (!inPlace && (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth ||
-                   overInlineBudget())) {
+  if (!inPlace && !direct &&
+      (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth ||
+       overInlineBudget())) {
     if (summary_ && s->contextDependent) summary_->contextDependent = true;
     instantiate(*s, args, callsite, result);
     return result;

@@ -225,6 +225,20 @@ class Session {
   void keepLocal(const Module* module) { keepLocal_ = module; }
   // Whether release() frees the summary of `def` (it is not shared with other tasks).
   bool mayRelease(const FunctionDef* def) const { return def->owner == keepLocal_ && keepLocal_; }
+  // Functions a call from the module body interprets at once, without computing their summary first (an
+  // earlier analysis found it depends on its callers, so such a call interprets the body anyway):
+  // FileAnalysis::run.
+  void runDirectly(std::unordered_set<const FunctionDef*> defs) { runDirectly_ = std::move(defs); }
+  bool runsDirectly(const FunctionDef* def) const {
+    return runDirectly_.count(def) > 0 && !local_.count(def) && !seeded_.count(def);
+  }
+  void noteDirectRun() { ++directRuns_; }
+  size_t directRuns() const { return directRuns_; }
+  // The summary of `def` this task has at hand, without computing one.
+  const Summary* known(const FunctionDef* def) const {
+    auto it = local_.find(def);
+    return it == local_.end() ? nullptr : it->second.get();
+  }
   // Forgets the summary of `def` in this task (computed again if it is needed again).
   void release(const FunctionDef* def) { local_.erase(def); }
   // A summary carried over from an earlier analysis of its module (a language server's edit, or a second
@@ -250,8 +264,10 @@ class Session {
   std::set<std::string> cutCallees_;
   size_t sharedHits_ = 0;
   size_t seededHits_ = 0;
+  size_t directRuns_ = 0;
   std::unordered_map<const FunctionDef*, std::shared_ptr<const Summary>> seeded_;
   const Module* keepLocal_ = nullptr;
+  std::unordered_set<const FunctionDef*> runDirectly_;
   Recording* recording_ = nullptr;
 };
 

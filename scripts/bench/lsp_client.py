@@ -15,7 +15,8 @@ import threading
 import time
 
 _TRACE = re.compile(r"shardlint server: (incremental parse|full parse|lint) of (.*?): ([0-9.]+) ms"
-                    r"(?:, [0-9]+ diagnostics, ([0-9]+) summaries carried over(?:, ([0-9]+) arms)?)?")
+                    r"(?:, [0-9]+ diagnostics, ([0-9]+) summaries carried over(?:, ([0-9]+) arms)?"
+                    r"(?:, ([0-9]+) run directly)?)?")
 
 
 class Client:
@@ -29,6 +30,7 @@ class Client:
         self.trace_paths = []  # (kind, path, ms)
         self.carried = []  # per lint: the summaries an earlier lint of the file gave it
         self.arms = []  # per lint: the arms of its analysis an earlier lint's gave it
+        self.direct = []  # per lint: functions its module body ran without computing their summary first
         threading.Thread(target=self._read, daemon=True).start()
         if trace:
             threading.Thread(target=self._read_trace, daemon=True).start()
@@ -43,6 +45,8 @@ class Client:
                     self.carried.append(int(m.group(4)))
                 if m.group(5) is not None:
                     self.arms.append(int(m.group(5)))
+                if m.group(6) is not None:
+                    self.direct.append(int(m.group(6)))
 
     def _read(self):
         out = self.proc.stdout
