@@ -274,3 +274,131 @@ TEST_CASE("known grammar limitations: valid Python that still gets SL001", "[par
   REQUIRE(found.size() == 1);
   CHECK(found[0].code == "SL002");
 }
+
+namespace {
+// Every node of `root`, in a walk with tree-sitter's own cursor.
+std::vector<TSNode> allNodes(TSNode root) {
+  std::vector<TSNode> out;
+  std::vector<TSNode> todo{root};
+  while (!todo.empty()) {
+    TSNode n = todo.back();
+    todo.pop_back();
+    out.push_back(n);
+    for (uint32_t i = ts_node_child_count(n); i-- > 0;) todo.push_back(ts_node_child(n, i));
+  }
+  return out;
+}
+
+// field(), fieldChildren() and namedChildren() against tree-sitter's own answers (ts_node_child_by_field_id,
+// ts_node_named_child), for every node and field
+// id; twice, so that the second round reads the remembered children. Returns how many answers differed.
+size_t childAnswersDiffering(TSNode root) {
+  const TSLanguage* lang = syntax::PyKinds::instance().language();
+  uint32_t fields = ts_language_field_count(lang);
+  size_t differ = 0;
+  for (int round = 0; round < 2; ++round) {
+    for (TSNode n : allNodes(root)) {
+      for (TSFieldId f = 1; f <= fields; ++f) {
+        const char* name = ts_language_field_name_for_id(lang, f);
+        if (!name) continue;
+        TSNode want = ts_node_child_by_field_id(n, f);
+        // One difference, on purpose: tree-sitter also answers a match_statement's "alternative" with a
+        // case_clause of its body (a field of the hidden rule the body is an alias of); field() gives a
+        // node's own children only, as a cursor pass sees them.
+        if (!ts_node_is_null(want) && !ts_node_eq(ts_node_parent(want), n)) want = TSNode{};
+        TSNode got = syntax::field(n, name);
+        if (ts_node_is_null(want) != ts_node_is_null(got) || (!ts_node_is_null(want) && !ts_node_eq(want, got)))
+          ++differ;
+        std::vector<TSNode> all = syntax::fieldChildren(n, name);
+        if (ts_node_is_null(want) ? !all.empty() : (all.empty() || !ts_node_eq(all.front(), want))) ++differ;
+      }
+      syntax::NodeList named = syntax::namedChildren(n);
+      if (named.size() != ts_node_named_child_count(n)) {
+        ++differ;
+        continue;
+      }
+      for (uint32_t i = 0; i < named.size(); ++i)
+        if (!ts_node_eq(named[i], ts_node_named_child(n, i))) ++differ;
+    }
+  }
+  return differ;
+}
+}  // namespace
+
+TEST_CASE("syntax: remembered children answer as tree-sitter does, and are forgotten with their tree",
+          "[syntax]") {
+  syntax::Parser parser;
+  // Every Python file of the fixtures and the parse corpus (fields of every kind, comments among
+  // children, error nodes), read from the tree each time (as the command line does) and remembered (as
+  // the server does).
+  for (bool remember : {false, true}) {
+    syntax::rememberChildren(remember);
+    size_t files = 0;
+    for (const char* dir : {"fixtures", "tests/parse_corpus"}) {
+      for (const auto& e : fs::recursive_directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / dir)) {
+        if (e.path().extension() != ".py") continue;
+        std::string src = readFile(e.path());
+        syntax::Tree tree = parser.parse(src);
+        REQUIRE(tree);
+        INFO(e.path().string() << (remember ? " (remembered)" : ""));
+        CHECK(childAnswersDiffering(tree.root()) == 0);
+        ++files;
+      }
+    }
+    CHECK(files > 50);
+  }
+
+  // Trees deleted one after another (a later one may take an earlier one's address), each asked about
+  // in full: the table keeps copies of at most 64 trees and never answers from a gone one.
+  for (int i = 0; i < 100; ++i) {
+    std::string src = "def f" + std::to_string(i) + "(x):\n" + std::string(static_cast<size_t>(i % 5), ' ') +
+                      "    return g(x, y=" + std::to_string(i) + ")\n\nclass C:\n    a: int = 1\n";
+    syntax::Tree t = parser.parse(src);
+    REQUIRE(t);
+    CHECK(childAnswersDiffering(t.root()) == 0);
+    CHECK(syntax::heldTrees() <= 64);
+  }
+  CHECK(syntax::rememberedNodes() > 0);
+  {
+    // How the table tells trees apart: a copy shares the root subtree, another tree does not.
+    syntax::Tree a = parser.parse("x = 1\n");
+    syntax::Tree b = parser.parse("x = 1\n");
+    syntax::Tree copy(ts_tree_copy(a.get()));
+    CHECK(syntax::rootSubtreeOf(copy.get()) == syntax::rootSubtreeOf(a.get()));
+    CHECK(syntax::rootSubtreeOf(b.get()) != syntax::rootSubtreeOf(a.get()));
+    CHECK(ts_tree_root_node(copy.get()).id != ts_tree_root_node(a.get()).id);
+  }
+
+  // An edit in place, then the incremental parse the server makes: the unchanged class is answered from
+  // the entries read for the tree before the edit, as a fresh parse would answer it.
+  TSParser* raw = ts_parser_new();
+  REQUIRE(ts_parser_set_language(raw, syntax::PyKinds::instance().language()));
+  std::string before = "def f(x):\n    return g(x)\n\nclass C:\n    def m(self):\n        pass\n";
+  TSTree* old = syntax::parsePython(raw, nullptr, before);
+  REQUIRE(old);
+  CHECK(childAnswersDiffering(ts_tree_root_node(old)) == 0);
+  std::string after = "def ff(x):\n    return g(x)\n\nclass C:\n    def m(self):\n        pass\n";
+  TSInputEdit edit{};
+  edit.start_byte = 4;
+  edit.old_end_byte = 4;
+  edit.new_end_byte = 5;
+  edit.start_point = {0, 4};
+  edit.old_end_point = {0, 4};
+  edit.new_end_point = {0, 5};
+  ts_tree_edit(old, &edit);
+  CHECK(childAnswersDiffering(ts_tree_root_node(old)) == 0);  // the edited tree, its nodes moved
+  TSTree* fresh = syntax::parsePython(raw, old, after);
+  REQUIRE(fresh);
+  ts_tree_delete(old);
+  CHECK(childAnswersDiffering(ts_tree_root_node(fresh)) == 0);
+  TSNode root = ts_tree_root_node(fresh);
+  CHECK(syntax::textOf(syntax::field(ts_node_named_child(root, 0), "name"), after) == "ff");
+  TSNode cls = ts_node_named_child(root, 1);
+  CHECK(syntax::textOf(syntax::field(cls, "name"), after) == "C");
+  TSNode body = syntax::field(cls, "body");
+  CHECK(body.tree == fresh);  // answers are nodes of the tree asked about
+  CHECK(ts_node_eq(syntax::namedChildren(body)[0], ts_node_named_child(body, 0)));
+  ts_tree_delete(fresh);
+  ts_parser_delete(raw);
+  syntax::rememberChildren(false);
+}

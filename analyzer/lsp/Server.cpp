@@ -39,6 +39,8 @@ Server::Server(const RuleCatalog& catalog, int inFd, int outFd)
     : catalog_(catalog), reader_(inFd), writer_(outFd), trace_(std::getenv("SHARDLINT_LSP_TRACE") != nullptr) {
   parser_.reset(ts_parser_new());
   ts_parser_set_language(parser_.get(), syntax::PyKinds::instance().language());
+  // Each edit's analysis asks about the nodes the one before it asked about (syntax/TreeSitter.h).
+  syntax::rememberChildren(true);
 }
 
 int Server::run() {

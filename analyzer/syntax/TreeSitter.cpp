@@ -324,62 +324,6 @@ std::string lineBreakView(std::string_view src) {
   return changed ? view : std::string();
 }
 
-TSNode field(TSNode n, std::string_view name) {
-  TSFieldId id = PyKinds::instance().field(name);
-  return id ? ts_node_child_by_field_id(n, id) : TSNode{};
-}
-
-namespace {
-// A cursor per thread, reset for each use: its stack is allocated once, not per call.
-struct ThreadCursor {
-  TSTreeCursor cursor;
-  bool live = false;
-  ~ThreadCursor() {
-    if (live) ts_tree_cursor_delete(&cursor);
-  }
-  TSTreeCursor& at(TSNode n) {
-    if (live) {
-      ts_tree_cursor_reset(&cursor, n);
-    } else {
-      cursor = ts_tree_cursor_new(n);
-      live = true;
-    }
-    return cursor;
-  }
-};
-
-// Calls `take(cursor)` for each child of `n` in order (`take` must not use this function).
-template <class Take>
-void eachChild(TSNode n, Take&& take) {
-  thread_local ThreadCursor tc;
-  TSTreeCursor& cur = tc.at(n);
-  if (ts_tree_cursor_goto_first_child(&cur)) {
-    do take(cur);
-    while (ts_tree_cursor_goto_next_sibling(&cur));
-  }
-}
-}  // namespace
-
-std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
-  std::vector<TSNode> out;
-  TSFieldId id = PyKinds::instance().field(name);
-  if (!id || ts_node_is_null(n)) return out;
-  eachChild(n, [&](const TSTreeCursor& cur) {
-    if (ts_tree_cursor_current_field_id(&cur) == id) out.push_back(ts_tree_cursor_current_node(&cur));
-  });
-  return out;
-}
-
-NodeList namedChildren(TSNode n) {
-  NodeList out;
-  if (ts_node_is_null(n)) return out;
-  eachChild(n, [&](const TSTreeCursor& cur) {
-    TSNode c = ts_tree_cursor_current_node(&cur);
-    if (ts_node_is_named(c)) out.push_back(c);
-  });
-  return out;
-}
-
 std::vector<KeywordArgument> keywordArguments(TSNode call) {
   std::vector<KeywordArgument> out;
   TSNode args = field(call, "arguments");

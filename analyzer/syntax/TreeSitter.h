@@ -131,6 +131,18 @@ inline ByteRange rangeOf(TSNode n) { return {ts_node_start_byte(n), ts_node_end_
 inline std::string_view textOf(TSNode n, std::string_view src) {
   return src.substr(ts_node_start_byte(n), ts_node_end_byte(n) - ts_node_start_byte(n));
 }
+// The child of `n` in field `name` (the first one), or a null node: like ts_node_child_by_field_id, but
+// from the node's own children only, as a cursor pass sees them (tree-sitter also gives a
+// match_statement's "alternative" from its body).
+//
+// field(), fieldChildren() and namedChildren() may read a node's children from a table of the calling
+// thread, filled by one cursor pass the first time the node is asked about (syntax/Children.cpp), when
+// rememberChildren(true) was called: the server does, as after each edit its analysis asks about the
+// same nodes as before the edit (the incremental parse shares the unchanged subtrees), and tree-sitter's
+// own walks over the children cost several hundred instructions a call. The command line does not: it
+// asks about most nodes once or twice, the table would save it nothing, and it would hold each thread's
+// last trees alive.
+void rememberChildren(bool on);
 TSNode field(TSNode n, std::string_view name);
 // A node's children as namedChildren gives them: the first kInline in place, so that the interpreter's
 // many short lists (an expression's operands, a call's arguments, most blocks) cost no allocation;
@@ -165,6 +177,12 @@ class NodeList {
 // The named children of `n` in order (one cursor pass: ts_node_named_child(n, i) walks from the
 // first child each time).
 NodeList namedChildren(TSNode n);
+// How many nodes' children this thread's table holds now, and how many trees it keeps alive for them
+// (for tests).
+size_t rememberedNodes();
+size_t heldTrees();
+// The root subtree of `tree` as the table knows trees by (a copy of a tree shares it).
+const void* rootSubtreeOf(const TSTree* tree);
 // All children of `n` in field `name` (an if_statement has several "alternative"s).
 std::vector<TSNode> fieldChildren(TSNode n, std::string_view name);
 // A call's keyword arguments in source order (`name=value`; `**splat` and positional ones skipped).
