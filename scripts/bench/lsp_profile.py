@@ -6,7 +6,8 @@ The server starts on ROOT (the workspace), opens FILE (relative to ROOT), makes 
 measured ones, each a ranged change that types one character at the site lsp_latency.py uses for the kind
 (`code`: `_` at the end of an identifier near the file's middle; `comment`: a space after the `#` of the
 comment line nearest the middle) or deletes it again. It prints the edits' median, p95 and maximum, and the
-median of the server's own lint time (its trace).
+median of the server's own lint time (its trace), and the server's RSS and peak RSS after the last edit (under
+--callgrind, valgrind's).
 
 With --callgrind OUT the server runs under `valgrind --tool=callgrind --instr-atstart=no` and only the measured
 edits are instrumented (callgrind_control switches instrumentation on after the warm-up and off after the last
@@ -92,13 +93,23 @@ def main():
     if args.callgrind:
         subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     lints = [ms for kind, _, ms in client.trace_paths[mark:] if kind == "lint"]
+    rss = {}
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for row in f:
+                key, _, value = row.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    rss[key] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
     client.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
     client.wait(lambda m: m.get("id") == 2, "the shutdown response")
     client.send({"jsonrpc": "2.0", "method": "exit"})
     client.proc.wait(timeout=args.timeout)
     print(f"{args.file} ({args.kind} edits at line {line + 1}): median {statistics.median(times):.2f} ms, "
           f"p95 {percentile(times, 95):.2f} ms, max {max(times):.2f} ms over {len(times)} edits; "
-          f"server lint median {statistics.median(lints) if lints else 0:.2f} ms")
+          f"server lint median {statistics.median(lints) if lints else 0:.2f} ms"
+          + (f"; server RSS {rss['VmRSS']:.1f} MiB, peak {rss['VmHWM']:.1f} MiB" if len(rss) == 2 else ""))
     if args.callgrind:
         print(f"profile: {args.callgrind}.{pid} (callgrind_annotate --inclusive=yes {args.callgrind}.{pid})")
 
