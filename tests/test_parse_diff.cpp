@@ -10,12 +10,15 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "Registry.h"
 #include "TestSupport.h"
 #include "core/SourceFile.h"
 #include "driver/Linter.h"
+#include "syntax/CodeWords.h"
 #include "syntax/TreeSitter.h"
 
 namespace fs = std::filesystem;
@@ -393,4 +396,85 @@ TEST_CASE("syntax: remembered children answer as tree-sitter does, across trees 
   ts_tree_delete(fresh);
   ts_parser_delete(raw);
   syntax::rememberChildren(false);
+}
+
+// The language server counts a file's words span by span (syntax::codeWordCountsBySpans), each larger span's
+// counts remembered by its text: the same counts as the whole text read at once, the first time (nothing
+// remembered), the second (all remembered), after an edit (one span changed; or the tree has an error and the
+// text is read whole), for every Python file of the fixtures and the parse corpus, and for all of them in one
+// class (deep bodies, spans split several levels down).
+TEST_CASE("syntax: word counts read span by span are the whole text's", "[syntax]") {
+  syntax::Parser parser;
+  auto same = [&](const std::string& text) {
+    std::unordered_map<std::string_view, int> all = syntax::codeWordCounts(text);
+    std::vector<std::string> words;
+    for (const auto& [w, n] : all) words.emplace_back(w);
+    words.emplace_back("absent_name");
+    std::unordered_set<std::string_view> only(words.begin(), words.end());
+    std::unordered_map<std::string_view, int> whole = syntax::codeWordCounts(text, &only);
+    syntax::Tree tree = parser.parse(text);
+    REQUIRE(tree);
+    size_t differ = 0;
+    for (int round = 0; round < 2; ++round) {
+      std::unordered_map<std::string_view, int> spans = syntax::codeWordCountsBySpans(tree.root(), text, only);
+      differ += spans != whole;
+      for (const auto& [w, n] : spans) differ += only.count(w) == 0 || w.data() != only.find(w)->data();
+    }
+    return differ;
+  };
+  std::string all;
+  size_t files = 0;
+  for (const char* dir : {"fixtures", "tests/parse_corpus"}) {
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(SHARDLINT_SOURCE_DIR) / dir)) {
+      if (e.path().extension() != ".py") continue;
+      std::string src = readFile(e.path());
+      INFO(e.path().string());
+      CHECK(same(src) == 0);
+      // A line put before the middle line, at its indentation (inside a string or a bracket it may not parse).
+      size_t middle = src.find('\n', src.size() / 2);
+      if (middle != std::string::npos) {
+        size_t indent = middle + 1;
+        while (indent < src.size() && src[indent] == ' ') ++indent;
+        std::string edited = src.substr(0, middle + 1) + std::string(indent - middle - 1, ' ') +
+                             "edited_name = helper_call(\"word\")\n" + src.substr(middle + 1);
+        CHECK(same(edited) == 0);
+      }
+      syntax::Tree own = parser.parse(src);
+      if (own && !ts_node_has_error(own.root())) {  // (a fixture with a syntax error would break the class)
+        all += "    # " + e.path().filename().string() + "\n";
+        size_t at = 0;
+        while (at < src.size()) {
+          size_t eol = src.find('\n', at);
+          if (eol == std::string::npos) eol = src.size();
+          all += "    " + src.substr(at, eol - at) + "\n";
+          at = eol + 1;
+        }
+        all += "    pass\n";
+      }
+      ++files;
+    }
+  }
+  CHECK(files > 50);
+  std::string everything = "class Everything:\n" + all;
+  CHECK(same(everything) == 0);
+  syntax::Tree big = parser.parse(everything);
+  REQUIRE(big);
+  CHECK(!ts_node_has_error(big.root()));  // so it was read span by span, not whole
+  CHECK(syntax::rememberedWordSpans() > 0);
+  // An edit with the same names asked: the spans it did not change are taken from the table.
+  std::unordered_map<std::string_view, int> before = syntax::codeWordCounts(everything);
+  std::vector<std::string> words;
+  for (const auto& [w, n] : before) words.emplace_back(w);
+  words.emplace_back("edited_name");
+  std::unordered_set<std::string_view> only(words.begin(), words.end());
+  CHECK(syntax::codeWordCountsBySpans(big.root(), everything, only) == syntax::codeWordCounts(everything, &only));
+  size_t spans = syntax::rememberedWordSpans();
+  size_t middle = everything.find("\n    pass\n", everything.size() / 2);
+  REQUIRE(middle != std::string::npos);
+  std::string edited = everything.substr(0, middle + 1) + "    edited_name = 1\n" + everything.substr(middle + 1);
+  syntax::Tree after = parser.parse(edited);
+  REQUIRE(after);
+  CHECK(!ts_node_has_error(after.root()));
+  CHECK(syntax::codeWordCountsBySpans(after.root(), edited, only) == syntax::codeWordCounts(edited, &only));
+  CHECK(syntax::rememberedWordSpans() <= spans + 2);  // one new span (or the class's last two merged)
 }

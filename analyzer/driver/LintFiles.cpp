@@ -21,6 +21,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/Parallel.h"
@@ -340,6 +341,19 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   // by a later run whose layout (this run's) it does not rest on.
   if (cache && !layoutKept) prescans->dropResolved();
   if (persistent) prescans->keepOverlays(options_.overlays);  // a closed document's last text is let go
+  // The open documents' last names: absolutePathKey keeps a path's last name when it is a plain one, so a
+  // scanned path whose last name is plain and none of these is no document, without working out its key.
+  auto lastName = [](std::string_view path) {
+    size_t slash = path.rfind('/');
+    return slash == std::string_view::npos ? path : path.substr(slash + 1);
+  };
+  std::unordered_set<std::string_view> overlayNames;
+  for (const auto& entry : options_.overlays) overlayNames.insert(lastName(entry.first));
+  auto mayBeOverlay = [&](const std::string& path) {
+    if (options_.overlays.empty()) return false;
+    std::string_view name = lastName(path);
+    return name.empty() || name == "." || name == ".." || overlayNames.count(name) > 0;
+  };
   for (size_t first = 0; first < scanned.size();) {
     size_t last = scanned.size();
     std::vector<Read> reads(last - first);
@@ -351,7 +365,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
         // A file on disk seen unchanged (by the language server's table, or in the persistent cache's
         // stamps): its mask and imports are known; read only when its text is analysed.
         std::optional<FileStamp> stat;
-        const std::string overlayKey = options_.overlays.empty() ? std::string() : absolutePathKey(sc.path, cwd);
+        const std::string overlayKey = mayBeOverlay(sc.path) ? absolutePathKey(sc.path, cwd) : std::string();
         const bool overlaid = !overlayKey.empty() && options_.overlays.count(overlayKey) > 0;
         if (prescans && !overlaid) stat = PrescanCache::statOf(sc.path);
         std::optional<PrescanCache::Entry> known;
@@ -567,7 +581,7 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
       std::lock_guard<std::mutex> lock(hashMu);
       if (auto it = hashes.find(path); it != hashes.end()) return it->second;
     }
-    if (prescans && !options_.overlays.count(absolutePathKey(path, cwd)))  // a stamp the pre-scan knows
+    if (prescans && !(mayBeOverlay(path) && options_.overlays.count(absolutePathKey(path, cwd))))  // a known stamp
       if (auto stat = PrescanCache::statOf(path))
         if (uint64_t known = prescans->hashOf(path, *stat)) {
           std::lock_guard<std::mutex> lock(hashMu);

@@ -109,12 +109,15 @@ void FileAnalysis::run() {
   Interp in(module_, session_, moduleStore_, frame);
   // How often the code mentions each word (syntax::codeWordCounts: not in comments, docstrings or other
   // strings), counted once per file on first use: a name mentioned once is mentioned only where it is defined.
+  // A language server's analysis reads the text span by span, each unchanged span's counts remembered from
+  // the edit before.
   std::optional<std::unordered_map<std::string_view, int>> wordCounts;
+  std::unordered_set<std::string_view> names;  // only the functions' names are asked about
   auto mentions = [&](const FunctionDef& f) {
     if (!wordCounts) {
-      std::unordered_set<std::string_view> names;  // only the functions' names are asked about
       for (const auto& g : module_.functions()) names.insert(g->name);
-      wordCounts = syntax::codeWordCounts(module_.file().text, &names);
+      wordCounts = recordArms_ ? syntax::codeWordCountsBySpans(module_.root(), module_.file().text, names)
+                               : syntax::codeWordCounts(module_.file().text, &names);
     }
     auto it = wordCounts->find(f.name);
     return it == wordCounts->end() ? 0 : it->second;

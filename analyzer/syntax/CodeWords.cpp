@@ -1,6 +1,11 @@
 #include "syntax/CodeWords.h"
 
+#include <algorithm>
 #include <bitset>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "syntax/TreeSitter.h"
 
@@ -33,30 +38,35 @@ size_t wordEnd(std::string_view text, size_t i) {
   return i;
 }
 
-}  // namespace
+// The words `only` holds (all words without it): a word's length and first byte are checked before it is
+// hashed (most words are no name asked).
+class WordFilter {
+ public:
+  explicit WordFilter(const std::unordered_set<std::string_view>* only) : only_(only) {
+    if (only)
+      for (std::string_view w : *only) {
+        if (w.empty()) continue;
+        if (w.size() < 64) lengths_.set(w.size());
+        else longNames_ = true;
+        firsts_.set(static_cast<unsigned char>(w[0]));
+      }
+  }
+  bool pass(std::string_view word) const {
+    if (!only_) return true;
+    return !word.empty() && firsts_.test(static_cast<unsigned char>(word[0])) &&
+           (word.size() < 64 ? lengths_.test(word.size()) : longNames_) && only_->count(word);
+  }
 
-std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text,
-                                                         const std::unordered_set<std::string_view>* only) {
-  std::unordered_map<std::string_view, int> counts;
-  // With `only`: a word's length and first byte are checked before it is hashed (most words are no name asked).
-  std::bitset<64> lengths;
-  std::bitset<256> firsts;
-  bool longNames = false;
-  if (only)
-    for (std::string_view w : *only) {
-      if (w.empty()) continue;
-      if (w.size() < 64) lengths.set(w.size());
-      else longNames = true;
-      firsts.set(static_cast<unsigned char>(w[0]));
-    }
-  auto count = [&](std::string_view word) {
-    if (only) {
-      if (word.empty() || !firsts.test(static_cast<unsigned char>(word[0])) ||
-          (word.size() < 64 ? !lengths.test(word.size()) : !longNames) || !only->count(word))
-        return;
-    }
-    ++counts[word];
-  };
+ private:
+  const std::unordered_set<std::string_view>* only_;
+  std::bitset<64> lengths_;
+  std::bitset<256> firsts_;
+  bool longNames_ = false;
+};
+
+// Calls `count(word)` for each word `text`'s code mentions (codeWordCounts says which).
+template <class Count>
+void scanWords(std::string_view text, Count&& count) {
   auto countWords = [&](std::string_view part) {
     for (size_t i = 0; i < part.size();) {
       if (!isWordByte(part[i])) {
@@ -113,7 +123,111 @@ std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text,
       ++i;
     }
   }
+}
+
+// Nodes whose children cut their text where no string or comment is open: statements that hold blocks, their
+// clauses and blocks (an expression's children may be a string's parts, as an f-string's fields are).
+bool splitsIntoStatements(Kind k) {
+  switch (k) {
+    case Kind::module: case Kind::block: case Kind::class_definition: case Kind::function_definition:
+    case Kind::decorated_definition: case Kind::if_statement: case Kind::elif_clause: case Kind::else_clause:
+    case Kind::for_statement: case Kind::while_statement: case Kind::try_statement: case Kind::except_clause:
+    case Kind::finally_clause: case Kind::with_statement: case Kind::match_statement: case Kind::case_clause:
+      return true;
+    default: return false;
+  }
+}
+
+// The counts of the spans this thread read (codeWordCountsBySpans): by the span text's hash and length, for
+// the names of `names` (a hash of them).
+struct SpanTable {
+  uint64_t names = 0;
+  std::unordered_map<uint64_t, std::vector<std::pair<std::string, int>>> spans;
+};
+
+SpanTable& spanTable() {
+  thread_local SpanTable t;
+  return t;
+}
+
+}  // namespace
+
+std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text,
+                                                         const std::unordered_set<std::string_view>* only) {
+  std::unordered_map<std::string_view, int> counts;
+  WordFilter filter(only);
+  scanWords(text, [&](std::string_view word) {
+    if (filter.pass(word)) ++counts[word];
+  });
   return counts;
 }
+
+std::unordered_map<std::string_view, int> codeWordCountsBySpans(TSNode root, std::string_view text,
+                                                                const std::unordered_set<std::string_view>& only) {
+  std::unordered_map<std::string_view, int> counts;
+  WordFilter filter(&only);
+  auto countHere = [&](std::string_view word) {
+    if (filter.pass(word)) ++counts[*only.find(word)];
+  };
+  auto whole = [&] {
+    counts.clear();
+    scanWords(text, countHere);
+    return counts;
+  };
+  if (ts_node_is_null(root) || ts_node_has_error(root) || ts_node_end_byte(root) > text.size()) return whole();
+  // The table counted the names asked now, or starts again.
+  std::vector<std::string_view> sorted(only.begin(), only.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::string joined;
+  for (std::string_view n : sorted) joined.append(n).push_back('\n');
+  SpanTable& table = spanTable();
+  constexpr size_t kMaxSpans = 1 << 16;
+  if (uint64_t names = textHash(joined); names != table.names || table.spans.size() > kMaxSpans) {
+    table.spans.clear();
+    table.names = names;
+  }
+  // A span at most this long (or one that does not split) is a leaf; a leaf shorter than kRemembered is read
+  // each time (a hash and a lookup would cost about as much).
+  constexpr uint32_t kLeaf = 1024, kRemembered = 96;
+  auto leaf = [&](std::string_view span) {
+    if (span.size() < kRemembered) return scanWords(span, countHere);
+    uint64_t key = textHash(span) ^ (uint64_t{span.size()} * 0x9E3779B97F4A7C15ull);
+    auto [it, fresh] = table.spans.try_emplace(key);
+    if (fresh) {
+      std::unordered_map<std::string_view, int> own;
+      scanWords(span, [&](std::string_view word) {
+        if (filter.pass(word)) ++own[word];
+      });
+      it->second.reserve(own.size());
+      for (const auto& [w, c] : own) it->second.emplace_back(std::string(w), c);
+    }
+    for (const auto& [w, c] : it->second) counts[*only.find(w)] += c;
+  };
+  std::vector<TSNode> todo{root};
+  auto textBetween = [&](uint32_t from, uint32_t to) { return text.substr(from, to - from); };
+  scanWords(textBetween(0, ts_node_start_byte(root)), countHere);
+  scanWords(text.substr(ts_node_end_byte(root)), countHere);
+  while (!todo.empty()) {
+    TSNode n = todo.back();
+    todo.pop_back();
+    uint32_t begin = ts_node_start_byte(n), end = ts_node_end_byte(n);
+    if (end - begin <= kLeaf || !splitsIntoStatements(PyKinds::instance().kind(n))) {
+      leaf(textBetween(begin, end));
+      continue;
+    }
+    uint32_t at = begin;
+    for (TSNode c : namedChildren(n)) {
+      uint32_t cb = ts_node_start_byte(c), ce = ts_node_end_byte(c);
+      if (cb < at || ce < cb || ce > end) return whole();  // never in an error-free tree
+      scanWords(textBetween(at, cb), countHere);
+      todo.push_back(c);
+      at = ce;
+    }
+    scanWords(textBetween(at, end), countHere);
+  }
+  return counts;
+}
+
+size_t rememberedWordSpans() { return spanTable().spans.size(); }
 
 }  // namespace shardlint::syntax

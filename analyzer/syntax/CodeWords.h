@@ -1,6 +1,8 @@
 // How often each word of a Python file occurs in its code, read from the text alone (no tree): what
 // FileAnalysis asks to know that nothing in a file names a function but its own `def`.
 #pragma once
+#include <tree_sitter/api.h>
+
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,5 +17,15 @@ namespace shardlint::syntax {
 // words cost no map entries when the caller asks about a few).
 std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text,
                                                          const std::unordered_set<std::string_view>* only = nullptr);
+
+// codeWordCounts(text, &only) of a module's text (`root` its error-free tree: else the text is read whole),
+// read span by span: the tree's statements and blocks cut the text where no string or comment is open, so each
+// span counts alone what it counts inside the whole. The thread remembers each larger span's counts by its
+// text (hash and length) and the names asked (the table starts again when they change), so that after a
+// language server's edit only the spans it changed are read again. The map's keys are `only`'s own views.
+std::unordered_map<std::string_view, int> codeWordCountsBySpans(TSNode root, std::string_view text,
+                                                                const std::unordered_set<std::string_view>& only);
+// Spans remembered on this thread (for tests).
+size_t rememberedWordSpans();
 
 }  // namespace shardlint::syntax
