@@ -427,13 +427,18 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
 
 std::shared_ptr<const FileAnalysis::SelfSets> FileAnalysis::selfSets(const FunctionDef& def) {
   if (!def.owner) return std::make_shared<const SelfSets>();
-  std::string text(syntax::textOf(def.node, def.owner->file().text));
+  std::string_view text = syntax::textOf(def.node, def.owner->file().text);
   if (auto it = selfSets_.find(text); it != selfSets_.end()) return it->second;
   std::shared_ptr<const SelfSets> sets;
   if (const FileAnalysis* before = seed_.previous.get())
     if (auto it = before->selfSets_.find(text); it != before->selfSets_.end()) sets = it->second;
-  if (!sets) sets = std::make_shared<const SelfSets>(selfSetsOf(def));
-  return selfSets_.emplace(std::move(text), std::move(sets)).first->second;
+  if (!sets) {
+    SelfSets read = selfSetsOf(def);
+    read.text = std::string(text);
+    sets = std::make_shared<const SelfSets>(std::move(read));
+  }
+  std::string_view key = sets->text;
+  return selfSets_.emplace(key, std::move(sets)).first->second;
 }
 
 std::vector<FileAnalysis::Root> FileAnalysis::roots() const { return {{"<module>", &moduleStore_}}; }

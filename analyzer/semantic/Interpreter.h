@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -117,6 +118,7 @@ class FileAnalysis {
   // (`self.X = ...`, also inside tuple targets).
   struct SelfSets {
     std::set<std::string> mentioned, assigned;
+    std::string text;  // the method's text they were read from (their key in selfSets_)
   };
 
   const FunctionDef* enclosingFunction(ByteRange range) const { return module_.enclosingFunction(range); }
@@ -163,7 +165,10 @@ class FileAnalysis {
   std::unordered_set<std::string> inContext_;
   bool ownsPrevious_ = false;  // nothing else holds seed_.previous: replayArm may take its parts apart
   // A method's text -> its SelfSets (selfSets), those this analysis used.
-  std::unordered_map<std::string, std::shared_ptr<const SelfSets>> selfSets_;
+  struct TextKey {
+    size_t operator()(std::string_view text) const { return static_cast<size_t>(textHash(text)); }
+  };
+  std::unordered_map<std::string_view, std::shared_ptr<const SelfSets>, TextKey> selfSets_;  // keys: their texts
 };
 
 // The interpreter over one Store. Public so that a CallModel can create objects
