@@ -505,20 +505,32 @@ TEST_CASE("store: forgetting the interning of an arm's objects keeps the module 
   CHECK(st.objects.size() == 4);  // the objects stay
 }
 
-TEST_CASE("editor: an arm a limit cut short is taken only where the analysis stands as it did", "[lsp][carry]") {
+namespace {
+// `count` test functions (`# case K` in each), each running `body`, then building an optimizer before
+// `model = WRAP` and stepping it (SL101).
+std::string testFunctions(int count, const std::string& body, const std::string& wrap) {
+  std::string text;
+  for (int k = 0; k < count; ++k)
+    text += "def test_case_" + std::to_string(k) + "():\n    # case " + std::to_string(k) + "\n" + body +
+            "    model = torch.nn.Linear(2, 2)\n    opt = torch.optim.AdamW(model.parameters())\n    model = " + wrap +
+            "\n    opt.step()\n\n\n";
+  return text;
+}
+}  // namespace
+
+TEST_CASE("editor: an arm a limit cut short is taken only where its limit checks answer as they did",
+          "[lsp][carry]") {
   // Forty test functions, each instantiating a helper's summary of 150 objects five times: past the file's
   // object limit (kMaxFileObjects), the later arms' copies are refused. Such an arm is taken from the analysis
-  // before an edit only when the objects, work and copies before it are what they were there.
+  // before an edit only when each copy it let in still fits and each it refused still does not, where the
+  // objects, work and copies before it stand now (FileAnalysis::limitsAlike).
   std::string text = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n\n"
                      "def make_tensors():\n";
   for (int i = 0; i < 150; ++i) text += "    t" + std::to_string(i) + " = torch.randn(" + std::to_string(i + 1) + ")\n";
   text += "    return t0\n\n\n";
-  for (int k = 0; k < 40; ++k) {
-    text += "def test_case_" + std::to_string(k) + "():\n    # case " + std::to_string(k) + "\n";
-    for (int c = 0; c < 5; ++c) text += "    x" + std::to_string(c) + " = make_tensors()\n";
-    text += "    model = torch.nn.Linear(2, 2)\n    opt = torch.optim.AdamW(model.parameters())\n"
-            "    model = FSDP(model)\n    opt.step()\n\n\n";
-  }
+  std::string five;
+  for (int c = 0; c < 5; ++c) five += "    x" + std::to_string(c) + " = make_tensors()\n";
+  text += testFunctions(40, five, "FSDP(model)");
   shardlint::testing::TempDir dir("shardlint-limited-");
   std::string path = dir.write("test_many.py", text).string();
   Editor editor(path);
@@ -532,13 +544,47 @@ TEST_CASE("editor: an arm a limit cut short is taken only where the analysis sta
   std::string commented = replaced(text, "# case 39", "# case thirty-nine");
   CHECK(editor.lint(commented, &carried, &arms) == fresh(path, commented));
   CHECK(arms == all);
-  // The first test makes one more copy: it runs again, and so does every later arm a limit cut short (the
-  // objects before it are not what they were); those no limit touched are taken.
+  // The first test makes one more copy: it runs again, and so does the arm the file's limit first cut short
+  // (more of its copies are refused now); those no limit touched are taken, and so are those whose every
+  // copy was refused before and still is.
   std::string more = replaced(commented, "x4 = make_tensors()\n", "x4 = make_tensors()\n    x5 = make_tensors()\n");
   CHECK(editor.lint(more, &carried, &arms) == fresh(path, more));
   CHECK(arms + 1 < all);
-  CHECK(arms > 0);
+  CHECK(arms + 4 > all);
   // And back: the first test runs again; the others are taken where they stand as before.
   CHECK(editor.lint(commented, &carried, &arms) == fresh(path, commented));
   CHECK(arms > 0);
+}
+
+TEST_CASE("editor: an arm past the inlining budget is taken when each work budget check answers as it did",
+          "[lsp][carry]") {
+  // Sixty test functions of a thousand statements each, each wrapping its model through a helper whose summary
+  // depends on its caller (the wrap reads its parameter): past the task's inlining budget (Budget::kInlineBudget
+  // statements) the later tests use the helper's summary instead of running it, and their arms are limited.
+  // An edit that adds a statement to the first test moves every later arm's start by one statement: those
+  // started past the inlining budget (and ending short of the work budget) still answer every check as they
+  // did, and are taken; the one that crosses the budget runs again.
+  std::string text = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n\n\n"
+                     "def wrap(m, flag):\n    return FSDP(m, use_orig_params=flag)\n\n\n";
+  std::string thousand;
+  for (int c = 0; c < 1000; ++c) thousand += "    v" + std::to_string(c) + " = " + std::to_string(c) + "\n";
+  text += testFunctions(60, thousand, "wrap(model, False)");
+  shardlint::testing::TempDir dir("shardlint-worked-");
+  std::string path = dir.write("test_long.py", text).string();
+  Editor editor(path);
+  size_t carried = 0, arms = 0;
+  std::vector<std::string> first = fresh(path, text);
+  // SL101 in the tests before the budget; past it the helper's summary leaves use_orig_params unknown.
+  CHECK(first.size() > 10);
+  CHECK(first.size() < 60);
+  REQUIRE(editor.lint(text, &carried, &arms) == first);
+  REQUIRE(editor.lint(text, &carried, &arms) == first);
+  size_t all = arms;
+  CHECK(all >= 60);
+  std::string more = replaced(text, "    # case 0\n", "    # case 0\n    extra = 1\n");
+  CHECK(editor.lint(more, &carried, &arms) == fresh(path, more));
+  CHECK(arms + 1 < all);  // the first test and the one crossing the budget ran again
+  CHECK(arms + 4 > all);  // the tests past it were taken
+  CHECK(editor.lint(text, &carried, &arms) == first);
+  CHECK(arms + 4 > all);
 }

@@ -9,9 +9,11 @@
 //   names (their pointers move; a changed one does not);
 // - the task's work budget, the store's object limit and the earlier arms' called marks: an arm in which no
 //   limit refused anything is taken when none can here (its work, its copies and the objects it asked the
-//   store to hold, counted from where this analysis stands); one in which a limit refused something only
-//   where this analysis stands exactly where the earlier one did (objects, work, copies), so that every limit
-//   decides as it did (the summaries it used count against budgets of their own);
+//   store to hold, counted from where this analysis stands); one in which a limit refused something where
+//   each of the limit checks it made answers as it did (limitsAlike: a test file whose earlier methods filled
+//   the file's store has its later methods' arms taken after an edit that changed how much an earlier one
+//   made), else only where this analysis stands exactly where the earlier one did (objects, work, copies),
+//   so that every limit decides as it did (the summaries it used count against budgets of their own);
 // - the module body's objects, which an arm may change (an annotation, an owner): an arm that changed one,
 //   or came after one that did, is run again, and so is every arm after one that does so here.
 // The table (ModuleTable::seedSummaries) seeds an analysis only when the edit left the module's own
@@ -100,6 +102,33 @@ struct Relocation {
 
 }  // namespace
 
+// Whether every limit check an arm made (`old`, run from its begin mark and budget) answers the same when the
+// arm starts with `objects` in the store and the task's counts at `work` and `copied` (`armWork`: what the arm
+// itself did). The store's own limits count only the module body's objects and the arm's (Store::uncounted),
+// so they answer the same anywhere. The work budgets (Budget: calls past kInlineBudget use summaries only,
+// past kWorkBudget are not followed; each check reads the count between the arm's start and its start plus
+// its work): both starts with the whole arm short of kInlineBudget (no check says over), past kInlineBudget
+// with the whole arm short of kWorkBudget, or past kWorkBudget (every check says over). The file's limits
+// (kMaxFileObjects, kCopyBudget): what each instantiation asked for moves by the difference of the starts,
+// so every one let in must fit still and every one refused must not.
+bool FileAnalysis::limitsAlike(const ArmRecord& old, size_t objects, size_t work, size_t copied, size_t armWork) {
+  size_t was = old.workBefore;
+  bool workAlike = was == work ||
+                   (was + armWork <= Budget::kInlineBudget && work + armWork <= Budget::kInlineBudget) ||
+                   (was > Budget::kInlineBudget && work > Budget::kInlineBudget &&
+                    was + armWork <= Budget::kWorkBudget && work + armWork <= Budget::kWorkBudget) ||
+                   (was > Budget::kWorkBudget && work > Budget::kWorkBudget);
+  if (!workAlike) return false;
+  // `x` asked for there, moved to here (never below 0: what was asked includes what stood there).
+  auto moved = [](size_t x, size_t there, size_t here) { return x - there + here; };
+  size_t o0 = old.begin.objects, c0 = old.copiedBefore;
+  if (old.keptObjects && moved(old.keptObjects, o0, objects) > kMaxFileObjects) return false;
+  if (old.keptCopies && moved(old.keptCopies, c0, copied) > Budget::kCopyBudget) return false;
+  if (old.refusedObjects != SIZE_MAX && moved(old.refusedObjects, o0, objects) <= kMaxFileObjects) return false;
+  if (old.refusedCopies != SIZE_MAX && moved(old.refusedCopies, c0, copied) <= Budget::kCopyBudget) return false;
+  return true;
+}
+
 bool FileAnalysis::bodyObjectsChanged() const {
   for (size_t i = 0; i < bodyObjects_.size(); ++i)
     if (!sameObject(bodyObjects_[i], moduleStore_.objects[i])) return true;
@@ -158,17 +187,12 @@ bool FileAnalysis::replayArm(const ArmRecord& old, int index, ArmRecord& made) {
     made.cuts.push_back(std::move(c));
   }
   if (!rel.ok) return false;
-  // The limits decide nothing differently: the earlier run hit none, and the same work from here does not;
-  // or it hit one, and this analysis stands where the earlier one did at the arm's start.
+  // The limits decide nothing differently: this analysis stands where the earlier one did at the arm's start,
+  // or each limit check answers here as it did there (limitsAlike).
   const Budget& budget = session_.budget();
-  size_t work = old.workAfter - old.workBefore, copied = old.copiedAfter - old.copiedBefore;
-  if (old.limited) {
-    if (at.objects != old.begin.objects || budget.work != old.workBefore || budget.copied != old.copiedBefore)
-      return false;
-  } else {
-    if (budget.work + work > Budget::kInlineBudget || budget.copied + copied > Budget::kCopyBudget) return false;
-    if (old.peakObjects && at.objects + (old.peakObjects - old.begin.objects) > kMaxFileObjects) return false;
-  }
+  size_t work = old.workAfter - old.workBefore;
+  bool exact = at.objects == old.begin.objects && budget.work == old.workBefore && budget.copied == old.copiedBefore;
+  if (!exact && !limitsAlike(old, at.objects, budget.work, budget.copied, work)) return false;
 
   // Each part is put at its place here once (room made as push_back would, but once for the whole part),
   // then moved onto this text where it lies.
@@ -245,10 +269,14 @@ bool FileAnalysis::replayArm(const ArmRecord& old, int index, ArmRecord& made) {
   made.workBefore = b.work;
   made.copiedBefore = b.copied;
   b.work += work;
-  b.copied += copied;
+  b.copied += old.copiedAfter - old.copiedBefore;
   made.workAfter = b.work;
   made.copiedAfter = b.copied;
-  made.peakObjects = old.peakObjects ? old.peakObjects - old.begin.objects + at.objects : 0;
+  auto movedTo = [&](size_t x, size_t there, size_t here, size_t none) { return x == none ? none : x - there + here; };
+  made.keptObjects = movedTo(old.keptObjects, old.begin.objects, at.objects, 0);
+  made.keptCopies = movedTo(old.keptCopies, old.copiedBefore, made.copiedBefore, 0);
+  made.refusedObjects = movedTo(old.refusedObjects, old.begin.objects, at.objects, SIZE_MAX);
+  made.refusedCopies = movedTo(old.refusedCopies, old.copiedBefore, made.copiedBefore, SIZE_MAX);
   made.reusable = true;
   made.limited = old.limited;
   return true;

@@ -185,10 +185,13 @@ void FileAnalysis::run() {
       made.end = markOf();
       made.workAfter = session_.budget().work;
       made.copiedAfter = session_.budget().copied;
-      made.peakObjects = rec.peakObjects;
       bool changed = bodyObjectsChanged();
       made.reusable = !bodyChanged_ && !changed;
       made.limited = rec.limitHits > 0;
+      made.keptObjects = rec.keptObjects;
+      made.keptCopies = rec.keptCopies;
+      made.refusedObjects = rec.refusedObjects;
+      made.refusedCopies = rec.refusedCopies;
       bodyChanged_ = bodyChanged_ || changed;
       sortUnique(rec.reads);
       sortUnique(rec.called);

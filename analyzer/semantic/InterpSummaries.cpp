@@ -116,15 +116,28 @@ Interp::Room Interp::roomFor(const Summary& s) const {
   return r;
 }
 
+bool Interp::fileAllows(const Room& r) {
+  Session::Recording* rec = summary_ ? nullptr : ses_.recording();  // the task's own interpretation only
+  if (!rec) return !r.overFile;
+  size_t copies = ses_.budget().copied + r.size;
+  if (!r.overFile) {
+    rec->keptObjects = std::max(rec->keptObjects, r.objects);
+    rec->keptCopies = std::max(rec->keptCopies, copies);
+  } else {
+    ++rec->limitHits;
+    if (r.objects > kMaxFileObjects) rec->refusedObjects = std::min(rec->refusedObjects, r.objects);
+    else rec->refusedCopies = std::min(rec->refusedCopies, copies);
+  }
+  return !r.overFile;
+}
+
 void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite,
                          ValueSet& result, bool recordVia) {
   const Store& ss = s.store;
-  Session::Recording* rec = summary_ ? nullptr : ses_.recording();  // the task's own interpretation only
   Room room = roomFor(s);
-  if (rec) rec->peakObjects = std::max(rec->peakObjects, room.objects);
-  if (room.overStore || room.overFile) {
+  // The store's own limits decide the same wherever the arm stands: only the file's are recorded.
+  if (room.overStore || !fileAllows(room)) {
     if (summary_) summary_->truncated = true;
-    if (rec && room.overFile) ++rec->limitHits;
     return;
   }
   ses_.budget().copied += room.size;

@@ -88,13 +88,14 @@ class FileAnalysis {
     std::vector<const void*> members;  // 'd': the hooks it ran, in order
     StoreMark begin, end;        // its part of the store
     size_t workBefore = 0, workAfter = 0, copiedBefore = 0, copiedAfter = 0;  // the task's budget
-    size_t peakObjects = 0;      // Session::Recording::peakObjects (0: no instantiation)
     // It changed none of the module body's objects, and none was changed before it.
     bool reusable = false;
     // A limit (the task's work or copy budget, the file's object limit) refused something in it: taken only
     // where the analysis stands exactly where it stood at its start (the same objects, work and copies), so
     // that each limit decides as it did.
     bool limited = false;
+    // Its file limit checks (Session::Recording: keptObjects, keptCopies, refusedObjects, refusedCopies).
+    size_t keptObjects = 0, keptCopies = 0, refusedObjects = SIZE_MAX, refusedCopies = SIZE_MAX;
     std::vector<const void*> reads;          // sorted
     std::vector<const FunctionDef*> called;  // sorted
     std::vector<Cut> cuts;
@@ -143,6 +144,7 @@ class FileAnalysis {
   // numbered `index` in its construct; false (nothing changed) when something in it cannot move or a limit
   // might decide differently here.
   bool replayArm(const ArmRecord& old, int index, ArmRecord& made);
+  static bool limitsAlike(const ArmRecord& old, size_t objects, size_t work, size_t copied, size_t armWork);
   // After the module body: whether the seed's arms may be taken (its body made the same, from the same).
   void prepareSeed();
   // Whether an object the module body made was changed since (compared with `bodyObjects_`).
@@ -226,10 +228,11 @@ class Interp {
   // never called from the analysed code, which are analysed in place).
   void instantiate(const Summary& s, const std::vector<ValueSet>& args, const Origin& callsite, ValueSet& result,
                    bool recordVia = true);
-  // Whether instantiate() would put all of `s` here now (no store or file limit refuses it).
-  bool fits(const Summary& s) const {
+  // Whether instantiate() would put all of `s` here now (no store or file limit refuses it). The file's
+  // limits decide, so the check is recorded as instantiate()'s is.
+  bool fits(const Summary& s) {
     Room r = roomFor(s);
-    return !r.overStore && !r.overFile;
+    return !r.overStore && fileAllows(r);
   }
   int openArm(int construct, int index, bool loop);
   // Interprets a function's body here, parameters bound to `args`, without a call
@@ -248,6 +251,8 @@ class Interp {
     bool overStore = false, overFile = false;
   };
   Room roomFor(const Summary& s) const;
+  // !r.overFile, the check recorded (Session::Recording) in the task's own interpretation.
+  bool fileAllows(const Room& r);
   ValueSet evalCall(TSNode call);
   ValueSet callValue(ObjId callee, CallSite& site, TSNode node);
   ValueSet evalComprehension(TSNode n);

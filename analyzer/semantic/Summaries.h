@@ -209,10 +209,15 @@ class Session {
     std::vector<const void*> reads;          // the functions whose summaries or bodies it used
     std::vector<const FunctionDef*> called;  // the functions it marked called
     std::vector<Cut> cuts;                   // every cut it noted (also one a first cut of the callee hid)
-    // The task's own interpretation: how often a work budget or the store's object limit refused
-    // something, and the most objects an instantiation asked the store to hold (the limit's check).
+    // The task's own interpretation: how often a work budget or a file limit refused something.
     size_t limitHits = 0;
-    size_t peakObjects = 0;
+    // The file's limit checks (kMaxFileObjects, Budget::kCopyBudget) of the instantiations the store's own
+    // limits let through (Interp::fileAllows): the most objects and copies one let in asked for, the fewest
+    // objects one refused for its objects asked for, the fewest copies one refused for its copies alone
+    // asked for. With them an arm is taken where the store or the copy count stands elsewhere
+    // (FileAnalysis::replayArm).
+    size_t keptObjects = 0, keptCopies = 0;
+    size_t refusedObjects = SIZE_MAX, refusedCopies = SIZE_MAX;
   };
   // Starts recording into `r` (null: stops).
   void record(Recording* r) { recording_ = r; }
