@@ -314,6 +314,13 @@ size_t childAnswersDiffering(TSNode root) {
       }
       for (uint32_t i = 0; i < named.size(); ++i)
         if (!ts_node_eq(named[i], ts_node_named_child(n, i))) ++differ;
+      syntax::NodeList all = syntax::children(n);
+      if (all.size() != ts_node_child_count(n)) {
+        ++differ;
+        continue;
+      }
+      for (uint32_t i = 0; i < all.size(); ++i)
+        if (!ts_node_eq(all[i], ts_node_child(n, i))) ++differ;
     }
   }
   return differ;

@@ -109,9 +109,7 @@ int Interp::conditionTerm(TSNode n, std::vector<Term>& terms, bool& bindable, in
   } else if (k == Kind::comparison_operator) {
     std::vector<TSNode> operands;
     std::vector<std::string_view> ops;
-    uint32_t count = ts_node_child_count(n);
-    for (uint32_t i = 0; i < count; ++i) {
-      TSNode c = ts_node_child(n, i);
+    for (TSNode c : syntax::children(n)) {
       if (ts_node_is_named(c)) {
         if (kindOf(c) != Kind::comment) operands.push_back(c);
       } else {
@@ -278,9 +276,7 @@ void Interp::addUndecided(TSNode cond, bool negated, std::vector<Region>& out) {
   if (kindOf(cond) == Kind::comparison_operator) {
     std::vector<TSNode> operands;
     std::vector<std::string> ops;
-    uint32_t count = ts_node_child_count(cond);
-    for (uint32_t i = 0; i < count; ++i) {
-      TSNode c = ts_node_child(cond, i);
+    for (TSNode c : syntax::children(cond)) {
       if (ts_node_is_named(c)) {
         if (kindOf(c) != Kind::comment) operands.push_back(c);
       } else {

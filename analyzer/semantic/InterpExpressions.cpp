@@ -121,9 +121,7 @@ ValueSet Interp::eval(TSNode n) {
       // Read exactly: no interpolation, no escape, no prefix that changes the value (f, b, r).
       bool exact = true;
       std::function<void(TSNode)> collect = [&](TSNode s) {
-        uint32_t count = ts_node_child_count(s);
-        for (uint32_t i = 0; i < count; ++i) {
-          TSNode c = ts_node_child(s, i);
+        for (TSNode c : syntax::children(s)) {
           std::string_view type = ts_node_type(c);
           if (kindOf(c) == Kind::string_content) {
             std::string t = text(c);

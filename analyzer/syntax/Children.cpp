@@ -303,20 +303,25 @@ std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
   return out;
 }
 
-NodeList namedChildren(TSNode n) {
+namespace {
+NodeList childrenOf(TSNode n, bool namedOnly) {
   NodeList out;
   if (ts_node_is_null(n)) return out;
   if (gRemember.load(std::memory_order_relaxed)) {
     for (const Child& c : table().children(n))
-      if (c.named) out.push_back(asked(c, n));
+      if (c.named || !namedOnly) out.push_back(asked(c, n));
     return out;
   }
   cursor().eachChild(n, [&](const TSTreeCursor& cur) {
     TSNode c = ts_tree_cursor_current_node(&cur);
-    if (ts_node_is_named(c)) out.push_back(c);
+    if (!namedOnly || ts_node_is_named(c)) out.push_back(c);
     return true;
   });
   return out;
 }
+}  // namespace
+
+NodeList namedChildren(TSNode n) { return childrenOf(n, true); }
+NodeList children(TSNode n) { return childrenOf(n, false); }
 
 }  // namespace shardlint::syntax

@@ -177,6 +177,8 @@ class NodeList {
 // The named children of `n` in order (one cursor pass: ts_node_named_child(n, i) walks from the
 // first child each time).
 NodeList namedChildren(TSNode n);
+// All children of `n` in order, named or not (an operator's tokens too): likewise, for ts_node_child(n, i).
+NodeList children(TSNode n);
 // How many nodes' children this thread's table holds now, and how many trees it keeps alive for them
 // (for tests).
 size_t rememberedNodes();
