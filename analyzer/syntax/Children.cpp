@@ -303,25 +303,40 @@ std::vector<TSNode> fieldChildren(TSNode n, std::string_view name) {
   return out;
 }
 
-namespace {
-NodeList childrenOf(TSNode n, bool namedOnly) {
+NodeList namedChildren(TSNode n) {
   NodeList out;
   if (ts_node_is_null(n)) return out;
   if (gRemember.load(std::memory_order_relaxed)) {
     for (const Child& c : table().children(n))
-      if (c.named || !namedOnly) out.push_back(asked(c, n));
+      if (c.named) out.push_back(asked(c, n));
     return out;
   }
   cursor().eachChild(n, [&](const TSTreeCursor& cur) {
     TSNode c = ts_tree_cursor_current_node(&cur);
-    if (!namedOnly || ts_node_is_named(c)) out.push_back(c);
+    if (ts_node_is_named(c)) out.push_back(c);
     return true;
   });
   return out;
 }
-}  // namespace
 
-NodeList namedChildren(TSNode n) { return childrenOf(n, true); }
-NodeList children(TSNode n) { return childrenOf(n, false); }
+NodeList children(TSNode n) {
+  NodeList all;
+  if (ts_node_is_null(n)) return all;
+  if (gRemember.load(std::memory_order_relaxed)) {
+    for (const Child& c : table().children(n)) all.push_back(asked(c, n));
+    return all;
+  }
+  // A few children (an operator's operands and token): tree-sitter's own walk costs less than a cursor's reset.
+  uint32_t count = ts_node_child_count(n);
+  if (count <= 4) {
+    for (uint32_t i = 0; i < count; ++i) all.push_back(ts_node_child(n, i));
+  } else {
+    cursor().eachChild(n, [&](const TSTreeCursor& cur) {
+      all.push_back(ts_tree_cursor_current_node(&cur));
+      return true;
+    });
+  }
+  return all;
+}
 
 }  // namespace shardlint::syntax
