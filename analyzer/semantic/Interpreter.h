@@ -9,6 +9,7 @@
 #pragma once
 #include <tree_sitter/api.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <memory>
@@ -91,8 +92,7 @@ class FileAnalysis {
     // It changed none of the module body's objects, and none was changed before it.
     bool reusable = false;
     // A limit (the task's work or copy budget, the file's object limit) refused something in it: taken only
-    // where the analysis stands exactly where it stood at its start (the same objects, work and copies), so
-    // that each limit decides as it did.
+    // where each limit check answers as it did (limitsAlike), so that each limit decides as it did.
     bool limited = false;
     // Its file limit checks (Session::Recording: keptObjects, keptCopies, refusedObjects, refusedCopies).
     size_t keptObjects = 0, keptCopies = 0, refusedObjects = SIZE_MAX, refusedCopies = SIZE_MAX;
