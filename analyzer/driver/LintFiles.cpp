@@ -343,15 +343,11 @@ void Linter::lintFilesInto(const std::vector<std::string>& paths, LintStats* sta
   if (persistent) prescans->keepOverlays(options_.overlays);  // a closed document's last text is let go
   // The open documents' last names: absolutePathKey keeps a path's last name when it is a plain one, so a
   // scanned path whose last name is plain and none of these is no document, without working out its key.
-  auto lastName = [](std::string_view path) {
-    size_t slash = path.rfind('/');
-    return slash == std::string_view::npos ? path : path.substr(slash + 1);
-  };
   std::unordered_set<std::string_view> overlayNames;
-  for (const auto& entry : options_.overlays) overlayNames.insert(lastName(entry.first));
+  for (const auto& entry : options_.overlays) overlayNames.insert(lastNameOf(entry.first));
   auto mayBeOverlay = [&](const std::string& path) {
     if (options_.overlays.empty()) return false;
-    std::string_view name = lastName(path);
+    std::string_view name = lastNameOf(path);
     return name.empty() || name == "." || name == ".." || overlayNames.count(name) > 0;
   };
   for (size_t first = 0; first < scanned.size();) {

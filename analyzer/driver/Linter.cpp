@@ -162,6 +162,11 @@ std::string parentKey(const std::string& path) {
   return slash == 0 ? std::string("/") : path.substr(0, slash);
 }
 
+std::string_view lastNameOf(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
 std::string moduleNameFor(const std::string& path) {
   std::string stem = std::filesystem::path(path).stem().string();
   return stem.empty() ? std::string("__main__") : stem;

@@ -43,6 +43,8 @@ std::string absolutePathKey(const std::string& path, const std::string& cwd);
 // The folder of a path written with '/' ("/" for a file at the top, "" for a bare name), by string:
 // for absolutePathKey's results, without a path object.
 std::string parentKey(const std::string& path);
+// The last name of a path written with '/' (the whole path when it has no '/'), by string.
+std::string_view lastNameOf(std::string_view path);
 
 // Where controls go (RuleContext::control), from every analysed file; thread-safe.
 struct ControlSink {

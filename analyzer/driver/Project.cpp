@@ -172,8 +172,7 @@ const ProjectIndex::Listing& ProjectIndex::listingOf(const std::string& folder) 
 }
 
 bool ProjectIndex::isFileKept(const std::string& p) const {
-  auto slash = p.rfind('/');
-  std::string name = slash == std::string::npos ? p : p.substr(slash + 1);
+  std::string name(lastNameOf(p));
   Entry kind = Entry::Other;
   {
     std::lock_guard<std::mutex> lock(filesMu_);

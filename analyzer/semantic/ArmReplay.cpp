@@ -118,15 +118,7 @@ bool FileAnalysis::limitsAlike(const ArmRecord& old, size_t objects, size_t work
                    (was > Budget::kInlineBudget && work > Budget::kInlineBudget &&
                     was + armWork <= Budget::kWorkBudget && work + armWork <= Budget::kWorkBudget) ||
                    (was > Budget::kWorkBudget && work > Budget::kWorkBudget);
-  if (!workAlike) return false;
-  // `x` asked for there, moved to here (never below 0: what was asked includes what stood there).
-  auto moved = [](size_t x, size_t there, size_t here) { return x - there + here; };
-  size_t o0 = old.begin.objects, c0 = old.copiedBefore;
-  if (old.keptObjects && moved(old.keptObjects, o0, objects) > kMaxFileObjects) return false;
-  if (old.keptCopies && moved(old.keptCopies, c0, copied) > Budget::kCopyBudget) return false;
-  if (old.refusedObjects != SIZE_MAX && moved(old.refusedObjects, o0, objects) <= kMaxFileObjects) return false;
-  if (old.refusedCopies != SIZE_MAX && moved(old.refusedCopies, c0, copied) <= Budget::kCopyBudget) return false;
-  return true;
+  return workAlike && old.fileChecks.moved(old.begin.objects, objects, old.copiedBefore, copied).answerAsMade();
 }
 
 bool FileAnalysis::bodyObjectsChanged() const {
@@ -272,11 +264,7 @@ bool FileAnalysis::replayArm(const ArmRecord& old, int index, ArmRecord& made) {
   b.copied += old.copiedAfter - old.copiedBefore;
   made.workAfter = b.work;
   made.copiedAfter = b.copied;
-  auto movedTo = [&](size_t x, size_t there, size_t here, size_t none) { return x == none ? none : x - there + here; };
-  made.keptObjects = movedTo(old.keptObjects, old.begin.objects, at.objects, 0);
-  made.keptCopies = movedTo(old.keptCopies, old.copiedBefore, made.copiedBefore, 0);
-  made.refusedObjects = movedTo(old.refusedObjects, old.begin.objects, at.objects, SIZE_MAX);
-  made.refusedCopies = movedTo(old.refusedCopies, old.copiedBefore, made.copiedBefore, SIZE_MAX);
+  made.fileChecks = old.fileChecks.moved(old.begin.objects, at.objects, old.copiedBefore, made.copiedBefore);
   made.reusable = true;
   made.limited = old.limited;
   return true;

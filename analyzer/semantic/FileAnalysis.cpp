@@ -112,9 +112,9 @@ void FileAnalysis::run() {
   // A language server's analysis reads the text span by span, each unchanged span's counts remembered from
   // the edit before.
   std::optional<std::unordered_map<std::string_view, int>> wordCounts;
-  std::unordered_set<std::string_view> names;  // only the functions' names are asked about
   auto mentions = [&](const FunctionDef& f) {
     if (!wordCounts) {
+      std::unordered_set<std::string_view> names;  // only the functions' names are asked about
       for (const auto& g : module_.functions()) names.insert(g->name);
       wordCounts = recordArms_ ? syntax::codeWordCountsBySpans(module_.root(), module_.file().text, names)
                                : syntax::codeWordCounts(module_.file().text, &names);
@@ -188,10 +188,7 @@ void FileAnalysis::run() {
       bool changed = bodyObjectsChanged();
       made.reusable = !bodyChanged_ && !changed;
       made.limited = rec.limitHits > 0;
-      made.keptObjects = rec.keptObjects;
-      made.keptCopies = rec.keptCopies;
-      made.refusedObjects = rec.refusedObjects;
-      made.refusedCopies = rec.refusedCopies;
+      made.fileChecks = rec.fileChecks;
       bodyChanged_ = bodyChanged_ || changed;
       sortUnique(rec.reads);
       sortUnique(rec.called);

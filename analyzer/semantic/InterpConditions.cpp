@@ -15,6 +15,32 @@
 
 namespace shardlint::semantic {
 
+namespace {
+
+// A condition's text on one line: runs of spaces, line breaks and continuations as one space (none after an
+// opening bracket, none at the end).
+std::string oneLine(std::string_view text) {
+  std::string written;
+  for (char c : text) {
+    bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\\';
+    if (!space) written += c;
+    else if (!written.empty() && written.back() != ' ' && written.back() != '(' && written.back() != '[')
+      written += ' ';
+  }
+  while (!written.empty() && written.back() == ' ') written.pop_back();
+  return written;
+}
+
+// A comparison's operands (comments left out) and its operators' tokens, in order.
+void comparisonParts(TSNode n, std::vector<TSNode>& operands, std::vector<std::string_view>& ops) {
+  for (TSNode c : syntax::children(n)) {
+    if (!ts_node_is_named(c)) ops.push_back(ts_node_type(c));
+    else if (kindOf(c) != Kind::comment) operands.push_back(c);
+  }
+}
+
+}  // namespace
+
 void Interp::closeRegions(std::vector<Region>& regions) {
   PointId end = static_cast<PointId>(st_.points.size());
   for (Region& r : regions) {
@@ -69,16 +95,7 @@ void Interp::addCondition(TSNode cond, bool negated, std::vector<Region>& out) {
     addValues(r.subject, t.left);
     addValues(r.subject, t.right);
   }
-  // The condition as written, on one line.
-  std::string written;
-  for (char c : text(cond)) {
-    bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\\';
-    if (!space) written += c;
-    else if (!written.empty() && written.back() != ' ' && written.back() != '(' && written.back() != '[')
-      written += ' ';
-  }
-  while (!written.empty() && written.back() == ' ') written.pop_back();
-  r.names.push_back(std::move(written));
+  r.names.push_back(oneLine(text(cond)));  // the condition as written, on one line
   out.push_back(std::move(r));
 }
 
@@ -109,13 +126,7 @@ int Interp::conditionTerm(TSNode n, std::vector<Term>& terms, bool& bindable, in
   } else if (k == Kind::comparison_operator) {
     std::vector<TSNode> operands;
     std::vector<std::string_view> ops;
-    for (TSNode c : syntax::children(n)) {
-      if (ts_node_is_named(c)) {
-        if (kindOf(c) != Kind::comment) operands.push_back(c);
-      } else {
-        ops.push_back(ts_node_type(c));
-      }
-    }
+    comparisonParts(n, operands, ops);
     static const std::pair<std::string_view, Term::Op> kOps[] = {
         {"==", Term::Op::Eq}, {"!=", Term::Op::NotEq}, {"is", Term::Op::Is}, {"is not", Term::Op::IsNot},
         {"in", Term::Op::In}, {"not in", Term::Op::NotIn}};
@@ -259,30 +270,13 @@ ValueSet Interp::conditionOperand(TSNode n) {
 }
 
 void Interp::addUndecided(TSNode cond, bool negated, std::vector<Region>& out) {
-  auto oneLine = [&](TSNode node) {
-    std::string written;
-    for (char ch : text(node)) {
-      bool space = ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r' || ch == '\\';
-      if (!space) written += ch;
-      else if (!written.empty() && written.back() != ' ' && written.back() != '(' && written.back() != '[')
-        written += ' ';
-    }
-    while (!written.empty() && written.back() == ' ') written.pop_back();
-    return written;
-  };
   Region r;
   r.kind = "condition";
   r.negated = negated;
   if (kindOf(cond) == Kind::comparison_operator) {
     std::vector<TSNode> operands;
-    std::vector<std::string> ops;
-    for (TSNode c : syntax::children(cond)) {
-      if (ts_node_is_named(c)) {
-        if (kindOf(c) != Kind::comment) operands.push_back(c);
-      } else {
-        ops.emplace_back(ts_node_type(c));
-      }
-    }
+    std::vector<std::string_view> ops;
+    comparisonParts(cond, operands, ops);
     if (operands.size() != 2 || ops.size() != 1) return;
     auto constant = [&](TSNode c) {
       Kind k = kindOf(c);
@@ -290,7 +284,7 @@ void Interp::addUndecided(TSNode cond, bool negated, std::vector<Region>& out) {
       return k == Kind::integer || k == Kind::float_ || k == Kind::string || k == Kind::none || k == Kind::true_ ||
              k == Kind::false_;
     };
-    std::string op = ops[0];
+    std::string op(ops[0]);
     TSNode operand = operands[0], other = operands[1];
     if (constant(operands[0]) && !constant(operands[1])) {
       std::swap(operand, other);
@@ -300,10 +294,10 @@ void Interp::addUndecided(TSNode cond, bool negated, std::vector<Region>& out) {
     }
     if (!constant(other)) return;
     r.subject = conditionOperand(operand);
-    r.names = {oneLine(cond), op, oneLine(other)};
+    r.names = {oneLine(text(cond)), op, oneLine(text(other))};
   } else {
     r.subject = conditionOperand(cond);
-    r.names = {oneLine(cond), "truth"};
+    r.names = {oneLine(text(cond)), "truth"};
   }
   if (!r.subject.empty()) out.push_back(std::move(r));
 }

@@ -118,15 +118,9 @@ Interp::Room Interp::roomFor(const Summary& s) const {
 
 bool Interp::fileAllows(const Room& r) {
   Session::Recording* rec = summary_ ? nullptr : ses_.recording();  // the task's own interpretation only
-  if (!rec) return !r.overFile;
-  size_t copies = ses_.budget().copied + r.size;
-  if (!r.overFile) {
-    rec->keptObjects = std::max(rec->keptObjects, r.objects);
-    rec->keptCopies = std::max(rec->keptCopies, copies);
-  } else {
-    ++rec->limitHits;
-    if (r.objects > kMaxFileObjects) rec->refusedObjects = std::min(rec->refusedObjects, r.objects);
-    else rec->refusedCopies = std::min(rec->refusedCopies, copies);
+  if (rec) {
+    rec->fileChecks.note(r.objects, ses_.budget().copied + r.size);
+    if (r.overFile) ++rec->limitHits;
   }
   return !r.overFile;
 }

@@ -9,7 +9,6 @@
 #pragma once
 #include <tree_sitter/api.h>
 
-#include <cstdint>
 #include <map>
 #include <optional>
 #include <memory>
@@ -94,8 +93,7 @@ class FileAnalysis {
     // A limit (the task's work or copy budget, the file's object limit) refused something in it: taken only
     // where each limit check answers as it did (limitsAlike), so that each limit decides as it did.
     bool limited = false;
-    // Its file limit checks (Session::Recording: keptObjects, keptCopies, refusedObjects, refusedCopies).
-    size_t keptObjects = 0, keptCopies = 0, refusedObjects = SIZE_MAX, refusedCopies = SIZE_MAX;
+    FileLimitChecks fileChecks;  // the file limit checks it made
     std::vector<const void*> reads;          // sorted
     std::vector<const FunctionDef*> called;  // sorted
     std::vector<Cut> cuts;

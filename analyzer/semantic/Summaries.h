@@ -6,6 +6,7 @@
 // into a function further up the chain cut short depends on where it was first reached and
 // stays in its task; a function's call of itself is cut wherever it is computed and keeps it pure.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -71,6 +72,39 @@ struct Budget {
   static constexpr size_t kWorkBudget = 150000;
   static constexpr size_t kCopyBudget = 400000;
   static constexpr size_t kMaxInstantiated = 8000;
+};
+
+// The file's limit checks (kMaxFileObjects, Budget::kCopyBudget) one run of the task's own interpretation made,
+// for the instantiations the store's own limits let through (Interp::fileAllows): the most objects and copies
+// one let in asked for, the fewest objects one refused for its objects asked for, the fewest copies one refused
+// for its copies alone asked for. With them an arm is taken where the store or the copy count stands elsewhere
+// (FileAnalysis::replayArm).
+struct FileLimitChecks {
+  size_t keptObjects = 0, keptCopies = 0;  // 0: none let in
+  size_t refusedObjects = SIZE_MAX, refusedCopies = SIZE_MAX;  // SIZE_MAX: none refused so
+  void note(size_t objects, size_t copies) {
+    if (objects > kMaxFileObjects) {
+      refusedObjects = std::min(refusedObjects, objects);
+    } else if (copies > Budget::kCopyBudget) {
+      refusedCopies = std::min(refusedCopies, copies);
+    } else {
+      keptObjects = std::max(keptObjects, objects);
+      keptCopies = std::max(keptCopies, copies);
+    }
+  }
+  // The same checks made from a store of `objects` and a copy count of `copies` instead of `objectsWere` and
+  // `copiesWere` (what each asked for includes where the run started).
+  FileLimitChecks moved(size_t objectsWere, size_t objects, size_t copiesWere, size_t copies) const {
+    auto move = [](size_t x, size_t none, size_t was, size_t now) { return x == none ? none : x - was + now; };
+    return {move(keptObjects, 0, objectsWere, objects), move(keptCopies, 0, copiesWere, copies),
+            move(refusedObjects, SIZE_MAX, objectsWere, objects), move(refusedCopies, SIZE_MAX, copiesWere, copies)};
+  }
+  // Whether each check answers as it did: every one let in fits, every one refused does not.
+  bool answerAsMade() const {
+    return keptObjects <= kMaxFileObjects && keptCopies <= Budget::kCopyBudget &&
+           (refusedObjects == SIZE_MAX || refusedObjects > kMaxFileObjects) &&
+           (refusedCopies == SIZE_MAX || refusedCopies > Budget::kCopyBudget);
+  }
 };
 
 // Finds definitions in other modules of the project (cross-file analysis).
@@ -209,15 +243,10 @@ class Session {
     std::vector<const void*> reads;          // the functions whose summaries or bodies it used
     std::vector<const FunctionDef*> called;  // the functions it marked called
     std::vector<Cut> cuts;                   // every cut it noted (also one a first cut of the callee hid)
-    // The task's own interpretation: how often a work budget or a file limit refused something.
+    // The task's own interpretation: how often a work budget or a file limit refused something, and the
+    // file limit checks it made.
     size_t limitHits = 0;
-    // The file's limit checks (kMaxFileObjects, Budget::kCopyBudget) of the instantiations the store's own
-    // limits let through (Interp::fileAllows): the most objects and copies one let in asked for, the fewest
-    // objects one refused for its objects asked for, the fewest copies one refused for its copies alone
-    // asked for. With them an arm is taken where the store or the copy count stands elsewhere
-    // (FileAnalysis::replayArm).
-    size_t keptObjects = 0, keptCopies = 0;
-    size_t refusedObjects = SIZE_MAX, refusedCopies = SIZE_MAX;
+    FileLimitChecks fileChecks;
   };
   // Starts recording into `r` (null: stops).
   void record(Recording* r) { recording_ = r; }

@@ -39,7 +39,7 @@ size_t wordEnd(std::string_view text, size_t i) {
 }
 
 // The words `only` holds (all words without it): a word's length and first byte are checked before it is
-// hashed (most words are no name asked).
+// looked up (most words are no name asked).
 class WordFilter {
  public:
   explicit WordFilter(const std::unordered_set<std::string_view>* only) : only_(only) {
@@ -51,10 +51,14 @@ class WordFilter {
         firsts_.set(static_cast<unsigned char>(w[0]));
       }
   }
-  bool pass(std::string_view word) const {
-    if (!only_) return true;
-    return !word.empty() && firsts_.test(static_cast<unsigned char>(word[0])) &&
-           (word.size() < 64 ? lengths_.test(word.size()) : longNames_) && only_->count(word);
+  // `only`'s own view of `word`, or null when it holds none (without `only`: `word`, kept in `own`).
+  const std::string_view* find(const std::string_view& word) const {
+    if (!only_) return &word;
+    if (word.empty() || !firsts_.test(static_cast<unsigned char>(word[0])) ||
+        !(word.size() < 64 ? lengths_.test(word.size()) : longNames_))
+      return nullptr;
+    auto it = only_->find(word);
+    return it == only_->end() ? nullptr : &*it;
   }
 
  private:
@@ -157,7 +161,7 @@ std::unordered_map<std::string_view, int> codeWordCounts(std::string_view text,
   std::unordered_map<std::string_view, int> counts;
   WordFilter filter(only);
   scanWords(text, [&](std::string_view word) {
-    if (filter.pass(word)) ++counts[word];
+    if (filter.find(word)) ++counts[word];
   });
   return counts;
 }
@@ -167,7 +171,7 @@ std::unordered_map<std::string_view, int> codeWordCountsBySpans(TSNode root, std
   std::unordered_map<std::string_view, int> counts;
   WordFilter filter(&only);
   auto countHere = [&](std::string_view word) {
-    if (filter.pass(word)) ++counts[*only.find(word)];
+    if (const std::string_view* name = filter.find(word)) ++counts[*name];
   };
   auto whole = [&] {
     counts.clear();
@@ -196,12 +200,13 @@ std::unordered_map<std::string_view, int> codeWordCountsBySpans(TSNode root, std
     if (fresh) {
       std::unordered_map<std::string_view, int> own;
       scanWords(span, [&](std::string_view word) {
-        if (filter.pass(word)) ++own[word];
+        if (const std::string_view* name = filter.find(word)) ++own[*name];
       });
       it->second.reserve(own.size());
       for (const auto& [w, c] : own) it->second.emplace_back(std::string(w), c);
     }
-    for (const auto& [w, c] : it->second) counts[*only.find(w)] += c;
+    for (const auto& [w, c] : it->second)
+      if (const std::string_view* name = filter.find(w)) counts[*name] += c;
   };
   std::vector<TSNode> todo{root};
   auto textBetween = [&](uint32_t from, uint32_t to) { return text.substr(from, to - from); };

@@ -1,5 +1,5 @@
-// How often each word of a Python file occurs in its code, read from the text alone (no tree): what
-// FileAnalysis asks to know that nothing in a file names a function but its own `def`.
+// How often each word of a Python file occurs in its code, read from the text (the tree only cuts it into
+// spans): what FileAnalysis asks to know that nothing in a file names a function but its own `def`.
 #pragma once
 #include <tree_sitter/api.h>
 
