@@ -178,43 +178,76 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
                                                                          : static_cast<PointId>(st_.points.size());
   }
   auto mapPoint = [&](PointId p) { return p < 0 ? newPoint() : pointMap[static_cast<size_t>(p)]; };
-  std::vector<ValueSet> map(ss.objects.size());
+  // What each object of the summary stands for here, in one table filled in the summary's order (a derived
+  // object's parent comes before it): most stand for one object, so a vector each would cost an allocation each.
+  const size_t n = ss.objects.size();
+  std::vector<ObjId> pool;
+  pool.reserve(n + n / 4);
+  std::vector<uint32_t> start(n + 1, 0);
+  auto mapped = [&](ObjId id) {
+    size_t i = static_cast<size_t>(id);
+    return std::pair<size_t, size_t>{start[i], start[i + 1]};
+  };
   auto mapSet = [&](const ValueSet& vs) {
     ValueSet out;
-    for (ObjId id : vs) addValues(out, map[static_cast<size_t>(id)]);
+    if (vs.size() == 1) {  // already sorted and unique
+      auto [b, e] = mapped(vs.front());
+      out.assign(pool.begin() + static_cast<std::ptrdiff_t>(b), pool.begin() + static_cast<std::ptrdiff_t>(e));
+      return out;
+    }
+    size_t total = 0;
+    for (ObjId id : vs) total += start[static_cast<size_t>(id) + 1] - start[static_cast<size_t>(id)];
+    out.reserve(total);
+    for (ObjId id : vs) {
+      auto [b, e] = mapped(id);
+      out.insert(out.end(), pool.begin() + static_cast<std::ptrdiff_t>(b), pool.begin() + static_cast<std::ptrdiff_t>(e));
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
   };
-  for (size_t i = 0; i < ss.objects.size(); ++i) {
+  ValueSet derived;  // a derived object's values, gathered before they go into the table
+  for (size_t i = 0; i < n; ++i) {
     const Obj& o = ss.objects[i];
+    start[i] = static_cast<uint32_t>(pool.size());
     switch (o.kind) {
       case ObjKind::Arg:
-        if (o.argIndex >= 0 && static_cast<size_t>(o.argIndex) < args.size())
-          map[i] = args[static_cast<size_t>(o.argIndex)];
+        if (o.argIndex >= 0 && static_cast<size_t>(o.argIndex) < args.size()) {
+          const ValueSet& a = args[static_cast<size_t>(o.argIndex)];
+          pool.insert(pool.end(), a.begin(), a.end());
+        }
         break;
-      case ObjKind::Global: map[i] = lookupName(o.name); break;
-      case ObjKind::Ref: map[i] = {ref(o.name)}; break;
+      case ObjKind::Global: {
+        ValueSet g = lookupName(o.name);
+        pool.insert(pool.end(), g.begin(), g.end());
+        break;
+      }
+      case ObjKind::Ref: pool.push_back(ref(o.name)); break;
       case ObjKind::Function:
       case ObjKind::Class: {
         const void* key = o.function ? static_cast<const void*>(o.function) : static_cast<const void*>(o.cls);
         if (auto d = st_.memo().defs.find(key); d != st_.memo().defs.end()) {
-          map[i] = {d->second};
+          pool.push_back(d->second);
         } else {
           ObjId id = newObject(o.kind, o.name, o.origin);
           st_.obj(id).function = o.function;
           st_.obj(id).cls = o.cls;
           st_.memo().defs[key] = id;
-          map[i] = {id};
+          pool.push_back(id);
         }
         break;
       }
       case ObjKind::Derived: {
         bool isAttr = o.name.size() > 1 && o.name[0] == '.' && o.name.back() != ')';
         bool isCall = o.name.size() >= 2 && o.name.compare(o.name.size() - 2, 2, "()") == 0;
-        for (ObjId p : map[static_cast<size_t>(o.parent)]) {
-          if (isAttr) addValues(map[i], getAttr(p, std::string_view(o.name).substr(1)));
-          else if (isCall) addValue(map[i], deriveAt(p, o.name, via(o.origin)));  // a call inside the function
-          else addValue(map[i], derive(p, o.name));
+        derived.clear();
+        for (auto [k, e] = mapped(o.parent); k < e; ++k) {
+          ObjId p = pool[k];
+          if (isAttr) addValues(derived, getAttr(p, std::string_view(o.name).substr(1)));
+          else if (isCall) addValue(derived, deriveAt(p, o.name, via(o.origin)));  // a call inside the function
+          else addValue(derived, derive(p, o.name));
         }
+        pool.insert(pool.end(), derived.begin(), derived.end());
         break;
       }
       case ObjKind::Literal:
@@ -233,17 +266,19 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
         copy.point = mapPoint(o.point);
         for (const auto& io : o.inputOrigins()) copy.more().inputOrigins.push_back(via(io));
         st_.objects.push_back(std::move(copy));
-        map[i] = {static_cast<ObjId>(st_.objects.size() - 1)};
+        pool.push_back(static_cast<ObjId>(st_.objects.size() - 1));
         break;
       }
     }
+    start[i + 1] = static_cast<uint32_t>(pool.size());
   }
   // Second pass: contents may refer to objects created later (`xs = []; xs.append(p)`).
   for (size_t i = 0; i < ss.objects.size(); ++i) {
     const Obj& o = ss.objects[i];
     if (o.kind == ObjKind::Derived && !o.tags().empty()) {
       // Annotations a CallModel gave a derived object (a method result used as an optimizer).
-      for (ObjId d : map[i]) {
+      for (auto [k, e] = mapped(static_cast<ObjId>(i)); k < e; ++k) {
+        ObjId d = pool[k];
         if (st_.obj(d).kind != ObjKind::Derived || !st_.obj(d).tags().empty()) continue;
         st_.obj(d).more().tags = o.tags();
         for (const auto& in : o.inputs()) st_.obj(d).more().inputs.push_back(mapSet(in));
@@ -253,11 +288,11 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
       continue;
     }
     if (o.kind != ObjKind::Instance && o.kind != ObjKind::Container && o.kind != ObjKind::Literal) continue;
-    Obj& copy = st_.obj(map[i].front());
+    Obj& copy = st_.obj(pool[start[i]]);
     for (const auto& e : o.elements()) copy.more().elements.push_back(mapSet(e));
     for (const auto& in : o.inputs()) copy.more().inputs.push_back(mapSet(in));
-    if (o.owner != kNoObj && !map[static_cast<size_t>(o.owner)].empty()) {
-      copy.owner = map[static_cast<size_t>(o.owner)].front();
+    if (o.owner != kNoObj && start[static_cast<size_t>(o.owner)] < start[static_cast<size_t>(o.owner) + 1]) {
+      copy.owner = pool[start[static_cast<size_t>(o.owner)]];
       copy.more().ownerEdge = o.ownerEdge();
     }
   }
@@ -272,14 +307,13 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     base.setAttrs(e.attrs());
     base.origin = via(e.origin);
     base.point = mapPoint(e.point);
-    ValueSet targets = e.target == kNoObj ? ValueSet{} : map[static_cast<size_t>(e.target)];
-    if (targets.empty()) {
-      if (e.target == kNoObj) st_.events.push_back(std::move(base));
+    if (e.target == kNoObj) {
+      st_.events.push_back(std::move(base));
       continue;
     }
-    for (size_t k = 0; k < targets.size(); ++k) {
-      Event copy = k + 1 < targets.size() ? base : std::move(base);  // the last target takes it
-      copy.target = targets[k];
+    for (auto [k, end] = mapped(e.target); k < end; ++k) {
+      Event copy = k + 1 < end ? base : std::move(base);  // the last target takes it
+      copy.target = pool[k];
       if (copy.kind == EventKind::SetAttr && !copy.args.empty()) st_.noteOwnership(copy.target, copy.name, copy.args[0]);
       st_.events.push_back(std::move(copy));
     }
@@ -301,8 +335,8 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     if (dot == std::string::npos) continue;
     ObjId id = std::atoi(key.c_str() + 1);
     std::string attr = key.substr(dot + 1);
-    ValueSet mapped = mapSet(vs);
-    for (ObjId p : map[static_cast<size_t>(id)]) setVar(envKeyFor(p, attr), mapped);
+    ValueSet values = mapSet(vs);
+    for (auto [k, e] = mapped(id); k < e; ++k) setVar(envKeyFor(pool[k], attr), values);
   }
   addValues(result, mapSet(s.returns));
 }

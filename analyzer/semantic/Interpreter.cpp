@@ -54,23 +54,31 @@ ObjId Interp::newObject(ObjKind kind, std::string name, const Origin& origin) {
 }
 
 ObjId Interp::derive(ObjId parent, std::string edge) {
-  auto key = std::make_pair(parent, edge);
-  if (auto it = st_.memo().derived.find(key); it != st_.memo().derived.end()) return it->second;
-  ObjId id = newObject(ObjKind::Derived, edge, st_.obj(parent).origin);
+  auto& memo = st_.memo().derived;
+  auto key = std::make_pair(parent, std::move(edge));
+  auto it = memo.lower_bound(key);  // one search, whether found or not
+  if (it != memo.end() && !(key < it->first)) return it->second;
+  ObjId id = newObject(ObjKind::Derived, key.second, st_.obj(parent).origin);
   st_.obj(id).parent = parent;
-  st_.memo().derived[key] = id;
+  memo.emplace_hint(it, std::move(key), id);
   return id;
 }
 
 ObjId Interp::deriveAt(ObjId parent, std::string edge, const Origin& at) {
   // Keyed by the call's own site, not by the chain of calls that reached it: a chain per object would
   // multiply objects with every level of helpers (one summary's call, instantiated at every caller).
-  std::string key = edge + '\x1f' + std::to_string(at.file) + ':' + std::to_string(at.range.begin);
+  std::string key = edge;
+  key += '\x1f';
+  key += std::to_string(at.file);
+  key += ':';
+  key += std::to_string(at.range.begin);
+  auto& memo = st_.memo().derived;
   auto memoKey = std::make_pair(parent, std::move(key));
-  if (auto it = st_.memo().derived.find(memoKey); it != st_.memo().derived.end()) return it->second;
+  auto it = memo.lower_bound(memoKey);
+  if (it != memo.end() && !(memoKey < it->first)) return it->second;
   ObjId id = newObject(ObjKind::Derived, std::move(edge), at);
   st_.obj(id).parent = parent;
-  st_.memo().derived[std::move(memoKey)] = id;
+  memo.emplace_hint(it, std::move(memoKey), id);
   return id;
 }
 
@@ -97,9 +105,11 @@ ObjId Interp::stringConstant(const std::string& value, bool exact, const Origin&
 }
 
 ObjId Interp::ref(const std::string& qualname) {
-  if (auto it = st_.memo().refs.find(qualname); it != st_.memo().refs.end()) return it->second;
+  auto& refs = st_.memo().refs;
+  auto it = refs.lower_bound(qualname);
+  if (it != refs.end() && it->first == qualname) return it->second;
   ObjId id = newObject(ObjKind::Ref, qualname, Origin{});
-  st_.memo().refs[qualname] = id;
+  refs.emplace_hint(it, qualname, id);
   return id;
 }
 
