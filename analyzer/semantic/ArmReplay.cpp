@@ -136,13 +136,15 @@ void FileAnalysis::prepareSeed() {
   Relocation check{bodyMark_, bodyMark_, bodyMark_, bodyMark_, seed_.move};
   for (const void* d : prev->bodyReads_) check.def(d);
   if (!check.ok || bodyReads_.size() != prev->bodyReads_.size()) return;
-  // Room for as much as the earlier analysis made (the arms taken from it are put in one by one).
+  // Room for as much as the earlier analysis made and some more (the arms taken from it are put in one by one;
+  // an arm run again may make more than it did, and growing the store past its room would move all of it).
   const Store& was = prev->moduleStore_;
-  moduleStore_.objects.reserve(was.objects.size());
-  moduleStore_.events.reserve(was.events.size());
-  moduleStore_.points.reserve(was.points.size());
-  moduleStore_.arms.reserve(was.arms.size());
-  moduleStore_.regions.reserve(was.regions.size());
+  auto room = [](auto& v, size_t n) { v.reserve(n + n / 8 + 16); };
+  room(moduleStore_.objects, was.objects.size());
+  room(moduleStore_.events, was.events.size());
+  room(moduleStore_.points, was.points.size());
+  room(moduleStore_.arms, was.arms.size());
+  room(moduleStore_.regions, was.regions.size());
   for (const ArmRecord& r : prev->arms_) {
     if (!r.reusable) continue;
     auto it = seed_.move.defs.find(r.key);
