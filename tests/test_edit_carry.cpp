@@ -209,6 +209,74 @@ if __name__ == "__main__":
   }
 }
 
+TEST_CASE("editor: a helper whose summary depends on its caller runs directly from an arm after an edit it reaches",
+          "[lsp][carry]") {
+  // `prepare` calls its parameter `build`, so its summary depends on the caller, and the arm of `entry` (a
+  // function nothing here calls) interprets its body anyway. After an edit of `prepare` or of a function its
+  // summary calls (`params_of`), which its summary could not be carried over, that call runs it without
+  // computing the summary first; after an edit elsewhere the summary is computed (and carried from then on).
+  const std::string script = R"(import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+
+def params_of(model):
+    return model.parameters()
+
+
+def make_opt(params):
+    return torch.optim.AdamW(params, lr=0.1)
+
+
+def unrelated(x):
+    return x + 1
+
+
+def prepare(model, build):
+    opt = build(params_of(model))
+    wrapped = FSDP(model)
+    return opt, wrapped
+
+
+def entry(model):
+    return prepare(model, make_opt)
+)";
+  shardlint::testing::TempDir dir("shardlint-direct-arm-");
+  std::string path = dir.write("train.py", script).string();
+  Editor editor(path);
+  size_t carried = 0, direct = 0;
+  std::vector<std::string> first = editor.lint(script, &carried, nullptr, &direct);
+  CHECK(first == fresh(path, script));
+  CHECK(direct == 0);  // nothing known yet: prepare's summary is computed
+  struct Step {
+    const char* what;
+    std::string from, to;
+    size_t direct;
+  };
+  const std::vector<Step> steps = {
+      {"a line typed in prepare", "    wrapped = FSDP(model)\n", "    wrapped = FSDP(model)\n    steps = 3\n", 1},
+      {"the function prepare's summary calls", "    return model.parameters()", "    params = model.parameters()\n    return params", 1},
+      {"prepare's wrap moved before the optimizer", "    opt = build(params_of(model))\n    wrapped = FSDP(model)",
+       "    wrapped = FSDP(model)\n    opt = build(params_of(wrapped))", 1},
+      {"and back", "    wrapped = FSDP(model)\n    opt = build(params_of(wrapped))",
+       "    opt = build(params_of(model))\n    wrapped = FSDP(model)", 1},
+      // Neither prepare nor what it calls changed: its summary is computed again, and tells it still depends on
+      // the caller.
+      {"another function's body", "return x + 1", "return x + 2", 0},
+      {"the function prepare's summary calls again", "    params = model.parameters()", "    params = list(model.parameters())", 1},
+      {"prepare no longer calls its parameter", "    opt = build(params_of(model))", "    opt = make_opt(params_of(model))", 1},
+      {"another function's body again", "return x + 2", "return x + 3", 0},
+      {"prepare again: its summary said it no longer depends on the caller", "    steps = 3\n", "    steps = 4\n", 0},
+  };
+  std::string text = script;
+  for (const Step& step : steps) {
+    INFO(step.what);
+    text = replaced(text, step.from, step.to);
+    std::vector<std::string> got = editor.lint(text, &carried, nullptr, &direct);
+    CHECK(got == fresh(path, text));
+    CHECK(direct == step.direct);
+  }
+}
+
 TEST_CASE("editor: a disposal keeps each analysis until it is released; the findings do not change", "[lsp][carry]") {
   // The language server frees the fast pass's analysis after it has published the diagnostics
   // (LintOptions::disposal); the next edit's lint and its carry run with the last one still kept or freed.

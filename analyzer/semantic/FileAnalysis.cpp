@@ -122,21 +122,31 @@ void FileAnalysis::run() {
     auto it = wordCounts->find(f.name);
     return it == wordCounts->end() ? 0 : it->second;
   };
-  // A language server's edit inside `main` of a script (`if __name__ == "__main__": main()`): when the analysis
-  // before the edit found main's summary depends on its caller (or ran main directly), the module body's call
-  // interprets main at once instead of computing its summary first only to learn that (a plain function of
+  // A language server's edit inside `main` of a script (`if __name__ == "__main__": main()`), or inside a helper
+  // that a function nothing calls (`entry`, in its own arm) calls: when the analysis before the edit found the
+  // function's summary depends on its caller (or ran it directly), its one call here, from the module body or an
+  // arm, interprets it at once instead of computing its summary first only to learn that (a plain function of
   // this file, which nothing else imports, mentioned where it is defined and once more: that call is its only
-  // one). Only a function the edit changed: for another, the summary is computed (once: then carried), which
-  // also tells whether it still depends on the caller.
+  // one). Only a function the edit changed, or one whose summary called a function the edit changed (its summary
+  // could not be carried over): for another, the summary is computed (once: then carried), which also tells
+  // whether it still depends on the caller.
   if (const FileAnalysis* before = seed_.previous.get(); before && recordArms_ && !before->inContext_.empty()) {
     std::unordered_set<const void*> unchanged;
     for (const auto& [from, to] : seed_.move.defs)
       if (to) unchanged.insert(to);
-    std::unordered_set<const FunctionDef*> direct;
+    std::unordered_set<std::string_view> changed;
     for (const auto& f : module_.functions())
-      if (!f->nested && !f->cls && !unchanged.count(f.get()) && before->inContext_.count(f->qualname) &&
-          session_.mayRelease(f.get()) && mentions(*f) == 2)
-        direct.insert(f.get());
+      if (!unchanged.count(f.get())) changed.insert(f->qualname);
+    std::unordered_set<const FunctionDef*> direct;
+    for (const auto& f : module_.functions()) {
+      if (f->nested || f->cls || !session_.mayRelease(f.get())) continue;
+      auto known = before->inContext_.find(f->qualname);
+      if (known == before->inContext_.end()) continue;
+      bool reaches = changed.count(f->qualname) > 0 ||
+                     std::any_of(known->second.begin(), known->second.end(),
+                                 [&](const std::string& callee) { return changed.count(callee) > 0; });
+      if (reaches && mentions(*f) == 2) direct.insert(f.get());
+    }
     session_.runDirectly(std::move(direct));
   }
   {
@@ -234,6 +244,7 @@ void FileAnalysis::run() {
   // it is analysed in place at once, in its own arm (the calls it makes mark their callees called, as
   // its summary's would), instead of computing a summary only to interpret its body again later.
   std::set<const FunctionDef*> armed;
+  std::vector<const FunctionDef*> notYetRun;
   for (const auto& f : module_.functions()) {
     if (!f->nested && session_.mayRelease(f.get()) && !session_.called(f.get()) && !calledByOthers.count(f.get()) &&
         !special(f->name) && mentionedOnce(*f)) {
@@ -241,10 +252,16 @@ void FileAnalysis::run() {
       armed.insert(f.get());
       continue;
     }
-    // One the module body ran directly is not asked for a summary: what it calls is marked called already.
-    if (session_.called(f.get()) && session_.runsDirectly(f.get())) continue;
+    // One run directly is not asked for a summary: what it calls is marked called when its call runs it (the
+    // module body's ran already; an arm's may come later in this loop: one nothing called by then is asked below).
+    if (session_.runsDirectly(f.get())) {
+      if (!session_.called(f.get())) notYetRun.push_back(f.get());
+      continue;
+    }
     session_.summary(f.get());
   }
+  for (const FunctionDef* f : notYetRun)
+    if (!session_.called(f)) session_.summary(f);
   // Classes a framework drives: their hooks run in the framework's order on one instance.
   std::set<const FunctionDef*> driven;
   for (const auto& c : module_.classes()) {
@@ -306,13 +323,18 @@ void FileAnalysis::run() {
     if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
     ownArm(*f, s);
   }
-  // For the next edit: the plain functions whose summary depends on the caller, or that ran directly here.
+  // For the next edit: the plain functions whose summary depends on the caller, or that ran directly here, with
+  // what their summaries called.
   if (recordArms_)
     for (const auto& f : module_.functions()) {
       if (f->nested || f->cls) continue;
-      const Summary* s = session_.known(f.get());
-      if (s ? s->contextDependent : session_.called(f.get()) && session_.runsDirectly(f.get()))
-        inContext_.insert(f->qualname);
+      if (const Summary* s = session_.known(f.get())) {
+        if (!s->contextDependent) continue;
+        std::vector<std::string>& calls = inContext_[f->qualname];
+        for (const FunctionDef* c : s->calls) calls.push_back(c->qualname);
+      } else if (session_.called(f.get()) && session_.runsDirectly(f.get())) {
+        inContext_[f->qualname] = seed_.previous->inContext_.at(f->qualname);  // runsDirectly: the one before had it
+      }
     }
 }
 

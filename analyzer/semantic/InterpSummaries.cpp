@@ -26,10 +26,11 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
                               bool inPlace) {
   const Module& owner = def.owner ? *def.owner : mod_;
   bool cutByDepth = ses_.atDepthLimit();
+  constexpr size_t kMaxInlineDepth = 8;
   // Analysed in place, the body runs here: its summary is not needed (recursion is cut by `inlining_`). So
-  // for a call the module body makes of a function whose body such a call interprets anyway
-  // (Session::runsDirectly).
-  bool direct = !inPlace && !summary_ && frame_.isModule && !inlining_.count(&def) &&
+  // for a call the task's own interpretation (the module body, an arm) makes of a function whose body such a
+  // call interprets anyway (Session::runsDirectly).
+  bool direct = !inPlace && !summary_ && !inlining_.count(&def) && via_.size() < kMaxInlineDepth &&
                 ses_.budget().work <= Budget::kInlineBudget && ses_.runsDirectly(&def);
   if (direct) ses_.noteDirectRun();
   const Summary* s = (inPlace || direct) && !summary_ ? &kInPlace : ses_.summary(&def);
@@ -59,7 +60,6 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
     if (rec) ++rec->limitHits;
     return result;
   }
-  constexpr size_t kMaxInlineDepth = 8;
   auto overInlineBudget = [&] {
     bool over = ses_.budget().work > Budget::kInlineBudget;
     if (over && rec) ++rec->limitHits;

@@ -160,9 +160,10 @@ class FileAnalysis {
   ArmSeed seed_;
   std::unordered_map<const void*, const ArmRecord*> seeded_;  // this text's function or class -> its record
   size_t armsReused_ = 0;
-  // Plain functions of the module whose summary depended on the caller, or that the module body ran
-  // directly (recordArms_): the next edit's analysis runs them directly (run()).
-  std::unordered_set<std::string> inContext_;
+  // Plain functions of the module whose summary depended on the caller, or that the module body or an arm ran
+  // directly (recordArms_), each with the qualified names of the functions its summary called (for one run
+  // directly, those the analysis before recorded): the next edit's analysis runs them directly (run()).
+  std::unordered_map<std::string, std::vector<std::string>> inContext_;
   bool ownsPrevious_ = false;  // nothing else holds seed_.previous: replayArm may take its parts apart
   // A method's text -> its SelfSets (selfSets), those this analysis used.
   struct TextKey {

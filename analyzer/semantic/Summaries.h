@@ -259,9 +259,9 @@ class Session {
   void keepLocal(const Module* module) { keepLocal_ = module; }
   // Whether release() frees the summary of `def` (it is not shared with other tasks).
   bool mayRelease(const FunctionDef* def) const { return def->owner == keepLocal_ && keepLocal_; }
-  // Functions a call from the module body interprets at once, without computing their summary first (an
-  // earlier analysis found it depends on its callers, so such a call interprets the body anyway):
-  // FileAnalysis::run.
+  // Functions a call from the task's own interpretation (the module body, an arm) interprets at once, without
+  // computing their summary first (an earlier analysis found it depends on its callers, so such a call
+  // interprets the body anyway): FileAnalysis::run.
   void runDirectly(std::unordered_set<const FunctionDef*> defs) { runDirectly_ = std::move(defs); }
   bool runsDirectly(const FunctionDef* def) const {
     return runDirectly_.count(def) > 0 && !local_.count(def) && !seeded_.count(def);
