@@ -160,7 +160,6 @@ void FileAnalysis::run() {
   int construct = moduleStore_.constructs++;
   int index = 0;
   bodyMark_ = markOf();
-  if (recordArms_) bodyObjects_ = moduleStore_.objects;
   prepareSeed();
   // The exclusive arms below each start from what the module body left: the objects it made, found again
   // by their names (the store's interning), its attribute stores, and the store's object limit
@@ -169,6 +168,7 @@ void FileAnalysis::run() {
   // (kMaxFileObjects) and the calls they make (a callee marked called is not given an arm of its own).
   // `kind` and `key` name the arm (ArmRecord); one the seed holds is taken from there when it may be.
   const std::unordered_map<std::string, ValueSet> bodyAttrs = frame.attrs;
+  bool bodySnapshot = false;
   auto inArm = [&](char kind, const void* key, std::vector<const void*> members, auto&& body) {
     ArmRecord made;
     made.kind = kind;
@@ -184,6 +184,14 @@ void FileAnalysis::run() {
     moduleStore_.uncounted = first - bodyMark_.objects;
     Session::Recording rec;
     if (recordArms_) {
+      // The module body's objects as it left them, to tell whether this arm changes one (bodyObjectsChanged): taken
+      // when the first arm runs (no arm taken from the seed changes one), so that an analysis whose arms are all
+      // taken, or that has none, does not copy the module body's part of the store.
+      if (!bodySnapshot) {
+        bodyObjects_.assign(moduleStore_.objects.begin(),
+                            moduleStore_.objects.begin() + static_cast<std::ptrdiff_t>(bodyMark_.objects));
+        bodySnapshot = true;
+      }
       made.begin = markOf();
       made.workBefore = session_.budget().work;
       made.copiedBefore = session_.budget().copied;
@@ -323,6 +331,7 @@ void FileAnalysis::run() {
     if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
     ownArm(*f, s);
   }
+  bodyObjects_ = std::vector<Obj>();  // only the arms above compare with it
   // For the next edit: the plain functions whose summary depends on the caller, or that ran directly here, with
   // what their summaries called.
   if (recordArms_)
