@@ -103,6 +103,26 @@ std::vector<std::string> fresh(const std::string& path, const std::string& text)
   return Editor(path).lint(text, nullptr);
 }
 
+// One edit of a test of functions run directly: `from` replaced by `to`, `direct` functions run directly after it.
+struct DirectStep {
+  const char* what;
+  std::string from, to;
+  size_t direct;
+};
+
+// Applies the steps to `text` in turn: after each, the findings are a fresh analysis's and as many functions as
+// the step says ran directly.
+void checkDirectSteps(Editor& editor, const std::string& path, std::string text, const std::vector<DirectStep>& steps) {
+  size_t carried = 0, direct = 0;
+  for (const DirectStep& step : steps) {
+    INFO(step.what);
+    text = replaced(text, step.from, step.to);
+    std::vector<std::string> got = editor.lint(text, &carried, nullptr, &direct);
+    CHECK(got == fresh(path, text));
+    CHECK(direct == step.direct);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("editor: summaries carried over an edit give the findings a fresh analysis gives", "[lsp][carry]") {
@@ -181,12 +201,7 @@ if __name__ == "__main__":
   REQUIRE(first.size() == 1);  // SL101: the optimizer is built before the wrap
   CHECK(first[0].rfind("SL101 ", 0) == 0);
   CHECK(direct == 0);  // nothing known yet: main's summary is computed
-  struct Step {
-    const char* what;
-    std::string from, to;
-    size_t direct;
-  };
-  const std::vector<Step> steps = {
+  const std::vector<DirectStep> steps = {
       {"a line typed in main", "    for step in range(3):", "    steps = 3\n    for step in range(steps):", 1},
       {"main's wrap moved before the optimizer (the finding goes)",
        "    opt = torch.optim.AdamW(model.parameters(), lr=0.1)\n    wrapped = FSDP(model)",
@@ -199,14 +214,7 @@ if __name__ == "__main__":
       {"another function's body again", "return x + 2", "return x + 3", 0},
       {"main again: its summary said it no longer depends on the module", "    steps = 3\n", "    steps = 4\n", 0},
   };
-  std::string text = script;
-  for (const Step& step : steps) {
-    INFO(step.what);
-    text = replaced(text, step.from, step.to);
-    std::vector<std::string> got = editor.lint(text, &carried, nullptr, &direct);
-    CHECK(got == fresh(path, text));
-    CHECK(direct == step.direct);
-  }
+  checkDirectSteps(editor, path, script, steps);
 }
 
 TEST_CASE("editor: a helper whose summary depends on its caller runs directly from an arm after an edit it reaches",
@@ -247,14 +255,10 @@ def entry(model):
   std::vector<std::string> first = editor.lint(script, &carried, nullptr, &direct);
   CHECK(first == fresh(path, script));
   CHECK(direct == 0);  // nothing known yet: prepare's summary is computed
-  struct Step {
-    const char* what;
-    std::string from, to;
-    size_t direct;
-  };
-  const std::vector<Step> steps = {
+  const std::vector<DirectStep> steps = {
       {"a line typed in prepare", "    wrapped = FSDP(model)\n", "    wrapped = FSDP(model)\n    steps = 3\n", 1},
-      {"the function prepare's summary calls", "    return model.parameters()", "    params = model.parameters()\n    return params", 1},
+      {"the function prepare's summary calls", "    return model.parameters()",
+       "    params = model.parameters()\n    return params", 1},
       {"prepare's wrap moved before the optimizer", "    opt = build(params_of(model))\n    wrapped = FSDP(model)",
        "    wrapped = FSDP(model)\n    opt = build(params_of(wrapped))", 1},
       {"and back", "    wrapped = FSDP(model)\n    opt = build(params_of(wrapped))",
@@ -262,19 +266,14 @@ def entry(model):
       // Neither prepare nor what it calls changed: its summary is computed again, and tells it still depends on
       // the caller.
       {"another function's body", "return x + 1", "return x + 2", 0},
-      {"the function prepare's summary calls again", "    params = model.parameters()", "    params = list(model.parameters())", 1},
-      {"prepare no longer calls its parameter", "    opt = build(params_of(model))", "    opt = make_opt(params_of(model))", 1},
+      {"the function prepare's summary calls again", "    params = model.parameters()",
+       "    params = list(model.parameters())", 1},
+      {"prepare no longer calls its parameter", "    opt = build(params_of(model))",
+       "    opt = make_opt(params_of(model))", 1},
       {"another function's body again", "return x + 2", "return x + 3", 0},
       {"prepare again: its summary said it no longer depends on the caller", "    steps = 3\n", "    steps = 4\n", 0},
   };
-  std::string text = script;
-  for (const Step& step : steps) {
-    INFO(step.what);
-    text = replaced(text, step.from, step.to);
-    std::vector<std::string> got = editor.lint(text, &carried, nullptr, &direct);
-    CHECK(got == fresh(path, text));
-    CHECK(direct == step.direct);
-  }
+  checkDirectSteps(editor, path, script, steps);
 }
 
 TEST_CASE("editor: a disposal keeps each analysis until it is released; the findings do not change", "[lsp][carry]") {

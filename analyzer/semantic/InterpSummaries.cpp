@@ -200,7 +200,8 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     out.reserve(total);
     for (ObjId id : vs) {
       auto [b, e] = mapped(id);
-      out.insert(out.end(), pool.begin() + static_cast<std::ptrdiff_t>(b), pool.begin() + static_cast<std::ptrdiff_t>(e));
+      out.insert(out.end(), pool.begin() + static_cast<std::ptrdiff_t>(b),
+                 pool.begin() + static_cast<std::ptrdiff_t>(e));
     }
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
