@@ -538,6 +538,51 @@ TEST_CASE("editor: arms an edit left as they were are taken from the analysis be
   }
 }
 
+TEST_CASE("editor: an arm that changes one of the module body's objects runs again, and so do the arms after it",
+          "[lsp][carry]") {
+  // `test_keep` stores the module's MODEL on another object, which gives MODEL an owner: the module body's objects
+  // are no longer as the body left them, so that arm and every arm after it run again after an edit (FileAnalysis
+  // compares the body's objects, copied when the first arm runs, after each arm). Without that store, the arms
+  // the edit left as they were are taken.
+  const std::string script = R"(import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+MODEL = torch.nn.Linear(2, 2)
+
+
+class Holder:
+    pass
+
+
+def test_keep():
+    h = Holder()
+    h.model = MODEL
+    return h
+
+
+def test_other():
+    opt = torch.optim.SGD(MODEL.parameters(), lr=0.1)
+    wrapped = FSDP(MODEL)
+    return opt, wrapped
+)";
+  for (bool stores : {true, false}) {
+    INFO((stores ? "test_keep stores MODEL" : "test_keep does not store MODEL"));
+    std::string text = stores ? script : replaced(script, "    h.model = MODEL\n", "");
+    shardlint::testing::TempDir dir("shardlint-body-changed-");
+    std::string path = dir.write("test_train.py", text).string();
+    Editor editor(path);
+    size_t carried = 0, arms = 0;
+    CHECK(editor.lint(text, &carried, &arms) == fresh(path, text));
+    const std::pair<const char*, const char*> edits[] = {{"lr=0.1", "lr=0.2"}, {"lr=0.2", "lr=0.1"}};
+    for (const auto& [from, to] : edits) {
+      text = replaced(text, from, to);
+      CHECK(editor.lint(text, &carried, &arms) == fresh(path, text));
+      if (stores) CHECK(arms == 0);
+      else CHECK(arms > 0);
+    }
+  }
+}
+
 TEST_CASE("moving a summary or an arm: an annotation that spells a place at or past the edit stops it",
           "[unit][carry]") {
   using shardlint::semantic::spellsPlaceFrom;
