@@ -190,21 +190,15 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
   };
   auto mapSet = [&](const ValueSet& vs) {
     ValueSet out;
-    if (vs.size() == 1) {  // already sorted and unique
-      auto [b, e] = mapped(vs.front());
-      out.assign(pool.begin() + static_cast<std::ptrdiff_t>(b), pool.begin() + static_cast<std::ptrdiff_t>(e));
-      return out;
-    }
-    size_t total = 0;
-    for (ObjId id : vs) total += start[static_cast<size_t>(id) + 1] - start[static_cast<size_t>(id)];
-    out.reserve(total);
     for (ObjId id : vs) {
       auto [b, e] = mapped(id);
       out.insert(out.end(), pool.begin() + static_cast<std::ptrdiff_t>(b),
                  pool.begin() + static_cast<std::ptrdiff_t>(e));
     }
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
+    if (vs.size() > 1) {  // one object's values are sorted and unique already
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+    }
     return out;
   };
   ValueSet derived;  // a derived object's values, gathered before they go into the table
@@ -292,8 +286,8 @@ void Interp::instantiate(const Summary& s, const std::vector<ValueSet>& args, co
     Obj& copy = st_.obj(pool[start[i]]);
     for (const auto& e : o.elements()) copy.more().elements.push_back(mapSet(e));
     for (const auto& in : o.inputs()) copy.more().inputs.push_back(mapSet(in));
-    if (o.owner != kNoObj && start[static_cast<size_t>(o.owner)] < start[static_cast<size_t>(o.owner) + 1]) {
-      copy.owner = pool[start[static_cast<size_t>(o.owner)]];
+    if (auto [b, e] = o.owner == kNoObj ? std::pair<size_t, size_t>{} : mapped(o.owner); b < e) {
+      copy.owner = pool[b];
       copy.more().ownerEdge = o.ownerEdge();
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bitset>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,14 +52,15 @@ class WordFilter {
         firsts_.set(static_cast<unsigned char>(w[0]));
       }
   }
-  // `only`'s own view of `word`, or null when it holds none (without `only`: `word`, kept in `own`).
-  const std::string_view* find(const std::string_view& word) const {
-    if (!only_) return &word;
+  // `only`'s own view of `word`, or none when it holds none (without `only`: `word` itself).
+  std::optional<std::string_view> find(std::string_view word) const {
+    if (!only_) return word;
     if (word.empty() || !firsts_.test(static_cast<unsigned char>(word[0])) ||
         !(word.size() < 64 ? lengths_.test(word.size()) : longNames_))
-      return nullptr;
+      return std::nullopt;
     auto it = only_->find(word);
-    return it == only_->end() ? nullptr : &*it;
+    if (it == only_->end()) return std::nullopt;
+    return *it;
   }
 
  private:
@@ -171,7 +173,7 @@ std::unordered_map<std::string_view, int> codeWordCountsBySpans(TSNode root, std
   std::unordered_map<std::string_view, int> counts;
   WordFilter filter(&only);
   auto countHere = [&](std::string_view word) {
-    if (const std::string_view* name = filter.find(word)) ++counts[*name];
+    if (auto name = filter.find(word)) ++counts[*name];
   };
   auto whole = [&] {
     counts.clear();
@@ -200,13 +202,13 @@ std::unordered_map<std::string_view, int> codeWordCountsBySpans(TSNode root, std
     if (fresh) {
       std::unordered_map<std::string_view, int> own;
       scanWords(span, [&](std::string_view word) {
-        if (const std::string_view* name = filter.find(word)) ++own[*name];
+        if (auto name = filter.find(word)) ++own[*name];
       });
       it->second.reserve(own.size());
       for (const auto& [w, c] : own) it->second.emplace_back(std::string(w), c);
     }
     for (const auto& [w, c] : it->second)
-      if (const std::string_view* name = filter.find(w)) counts[*name] += c;
+      if (auto name = filter.find(w)) counts[*name] += c;
   };
   std::vector<TSNode> todo{root};
   auto textBetween = [&](uint32_t from, uint32_t to) { return text.substr(from, to - from); };
