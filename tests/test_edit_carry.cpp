@@ -583,6 +583,77 @@ def test_other():
   }
 }
 
+TEST_CASE("editor: arms that use a module importing the edited file (an import cycle) are taken after an edit",
+          "[lsp][carry]") {
+  // helpers.py imports train.py inside a function: an edit of train.py drops helpers.py's summaries (they may
+  // come through train.py's functions) but keeps its definitions (ModuleTable::refresh), so the arms that call
+  // build_optimizer are taken after an edit of a function they do not reach, and run again after an edit of
+  // make_params, which build_optimizer calls.
+  shardlint::testing::TempDir dir("shardlint-cycle-");
+  dir.write("helpers.py", R"(import torch
+
+
+def build_optimizer(model):
+    from train import make_params
+
+    return torch.optim.AdamW(make_params(model), lr=0.1)
+)");
+  std::string text = R"(import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+from helpers import build_optimizer
+
+
+def make_params(model):
+    return model.parameters()
+
+
+def scale(x):
+    return x * 2
+
+
+def test_optimizer_first():
+    model = torch.nn.Linear(2, 2)
+    opt = build_optimizer(model)
+    model = FSDP(model)
+    opt.step()
+
+
+def test_optimizer_first_again():
+    model = torch.nn.Linear(4, 4)
+    opt = build_optimizer(model)
+    model = FSDP(model)
+    opt.step()
+)";
+  std::string path = dir.write("train.py", text).string();
+  Editor editor(path);
+  size_t carried = 0, arms = 0;
+  std::vector<std::string> first = editor.lint(text, &carried, &arms);
+  CHECK(first == fresh(path, text));
+  REQUIRE(first.size() == 2);  // each test builds the optimizer (through helpers.py) before the wrap
+  struct Step {
+    const char* what;
+    std::string from, to;
+    size_t arms;  // arms taken, of four: make_params, scale and the two tests, each nothing in train.py calls
+    size_t findings;
+  };
+  const std::vector<Step> steps = {
+      {"a function neither test reaches", "return x * 2", "return x * 3", 3, 2},
+      {"make_params, which helpers.py's build_optimizer calls: no parameter of the model",
+       "return model.parameters()", "return [torch.zeros(2)]", 1, 0},
+      {"that function again", "return x * 3", "return x * 4", 3, 0},
+      {"make_params back", "return [torch.zeros(2)]", "return model.parameters()", 1, 2},
+  };
+  for (const Step& step : steps) {
+    INFO(step.what);
+    text = replaced(text, step.from, step.to);
+    std::vector<std::string> got = editor.lint(text, &carried, &arms);
+    CHECK(got == fresh(path, text));
+    CHECK(got.size() == step.findings);
+    CHECK(arms == step.arms);
+  }
+}
+
 TEST_CASE("moving a summary or an arm: an annotation that spells a place at or past the edit stops it",
           "[unit][carry]") {
   using shardlint::semantic::spellsPlaceFrom;

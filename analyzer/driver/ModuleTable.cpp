@@ -300,6 +300,10 @@ void ModuleTable::retire(Entry* e, std::vector<std::shared_ptr<const semantic::S
   e->retired = true;
   auto it = byKey_.find(e->key);
   if (it != byKey_.end() && it->second == e) byKey_.erase(it);
+  forgetSummaries(e, dropped);
+}
+
+void ModuleTable::forgetSummaries(Entry* e, std::vector<std::shared_ptr<const semantic::Summary>>* dropped) {
   for (auto& [key, cache] : caches_) cache->forget(e->module.get(), dropped);
 }
 
@@ -388,7 +392,10 @@ size_t ModuleTable::refresh(const LintOptions& options) {
     if (changed) stale.insert(e);
   }
   const std::set<Entry*> changed = stale;
-  // Everything that depends on a stale entry is stale too.
+  // Everything that depends on a stale entry is stale too: its summaries go. One whose own text did not change
+  // keeps its text, tree and module (a module is made from its own text alone: its definitions stay, and so do
+  // pointers to them), its entry and its file id; what it learnt of other modules goes (its summaries, the
+  // entries it depends on, a kept analysis), to be learnt again when a task needs it.
   for (bool grew = true; grew;) {
     grew = false;
     for (const auto& [key, e] : byKey_) {
@@ -404,7 +411,10 @@ size_t ModuleTable::refresh(const LintOptions& options) {
   // The stale modules' summaries are freed with the modules (below), after the edit's diagnostics are out
   // when the run has a Disposal.
   auto droppedSummaries = std::make_shared<std::vector<std::shared_ptr<const semantic::Summary>>>();
-  for (Entry* e : stale) retire(e, options.disposal ? droppedSummaries.get() : nullptr);
+  for (Entry* e : stale) {
+    if (changed.count(e)) retire(e, options.disposal ? droppedSummaries.get() : nullptr);
+    else forgetSummaries(e, options.disposal ? droppedSummaries.get() : nullptr);
+  }
   if (!droppedSummaries->empty()) options.disposal->keep(std::move(droppedSummaries));
   std::vector<Entry*> carried = carryOnRefresh(stale, changed);
   lock.unlock();
@@ -417,7 +427,7 @@ size_t ModuleTable::refresh(const LintOptions& options) {
     syntax::Tree tree;
     std::unique_ptr<semantic::Module> module;  // freed first: it refers to the file and the tree
   };
-  for (Entry* e : stale) {
+  for (Entry* e : changed) {
     std::lock_guard<std::mutex> el(e->mu);
     if (!carried.empty()) leaveForCarry(e, carried, left, *dead);
     if (options.disposal && (e->module || e->tree || e->file)) {
@@ -435,7 +445,7 @@ size_t ModuleTable::refresh(const LintOptions& options) {
   if (!carried.empty()) finishCarry(std::move(left), dead);
   for (Entry* e : stale) {
     e->deps.clear();
-    outlines_.erase(e->key);
+    if (changed.count(e)) outlines_.erase(e->key);
   }
   return stale.size();
 }

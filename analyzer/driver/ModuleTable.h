@@ -9,7 +9,7 @@
 // its tree under the budget); modules used by others stay for the run, their trees under
 // the budget (trimTrees).
 // A language server keeps everything and, before each run, drops the entries whose
-// text changed and every entry that depends on them (refresh()).
+// text changed, and the summaries of every entry that depends on them (refresh()).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -147,8 +147,9 @@ class ModuleTable final : public semantic::ModuleLookup {
   const semantic::Module* moduleById(uint32_t id) const override;
   // The summaries shared by tasks whose call model and import roots are described by `context`.
   semantic::SummaryCache& summaries(const std::string& context);
-  // Language server: drops entries whose text changed (overlay or file on disk) and, with
-  // them, every entry that depends on them. Returns how many were dropped.
+  // Language server: drops entries whose text changed (overlay or file on disk), and the summaries of every
+  // entry that depends on them; such an entry keeps its text, tree and module (its definitions) when its own
+  // text did not change. Returns how many entries lost their summaries.
   size_t refresh(const LintOptions& options);
   // Language server (a table that keeps its roots): the pure summaries of its own functions that the task of
   // the linted file `root` used, for the next analysis of that file (driver/ModuleTableCarry.cpp). Kept
@@ -224,10 +225,12 @@ class ModuleTable final : public semantic::ModuleLookup {
   // Table lock held by the caller. `dropped`: where the summaries of its module go, to be freed later
   // (null: freed here).
   void retire(Entry* e, std::vector<std::shared_ptr<const semantic::Summary>>* dropped = nullptr);
+  // Drops the summaries of `e`'s module from every context (table lock held; `dropped` as for retire).
+  void forgetSummaries(Entry* e, std::vector<std::shared_ptr<const semantic::Summary>>* dropped);
   // refresh(), what becomes of the kept summaries when `stale` entries are dropped, `changed` of them for
   // their own text: carryOnRefresh (table lock held) drops those that no longer hold and returns the entries
   // whose summaries go on; leaveForCarry (the entry's lock held) takes from each of those what its summaries
-  // were made from, and notes what every stale module defined; finishCarry (table lock) keeps them.
+  // were made from, and notes what every changed module defined; finishCarry (table lock) keeps them.
   struct Carry {
     Entry* from = nullptr;
     const semantic::SummaryCache* context = nullptr;
@@ -240,7 +243,8 @@ class ModuleTable final : public semantic::ModuleLookup {
     syntax::Tree tree;
     std::unique_ptr<semantic::Module> module;
     std::set<Entry*> deps;  // `from`'s (none of them dropped)
-    // The definitions and file ids of the modules dropped in that refresh.
+    // The definitions and file ids of the modules dropped in that refresh for a change of their text (one that
+    // only depends on a changed one keeps its definitions and file id).
     struct Dead {
       std::unordered_set<const void*> defs;
       std::set<uint32_t> files;

@@ -9,8 +9,9 @@
 // sees module globals as placeholders. It holds places (Origins) in its file and pointers to definitions.
 // So one moves when:
 // - the file was dropped by refresh() for a change of its own text, and nothing it depends on (transitively)
-//   changed; a module dropped with it because it depends on the file (an import cycle) has the same text,
-//   but its definitions are new: a summary that mentions the old ones does not move;
+//   changed; a module that depends on the file (an import cycle) lost its summaries but kept its definitions
+//   (refresh() keeps the module of one whose text did not change): a summary that mentions them moves, and one
+//   whose result came through a changed function of the file mentions that function (Summary::calls);
 // - the texts before and after the edit parse without errors;
 // - the changed bytes lie in one comment on both sides (then no definition changed), or else every function
 //   whose text with its decorators touches them has changed, with everything defined inside it;
@@ -285,8 +286,8 @@ void ModuleTable::seedSummaries(Entry* root, const semantic::SummaryCache* conte
     seed.move = move;
     analysis->seedArms(std::move(seed));
   }
-  // What the summaries were made from, as the analysis that made them recorded it: a module dropped with the
-  // file (it depends on the file) by its current entry, read now, so that a change of it shows in refresh().
+  // What the summaries were made from, as the analysis that made them recorded it (a retired entry by the
+  // current one, read now), so that a change of it shows in refresh().
   std::vector<Entry*> unread;
   for (Entry* d : c.deps) {
     Entry* now = d->retired ? entryFor(d->path) : d;
