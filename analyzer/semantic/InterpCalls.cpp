@@ -348,7 +348,8 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
   };
   switch (co.kind) {
     case ObjKind::Ref: {
-      const std::string& q = co.name;
+      const std::string& qs = co.name;
+      std::string_view q = qs;  // compared with many names below: a size test first, no call
       if (isBuiltinPassThrough(q)) return site.args.empty() ? ValueSet{} : site.args[0];
       if (q == "filter") return site.args.size() > 1 ? site.args[1] : ValueSet{};
       if (q == "getattr" && site.args.size() >= 2) {
@@ -385,7 +386,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       }
       if (q == "isinstance" || q == "hasattr") {
         // A test an `if` may branch on later (`is_fsdp = isinstance(m, FSDPModule)`).
-        ObjId t = newObject(ObjKind::Instance, q, site.origin);
+        ObjId t = newObject(ObjKind::Instance, qs, site.origin);
         st_.obj(t).setTag("builtin_test", "1");
         st_.obj(t).more().inputs = site.args;
         return {t};
@@ -399,7 +400,7 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       }
       if (q == "functools.partial" && !site.args.empty()) {
         // A callable that calls args[0] with the bound arguments first.
-        ObjId p = newObject(ObjKind::Instance, q, site.origin);
+        ObjId p = newObject(ObjKind::Instance, qs, site.origin);
         Obj& po = st_.obj(p);
         po.more().inputs = {site.args[0]};
         for (size_t i = 1; i < site.args.size(); ++i) {
@@ -412,13 +413,13 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
         }
         return {p};
       }
-      record(q);
-      site.qualname = q;
-      if (ValueSet loaded; configLoadCall(q, site, loaded)) return loaded;
+      record(qs);
+      site.qualname = qs;
+      if (ValueSet loaded; configLoadCall(qs, site, loaded)) return loaded;
       if (ses_.model().onCall(site)) return site.result;
       // Not understood: a new object, built from the positional arguments (rules may
       // treat `torch.compile(model)` as standing for `model`).
-      ObjId made = newObject(ObjKind::Instance, q, site.origin);
+      ObjId made = newObject(ObjKind::Instance, qs, site.origin);
       st_.obj(made).more().inputs = site.args;
       return {made};
     }

@@ -5,6 +5,7 @@
 #include "semantic/Interpreter.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,6 +38,34 @@ void comparisonParts(TSNode n, std::vector<TSNode>& operands, std::vector<std::s
     if (!ts_node_is_named(c)) ops.push_back(ts_node_type(c));
     else if (kindOf(c) != Kind::comment) operands.push_back(c);
   }
+}
+
+// What one guardsOf read of the condition's call-free parts, by node: a flag is read for its truth test and
+// again for its undecided condition, a comparison's operand for its term and again for its condition. Nothing
+// between those reads changes what they give (a read interns what it makes: the same objects again). Used by
+// the outermost guardsOf's own reads only (`depth` 1): anything else evaluates as it always does.
+struct GuardReads {
+  int depth = 0;
+  std::vector<std::pair<std::pair<const void*, uint32_t>, ValueSet>> values;  // (node id, start byte) -> value
+  std::vector<std::pair<std::pair<const void*, uint32_t>, bool>> calls;       // hasCall
+};
+thread_local GuardReads gGuardReads;
+
+template <class T, class Read>
+T remembered(std::vector<std::pair<std::pair<const void*, uint32_t>, T>>& in, TSNode n, Read&& read) {
+  if (gGuardReads.depth != 1) return read();
+  std::pair<const void*, uint32_t> key{n.id, ts_node_start_byte(n)};
+  for (const auto& [k, v] : in)
+    if (k == key) return v;
+  ++gGuardReads.depth;  // what the read itself evaluates (a comprehension's clauses) is not remembered
+  T v = read();
+  --gGuardReads.depth;
+  in.emplace_back(key, v);
+  return v;
+}
+
+bool hasCallIn(TSNode n) {
+  return remembered(gGuardReads.calls, n, [&] { return hasCall(n); });
 }
 
 }  // namespace
@@ -74,7 +103,7 @@ void Interp::openIterationRegions(TSNode target, std::vector<Region>& out) {
 }
 
 void Interp::addTruthTest(TSNode cond, bool negated, std::vector<Region>& out) {
-  ValueSet v = eval(cond);
+  ValueSet v = remembered(gGuardReads.values, cond, [&] { return eval(cond); });
   if (!truthTestable(st_, v)) return;
   Region r;
   r.kind = "truth";
@@ -117,7 +146,7 @@ int Interp::conditionTerm(TSNode n, std::vector<Term>& terms, bool& bindable, in
     t.operands.push_back(conditionTerm(syntax::field(n, "right"), terms, bindable, depth + 1));
   } else if (k == Kind::identifier || k == Kind::attribute || k == Kind::true_ || k == Kind::false_ ||
              k == Kind::none) {
-    ValueSet v = eval(n);
+    ValueSet v = remembered(gGuardReads.values, n, [&] { return eval(n); });
     if (truthTestable(st_, v)) {
       t.op = Term::Op::Truth;
       t.left = std::move(v);
@@ -135,8 +164,9 @@ int Interp::conditionTerm(TSNode n, std::vector<Term>& terms, bool& bindable, in
       for (const auto& [spelled, o] : kOps)
         if (ops[0] == spelled) op = o;
     // Operands are read again here (the condition was evaluated already): only those without calls.
-    if (op != Term::Op::Unknown && operands.size() == 2 && !hasCall(operands[0]) && !hasCall(operands[1])) {
-      ValueSet l = eval(operands[0]), r = eval(operands[1]);
+    if (op != Term::Op::Unknown && operands.size() == 2 && !hasCallIn(operands[0]) && !hasCallIn(operands[1])) {
+      ValueSet l = remembered(gGuardReads.values, operands[0], [&] { return eval(operands[0]); });
+      ValueSet r = remembered(gGuardReads.values, operands[1], [&] { return eval(operands[1]); });
       auto bound = [&](const ValueSet& vs) { return truthTestable(st_, vs); };
       auto someBinding = [&](const ValueSet& vs) {
         return std::any_of(vs.begin(), vs.end(), [&](ObjId v) {
@@ -198,6 +228,14 @@ void Interp::addTest(const std::string& kind, const ValueSet& subject, const Val
 }
 
 void Interp::guardsOf(TSNode cond, bool negated, std::vector<Region>& out, bool conditions) {
+  struct Reads {  // the outermost one remembers its reads until it returns
+    Reads() { ++gGuardReads.depth; }
+    ~Reads() {
+      if (--gGuardReads.depth > 0) return;
+      gGuardReads.values.clear();
+      gGuardReads.calls.clear();
+    }
+  } reads;
   // Conditions nest as deep as the source; an explicit stack keeps C++ recursion flat.
   std::vector<std::pair<TSNode, bool>> todo{{cond, negated}};
   while (!todo.empty()) {
@@ -266,7 +304,7 @@ ValueSet Interp::conditionOperand(TSNode n) {
     auto it = conditionCalls_.find(n.id);
     return it == conditionCalls_.end() ? ValueSet{} : it->second;
   }
-  return hasCall(n) ? ValueSet{} : eval(n);
+  return hasCallIn(n) ? ValueSet{} : remembered(gGuardReads.values, n, [&] { return eval(n); });
 }
 
 void Interp::addUndecided(TSNode cond, bool negated, std::vector<Region>& out) {
@@ -294,9 +332,11 @@ void Interp::addUndecided(TSNode cond, bool negated, std::vector<Region>& out) {
     }
     if (!constant(other)) return;
     r.subject = conditionOperand(operand);
+    if (r.subject.empty()) return;  // nothing to bind: kept only with a subject (the names are not spelled)
     r.names = {oneLine(text(cond)), op, oneLine(text(other))};
   } else {
     r.subject = conditionOperand(cond);
+    if (r.subject.empty()) return;
     r.names = {oneLine(text(cond)), "truth"};
   }
   if (!r.subject.empty()) out.push_back(std::move(r));

@@ -102,7 +102,7 @@ bool FsdpCallModel::onCall(CallSite& site) {
     if (recv.hasTag("accelerator") && site.method == "prepare") return handlePrepare(site, recv);
     if (recv.hasTag("accelerator") && site.method == "prepare_model") noteFsdp2PrepareModel(site, recv);
     if (recv.hasTag("fabric")) return handleFabric(site, recv, facts_);
-    const std::string& m = site.method;
+    std::string_view m = site.method;  // compared with many names below: a size test first, no call
     // SL206's fact: `model.compile(...)` (nn.Module.compile compiles the module in place).
     if (m == "compile" && recv.hasTag("fsdp_wrapper"))
       site.in.domainEvent("compile", site.receiver, site.origin, {{"call", calleeText(site)}});
