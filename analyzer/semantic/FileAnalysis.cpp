@@ -167,7 +167,7 @@ void FileAnalysis::run() {
   // another: they exclude each other. The arms share the task's work budget, the file's object limit
   // (kMaxFileObjects) and the calls they make (a callee marked called is not given an arm of its own).
   // `kind` and `key` name the arm (ArmRecord); one the seed holds is taken from there when it may be.
-  const std::unordered_map<std::string, ValueSet> bodyAttrs = frame.attrs;
+  const EnvMap bodyAttrs = frame.attrs;
   bool bodySnapshot = false;
   auto inArm = [&](char kind, const void* key, std::vector<const void*> members, auto&& body) {
     ArmRecord made;
@@ -434,7 +434,7 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
   if (methods.empty()) return;
   int constructed = frame.arm;
   int construct = moduleStore_.constructs++;
-  std::unordered_map<std::string, ValueSet> after = frame.env, afterAttrs = frame.attrs;
+  EnvMap after = frame.env, afterAttrs = frame.attrs;
   std::string selfKey = "#" + std::to_string(self) + ".";
   int index = 0;
   for (const FunctionDef* m : methods) {

@@ -112,7 +112,7 @@ ValueSet Interp::callCallable(const ValueSet& callees, const std::vector<ValueSe
     site.origin = origin;
     site.args = args;
     site.argOrigins.assign(args.size(), origin);
-    addValues(out, callValue(callee, site, TSNode{}));
+    addValues(out, callValue(callee, std::move(site), TSNode{}));
   }
   return out;
 }
@@ -291,7 +291,9 @@ ValueSet Interp::evalCall(TSNode call) {
     e.point = newPoint();
     st_.events.push_back(std::move(e));
   }
-  for (ObjId callee : callees) addValues(result, callValue(callee, site, call));
+  for (size_t i = 0; i < callees.size(); ++i)  // the last callee takes the site (most calls have one)
+    addValues(result, i + 1 == callees.size() ? callValue(callees[i], std::move(site), call)
+                                              : callValue(callees[i], site, call));
   return result;
 }
 
@@ -333,8 +335,7 @@ bool Interp::superCall(TSNode object, const std::string& method, CallSite& site,
   return false;
 }
 
-ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
-  CallSite site = siteIn;
+ValueSet Interp::callValue(ObjId callee, CallSite site, TSNode node) {
   const Obj co = st_.obj(callee);
   auto record = [&](const std::string& name) {
     Event e;
@@ -395,8 +396,9 @@ ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
       if (ses_.provider() && !ses_.opaque(q)) {
         // A function or class defined in another module of the project.
         ModuleProvider::Found found = ses_.provider()->resolve(q, mod_);
-        if (found.function) return callValue(defObject(ObjKind::Function, found.function), siteIn, node);
-        if (found.cls) return callValue(defObject(ObjKind::Class, found.cls), siteIn, node);
+        // (`site` is as it came: nothing above changed it)
+        if (found.function) return callValue(defObject(ObjKind::Function, found.function), std::move(site), node);
+        if (found.cls) return callValue(defObject(ObjKind::Class, found.cls), std::move(site), node);
       }
       if (q == "functools.partial" && !site.args.empty()) {
         // A callable that calls args[0] with the bound arguments first.

@@ -22,9 +22,9 @@ ValueSet Interp::eval(TSNode n) {
   if (tooDeep(n)) return {};
   DepthGuard guard(evalDepth_);
   switch (kindOf(n)) {
-    case Kind::identifier: return lookupName(text(n));
+    case Kind::identifier: return lookupName(syntax::textOf(n, mod_.file().text));
     case Kind::attribute: {
-      std::string attr = text(syntax::field(n, "attribute"));
+      std::string_view attr = syntax::textOf(syntax::field(n, "attribute"), mod_.file().text);
       ValueSet out;
       for (ObjId v : eval(syntax::field(n, "object"))) addValues(out, getAttr(v, attr));
       return out;

@@ -13,7 +13,6 @@ namespace shardlint::semantic {
 // ---------------------------------------------------------------- the environment across branches
 
 namespace {
-using EnvMap = std::unordered_map<std::string, ValueSet>;
 // Binds `key` (at `it`, its entry or end()) to `value`, or unbinds it when there is none.
 void put(EnvMap& env, EnvMap::iterator it, const std::string& key, std::optional<ValueSet> value) {
   if (!value) {

@@ -8,6 +8,8 @@
 // Helpers they share: InterpreterImpl.h.
 #include "semantic/Interpreter.h"
 
+#include <charconv>
+
 #include <set>
 #include <string>
 #include <utility>
@@ -172,8 +174,7 @@ ObjId Interp::defObject(ObjKind kind, const void* def) {
 }
 
 ValueSet Interp::lookupName(std::string_view name) {
-  std::string key(name);
-  if (auto it = frame_.env.find(key); it != frame_.env.end()) return it->second;
+  if (auto it = frame_.env.find(name); it != frame_.env.end()) return it->second;
   if (auto it = mod_.imports().find(name); it != mod_.imports().end()) return {ref(it->second)};
   if (const FunctionDef* tf = mod_.topFunction(name)) {
     auto d = st_.memo().defs.find(tf);
@@ -190,8 +191,9 @@ ValueSet Interp::lookupName(std::string_view name) {
     return {st_.memo().defs[tc] = id};
   }
   if (frame_.globalsFrame) {
-    if (auto it = frame_.globalsFrame->env.find(key); it != frame_.globalsFrame->env.end()) return it->second;
+    if (auto it = frame_.globalsFrame->env.find(name); it != frame_.globalsFrame->env.end()) return it->second;
   }
+  std::string key(name);  // past the names bound here
   if (ses_.provider() && !isBuiltinName(name)) {
     for (const auto& star : mod_.starImports()) {  // `from helpers import *`
       if (ses_.opaque(star + "." + key)) continue;
@@ -221,7 +223,23 @@ ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
       return {st_.memo().defs[f] = id};
     }
   }
-  if (auto it = frame_.attrs.find(envKeyFor(obj, attr)); it != frame_.attrs.end()) return it->second;
+  {
+    // envKeyFor(obj, attr), spelled on the stack: an attribute is read far more often than stored.
+    char buf[160];
+    buf[0] = '#';
+    char* at = std::to_chars(buf + 1, buf + 24, obj).ptr;
+    *at++ = '.';
+    std::string_view key;
+    std::string spelled;
+    if (attr.size() <= static_cast<size_t>(buf + sizeof buf - at)) {
+      attr.copy(at, attr.size());
+      key = std::string_view(buf, static_cast<size_t>(at - buf) + attr.size());
+    } else {
+      spelled = envKeyFor(obj, attr);
+      key = spelled;
+    }
+    if (auto it = frame_.attrs.find(key); it != frame_.attrs.end()) return it->second;
+  }
   if (o.kind == ObjKind::Container && o.hasTag("config_attrs") && isConfigMapping(obj))
     if (std::optional<ValueSet> v = configKey(obj, attr)) return *v;  // OmegaConf: `cfg.key` is `cfg["key"]`
   bool options = o.kind == ObjKind::Instance && o.name == "argparse.Namespace";

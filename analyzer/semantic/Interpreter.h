@@ -9,6 +9,7 @@
 #pragma once
 #include <tree_sitter/api.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -47,6 +48,14 @@ inline constexpr bool kAddressSanitizer = false;
 
 struct Frame;
 class Interp;
+
+// Names and attribute stores to their values (Frame::env, Frame::attrs), looked up by a string_view (a
+// name read from the source, an attribute key built on the stack) without making a string for it.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using EnvMap = std::unordered_map<std::string, ValueSet, NameHash, std::equal_to<>>;
 
 // The per-file interpretation: one linted file's module body, then the functions
 // nothing in it called, each in its own exclusive arm. Built on the file's Module
@@ -253,7 +262,7 @@ class Interp {
   // !r.overFile, the check recorded (Session::Recording) in the task's own interpretation.
   bool fileAllows(const Room& r);
   ValueSet evalCall(TSNode call);
-  ValueSet callValue(ObjId callee, CallSite& site, TSNode node);
+  ValueSet callValue(ObjId callee, CallSite site, TSNode node);  // `site` moved in when it is not needed again
   ValueSet evalComprehension(TSNode n);
   // The method `method` of `cls`: its own, a base's in this module, else a base's another module of the
   // project defines (resolved through the module provider, at most a few bases deep).
@@ -352,8 +361,8 @@ class Interp {
   };
   std::vector<EnvLog> logs_;
   // The map of frame_ a key lives in: attribute stores (`#...`) or names.
-  std::unordered_map<std::string, ValueSet>& envOf(const std::string& key);
-  const std::unordered_map<std::string, ValueSet>& envOf(const std::string& key) const;
+  EnvMap& envOf(const std::string& key);
+  const EnvMap& envOf(const std::string& key) const;
   // A call interpreted in place: the value each attribute store had in the caller before this
   // interpretation first wrote it (nullopt: unbound), for the write-back when the call returns.
   bool trackAttrWrites_ = false;
@@ -388,23 +397,23 @@ class Interp {
 };
 
 struct Frame {
-  std::unordered_map<std::string, ValueSet> env;  // names
+  EnvMap env;  // names
   // Attribute stores, by envKeyFor (`#<object>.<attr>`, `#<object>[key]`): apart from the names, so
   // that a call interpreted in place takes its caller's by a swap (callFunction), not a copy.
-  std::unordered_map<std::string, ValueSet> attrs;
+  EnvMap attrs;
   bool reachable = true;
   int arm = -1;
   int baseArm = -1;  // the caller's arm when this frame is a call interpreted in place
   ValueSet returns;
   bool isModule = false;
-  std::unordered_map<std::string, ObjId> globals;  // Global objects created for free names
+  std::unordered_map<std::string, ObjId, NameHash, std::equal_to<>> globals;  // Global objects made for free names
   Frame* globalsFrame = nullptr;  // the module frame, for functions interpreted in a caller's context
 };
 
-inline std::unordered_map<std::string, ValueSet>& Interp::envOf(const std::string& key) {
+inline EnvMap& Interp::envOf(const std::string& key) {
   return !key.empty() && key[0] == '#' ? frame_.attrs : frame_.env;
 }
-inline const std::unordered_map<std::string, ValueSet>& Interp::envOf(const std::string& key) const {
+inline const EnvMap& Interp::envOf(const std::string& key) const {
   return !key.empty() && key[0] == '#' ? frame_.attrs : frame_.env;
 }
 
