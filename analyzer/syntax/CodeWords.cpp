@@ -222,14 +222,36 @@ std::unordered_map<std::string_view, int> codeWordCountsBySpans(TSNode root, std
       leaf(textBetween(begin, end));
       continue;
     }
-    uint32_t at = begin;
+    // Children at most kLeaf long are read in runs, each run one span from its first child's start to its last
+    // one's end (the gaps between them are whitespace and comments): most statements are short, and read one by
+    // one they would be read again on every call. A run ends after a child whose length is a multiple of four
+    // (or at kRunChildren children, or past kLeaf * 4 bytes): an edit changes the runs around the child it
+    // changed, not those after it.
+    constexpr int kRunChildren = 16;
+    uint32_t at = begin, runBegin = 0, runEnd = 0;
+    int inRun = 0;
+    auto endRun = [&] {
+      if (inRun) leaf(textBetween(runBegin, runEnd));
+      inRun = 0;
+    };
     for (TSNode c : namedChildren(n)) {
       uint32_t cb = ts_node_start_byte(c), ce = ts_node_end_byte(c);
       if (cb < at || ce < cb || ce > end) return whole();  // never in an error-free tree
-      scanWords(textBetween(at, cb), countHere);
-      todo.push_back(c);
+      if (ce - cb > kLeaf) {
+        endRun();
+        scanWords(textBetween(at, cb), countHere);
+        todo.push_back(c);
+      } else {
+        if (!inRun) {
+          scanWords(textBetween(at, cb), countHere);
+          runBegin = cb;
+        }
+        runEnd = ce;
+        if (++inRun == kRunChildren || (ce - cb) % 4 == 0 || runEnd - runBegin > kLeaf * 4) endRun();
+      }
       at = ce;
     }
+    endRun();
     scanWords(textBetween(at, end), countHere);
   }
   return counts;
