@@ -239,15 +239,22 @@ const void* SummaryMove::def(const void* d, bool& ok) const {
   return d;
 }
 
-void SummaryMove::site(uint32_t& file, ByteRange& range, bool& ok, bool write) const {
-  if (file == fromFile) {
-    std::optional<ByteRange> to = place(range);
+namespace {
+// SummaryMove::site, in a form the walks below inline (a summary holds thousands of places).
+inline void moveSite(const SummaryMove& m, uint32_t& file, ByteRange& range, bool& ok, bool write) {
+  if (file == m.fromFile) {
+    std::optional<ByteRange> to = m.place(range);
     if (!to) ok = false;
     else if (write) range = *to;
-    if (write) file = toFile;
-  } else if (file < deadFiles.size() && deadFiles[file]) {
+    if (write) file = m.toFile;
+  } else if (file < m.deadFiles.size() && m.deadFiles[file]) {
     ok = false;
   }
+}
+}  // namespace
+
+void SummaryMove::site(uint32_t& file, ByteRange& range, bool& ok, bool write) const {
+  moveSite(*this, file, range, ok, write);
 }
 
 namespace {
@@ -255,7 +262,7 @@ namespace {
 bool moveParts(Summary& s, const SummaryMove& move, bool write) {
   bool ok = true;
   auto def = [&](const void* d) { return move.def(d, ok); };
-  auto site = [&](uint32_t& file, ByteRange& range) { move.site(file, range, ok, write); };
+  auto site = [&](uint32_t& file, ByteRange& range) { moveSite(move, file, range, ok, write); };
   auto origin = [&](Origin& o) {
     site(o.file, o.range);
     for (Site& v : o.via) site(v.file, v.range);
