@@ -9,7 +9,6 @@
 #include "semantic/Interpreter.h"
 
 #include <charconv>
-
 #include <set>
 #include <string>
 #include <utility>
