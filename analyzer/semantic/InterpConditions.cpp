@@ -339,7 +339,7 @@ void Interp::addUndecided(TSNode cond, bool negated, std::vector<Region>& out) {
     if (r.subject.empty()) return;
     r.names = {oneLine(text(cond)), "truth"};
   }
-  if (!r.subject.empty()) out.push_back(std::move(r));
+  out.push_back(std::move(r));
 }
 
 }  // namespace shardlint::semantic

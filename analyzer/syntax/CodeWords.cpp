@@ -225,8 +225,9 @@ std::unordered_map<std::string_view, int> codeWordCountsBySpans(TSNode root, std
     // Children at most kLeaf long are read in runs, each run one span from its first child's start to its last
     // one's end (the gaps between them are whitespace and comments): most statements are short, and read one by
     // one they would be read again on every call. A run ends after a child whose length is a multiple of four
-    // (or at kRunChildren children, or past kLeaf * 4 bytes): an edit changes the runs around the child it
-    // changed, not those after it.
+    // (or at kRunChildren children, or past kLeaf * 4 bytes): the runs depend on the children's own lengths, so an
+    // edit changes the run it falls in and its neighbours (up to the next child that ends a run), not every run
+    // after it.
     constexpr int kRunChildren = 16;
     uint32_t at = begin, runBegin = 0, runEnd = 0;
     int inRun = 0;
