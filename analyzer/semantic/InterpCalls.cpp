@@ -112,7 +112,7 @@ ValueSet Interp::callCallable(const ValueSet& callees, const std::vector<ValueSe
     site.origin = origin;
     site.args = args;
     site.argOrigins.assign(args.size(), origin);
-    addValues(out, callValue(callee, std::move(site), TSNode{}));
+    addValues(out, callValue(callee, site, TSNode{}));
   }
   return out;
 }
@@ -291,9 +291,7 @@ ValueSet Interp::evalCall(TSNode call) {
     e.point = newPoint();
     st_.events.push_back(std::move(e));
   }
-  for (size_t i = 0; i < callees.size(); ++i)  // the last callee takes the site (most calls have one)
-    addValues(result, i + 1 == callees.size() ? callValue(callees[i], std::move(site), call)
-                                              : callValue(callees[i], site, call));
+  for (ObjId callee : callees) addValues(result, callValue(callee, site, call));
   return result;
 }
 
@@ -335,7 +333,10 @@ bool Interp::superCall(TSNode object, const std::string& method, CallSite& site,
   return false;
 }
 
-ValueSet Interp::callValue(ObjId callee, CallSite site, TSNode node) {
+ValueSet Interp::callValue(ObjId callee, CallSite& siteIn, TSNode node) {
+  // A copy here, in this frame: a call site taken by value would sit in evalCall's frame, which an expression
+  // nested thousands of calls deep (`f(f(f(...)))`, each argument evaluated first) repeats on the stack.
+  CallSite site = siteIn;
   const Obj co = st_.obj(callee);
   auto record = [&](const std::string& name) {
     Event e;
@@ -396,9 +397,8 @@ ValueSet Interp::callValue(ObjId callee, CallSite site, TSNode node) {
       if (ses_.provider() && !ses_.opaque(q)) {
         // A function or class defined in another module of the project.
         ModuleProvider::Found found = ses_.provider()->resolve(q, mod_);
-        // (`site` is as it came: nothing above changed it)
-        if (found.function) return callValue(defObject(ObjKind::Function, found.function), std::move(site), node);
-        if (found.cls) return callValue(defObject(ObjKind::Class, found.cls), std::move(site), node);
+        if (found.function) return callValue(defObject(ObjKind::Function, found.function), siteIn, node);
+        if (found.cls) return callValue(defObject(ObjKind::Class, found.cls), siteIn, node);
       }
       if (q == "functools.partial" && !site.args.empty()) {
         // A callable that calls args[0] with the bound arguments first.

@@ -262,7 +262,7 @@ class Interp {
   // !r.overFile, the check recorded (Session::Recording) in the task's own interpretation.
   bool fileAllows(const Room& r);
   ValueSet evalCall(TSNode call);
-  ValueSet callValue(ObjId callee, CallSite site, TSNode node);  // `site` moved in when it is not needed again
+  ValueSet callValue(ObjId callee, CallSite& site, TSNode node);
   ValueSet evalComprehension(TSNode n);
   // The method `method` of `cls`: its own, a base's in this module, else a base's another module of the
   // project defines (resolved through the module provider, at most a few bases deep).
