@@ -44,17 +44,18 @@ void comparisonParts(TSNode n, std::vector<TSNode>& operands, std::vector<std::s
 // again for its undecided condition, a comparison's operand for its term and again for its condition. Nothing
 // between those reads changes what they give (a read interns what it makes: the same objects again). Used by
 // the outermost guardsOf's own reads only (`depth` 1): anything else evaluates as it always does.
+using NodeKey = std::pair<const void*, uint32_t>;  // a node's id and start byte
 struct GuardReads {
   int depth = 0;
-  std::vector<std::pair<std::pair<const void*, uint32_t>, ValueSet>> values;  // (node id, start byte) -> value
-  std::vector<std::pair<std::pair<const void*, uint32_t>, bool>> calls;       // hasCall
+  std::vector<std::pair<NodeKey, ValueSet>> values;
+  std::vector<std::pair<NodeKey, bool>> calls;  // hasCall
 };
 thread_local GuardReads gGuardReads;
 
 template <class T, class Read>
-T remembered(std::vector<std::pair<std::pair<const void*, uint32_t>, T>>& in, TSNode n, Read&& read) {
+T remembered(std::vector<std::pair<NodeKey, T>>& in, TSNode n, Read&& read) {
   if (gGuardReads.depth != 1) return read();
-  std::pair<const void*, uint32_t> key{n.id, ts_node_start_byte(n)};
+  NodeKey key{n.id, ts_node_start_byte(n)};
   for (const auto& [k, v] : in)
     if (k == key) return v;
   ++gGuardReads.depth;  // what the read itself evaluates (a comprehension's clauses) is not remembered

@@ -9,6 +9,7 @@
 #include "semantic/Interpreter.h"
 
 #include <charconv>
+#include <cstring>
 #include <set>
 #include <string>
 #include <utility>
@@ -138,11 +139,25 @@ Origin Interp::originOf(TSNode n) const { return Origin{mod_.fileId(), syntax::r
 
 std::string Interp::text(TSNode n) const { return std::string(syntax::textOf(n, mod_.file().text)); }
 
+namespace {
+// Writes `#<object>.<attr>`, the key of an attribute store (Frame::attrs), to `out` (room for `cap` bytes):
+// its length, or 0 when it does not fit.
+size_t spellAttrKey(char* out, size_t cap, ObjId obj, std::string_view attr) {
+  char digits[16];
+  size_t d = static_cast<size_t>(std::to_chars(digits, digits + sizeof digits, obj).ptr - digits);
+  size_t n = d + 2 + attr.size();
+  if (n > cap) return 0;
+  out[0] = '#';
+  std::memcpy(out + 1, digits, d);
+  out[d + 1] = '.';
+  attr.copy(out + d + 2, attr.size());
+  return n;
+}
+}  // namespace
+
 std::string Interp::envKeyFor(ObjId obj, std::string_view attr) const {
-  std::string key(1, '#');  // (not "#" + ...: GCC 12 warns falsely about that)
-  key += std::to_string(obj);
-  key += '.';
-  key += attr;
+  std::string key(attr.size() + 18, '\0');
+  key.resize(spellAttrKey(key.data(), key.size(), obj, attr));
   return key;
 }
 
@@ -223,20 +238,11 @@ ValueSet Interp::getAttr(ObjId obj, std::string_view attr) {
     }
   }
   {
-    // envKeyFor(obj, attr), spelled on the stack: an attribute is read far more often than stored.
-    char buf[160];
-    buf[0] = '#';
-    char* at = std::to_chars(buf + 1, buf + 24, obj).ptr;
-    *at++ = '.';
-    std::string_view key;
+    // envKeyFor(obj, attr), spelled on the stack when it fits: an attribute is read far more often than stored.
+    char buf[128];
     std::string spelled;
-    if (attr.size() <= static_cast<size_t>(buf + sizeof buf - at)) {
-      attr.copy(at, attr.size());
-      key = std::string_view(buf, static_cast<size_t>(at - buf) + attr.size());
-    } else {
-      spelled = envKeyFor(obj, attr);
-      key = spelled;
-    }
+    size_t n = spellAttrKey(buf, sizeof buf, obj, attr);
+    std::string_view key = n ? std::string_view(buf, n) : std::string_view(spelled = envKeyFor(obj, attr));
     if (auto it = frame_.attrs.find(key); it != frame_.attrs.end()) return it->second;
   }
   if (o.kind == ObjKind::Container && o.hasTag("config_attrs") && isConfigMapping(obj))
