@@ -527,6 +527,40 @@ TEST_CASE("callers use summaries: helpers, methods and the model's own class", "
   CHECK(opt.origin.via.size() == 2);
 }
 
+TEST_CASE("a method's summary takes the methods it calls on self from its own class, for that class only",
+          "[unit][summaries]") {
+  auto a = analyse(
+      "import torch\nfrom torch.distributed.fsdp import fully_shard\n"
+      "class Base:\n"
+      "    def setup(self, m):\n        self.wrap(m)\n        return self.build(m)\n"
+      "    def wrap(self, m):\n        fully_shard(m)\n"
+      "    def build(self, m):\n        return torch.optim.AdamW(m.parameters())\n"
+      "class Sub(Base):\n"
+      "    def build(self, m):\n        return torch.optim.SGD(m.parameters())\n"
+      "class Static:\n"
+      "    @staticmethod\n    def make(m):\n        return m.build(m)\n"
+      "b = Base()\ns = Sub()\nuse(b.setup(model), s.setup(model))\n",
+      /*fsdp=*/true);
+  // Before: `self.build(m)` could run any subclass's `build`, so the summary depended on its caller and every
+  // call interpreted the body again.
+  const Summary* setup = summaryIn(a, "t.Base.setup");
+  CHECK_FALSE(setup->contextDependent);
+  CHECK(setup->receiverClass == a.analysis->findClass("t.Base"));
+  std::string d = setup->describe();
+  CHECK(d.find("wrap m api=fully_shard") != std::string::npos);
+  CHECK(d.find("{optimizer=AdamW}") != std::string::npos);
+  // A static method's first parameter is not `self`: its calls on it stay the caller's.
+  CHECK(summaryIn(a, "t.Static.make")->receiverClass == nullptr);
+  // A `Base` runs Base.build; a `Sub` (whose `build` overrides it) its own, not the summary made for `Base`.
+  const Event* use = a.event("use");
+  REQUIRE(use);
+  REQUIRE(use->args.size() == 2);
+  REQUIRE(use->args[0].size() == 1);
+  REQUIRE(use->args[1].size() == 1);
+  CHECK(a.store().obj(use->args[0][0]).tag("optimizer") == "AdamW");
+  CHECK(a.store().obj(use->args[1][0]).tag("optimizer") == "SGD");
+}
+
 TEST_CASE("pathological input stays bounded and never crashes", "[unit][robustness]") {
   std::string deep = "import torch.optim\nimport torch.distributed.fsdp\ny = 1";
   for (int i = 0; i < 50000; ++i) deep += " + 1";

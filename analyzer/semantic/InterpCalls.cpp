@@ -79,6 +79,32 @@ void Interp::needsCallerValue(const ValueSet& vs) {
   }
 }
 
+namespace {
+// The `self` of a method: not a static method's first parameter, nor a classmethod's (`cls`).
+bool takesSelf(const FunctionDef* def) {
+  return def && def->cls && !def->isStatic && !def->params.empty() && def->params[0] == "self";
+}
+}  // namespace
+
+const ClassDef* Interp::receiverClassOf(ObjId r) {
+  const Obj& ro = st_.obj(r);
+  if (ro.kind == ObjKind::Instance) return ro.cls;
+  if (ro.kind != ObjKind::Arg || !summary_ || summary_->params.empty() || summary_->params[0] != r ||
+      !takesSelf(summary_->def))
+    return nullptr;
+  summary_->receiverClass = summary_->def->cls;
+  return summary_->def->cls;
+}
+
+bool Interp::receiverIs(const ValueSet& self, const ClassDef& cls) {
+  if (self.empty()) return false;
+  for (ObjId r : self) {
+    const Obj& ro = st_.obj(r);
+    if (ro.kind == ObjKind::Instance ? ro.cls != &cls : receiverClassOf(r) != &cls) return false;
+  }
+  return true;
+}
+
 ValueSet Interp::callCallable(const ValueSet& callees, const std::vector<ValueSet>& args, const Origin& origin) {
   // Only what the analysis can see into: a plain function (not a method, whose `self` is not known
   // here) of this module or another module of the project, or a partial of one.
@@ -259,7 +285,7 @@ ValueSet Interp::evalCall(TSNode call) {
           continue;
         }
       }
-      const ClassDef* cls = ro.kind == ObjKind::Instance ? ro.cls : nullptr;
+      const ClassDef* cls = receiverClassOf(r);
       const FunctionDef* m = cls ? methodOf(*cls, method) : nullptr;
       if (m) {
         addValues(result, callFunction(*m, bindArgs(*m, site, r), site.origin));

@@ -65,10 +65,11 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
     if (over && rec) ++rec->limitHits;
     return over;
   };
+  // A summary made for another receiver class than this call's holds no more than one that depends on the caller.
+  bool dependent = s->contextDependent || (s->receiverClass && (args.empty() || !receiverIs(args[0], *s->receiverClass)));
   if (!inPlace && !direct &&
-      (!s->contextDependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth ||
-       overInlineBudget())) {
-    if (summary_ && s->contextDependent) summary_->contextDependent = true;
+      (!dependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth || overInlineBudget())) {
+    if (summary_ && dependent) summary_->contextDependent = true;
     instantiate(*s, args, callsite, result);
     return result;
   }

@@ -21,15 +21,28 @@ namespace shardlint::semantic {
 namespace {
 
 bool isBuiltinName(std::string_view n) {
+  // Every name of Python 3.11's `builtins` module (the exceptions and warnings too: `raise RuntimeWarning(...)`
+  // in a function is a call of the builtin, not of a module global a caller may bind).
   static const std::set<std::string_view> names = {
-      "abs", "aiter", "all", "anext", "any", "ascii", "bin", "bool", "breakpoint", "bytearray", "bytes",
-      "callable", "chr", "classmethod", "compile", "complex", "delattr", "dict", "dir", "divmod", "enumerate",
-      "eval", "exec", "exit", "filter", "float", "format", "frozenset", "getattr", "globals", "hasattr", "hash",
-      "help", "hex", "id", "input", "int", "isinstance", "issubclass", "iter", "len", "list", "locals", "map",
-      "max", "memoryview", "min", "next", "object", "oct", "open", "ord", "pow", "print", "property", "quit",
-      "range", "repr", "reversed", "round", "set", "setattr", "slice", "sorted", "staticmethod", "str", "sum",
-      "super", "tuple", "type", "vars", "zip", "Exception", "ValueError", "KeyError", "RuntimeError",
-      "TypeError", "NotImplementedError", "AssertionError", "ImportError", "OSError", "StopIteration"};
+      "ArithmeticError", "AssertionError", "AttributeError", "BaseException", "BaseExceptionGroup",
+      "BlockingIOError", "BrokenPipeError", "BufferError", "BytesWarning", "ChildProcessError",
+      "ConnectionAbortedError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
+      "DeprecationWarning", "EOFError", "Ellipsis", "EncodingWarning", "EnvironmentError", "Exception",
+      "ExceptionGroup", "FileExistsError", "FileNotFoundError", "FloatingPointError", "FutureWarning",
+      "GeneratorExit", "IOError", "ImportError", "ImportWarning", "IndentationError", "IndexError",
+      "InterruptedError", "IsADirectoryError", "KeyError", "KeyboardInterrupt", "LookupError", "MemoryError",
+      "ModuleNotFoundError", "NameError", "NotADirectoryError", "NotImplemented", "NotImplementedError", "OSError",
+      "OverflowError", "PendingDeprecationWarning", "PermissionError", "ProcessLookupError", "RecursionError",
+      "ReferenceError", "ResourceWarning", "RuntimeError", "RuntimeWarning", "StopAsyncIteration", "StopIteration",
+      "SyntaxError", "SyntaxWarning", "SystemError", "SystemExit", "TabError", "TimeoutError", "TypeError",
+      "UnboundLocalError", "UnicodeDecodeError", "UnicodeEncodeError", "UnicodeError", "UnicodeTranslateError",
+      "UnicodeWarning", "UserWarning", "ValueError", "Warning", "ZeroDivisionError", "abs", "aiter", "all", "anext",
+      "any", "ascii", "bin", "bool", "breakpoint", "bytearray", "bytes", "callable", "chr", "classmethod",
+      "compile", "complex", "delattr", "dict", "dir", "divmod", "enumerate", "eval", "exec", "exit", "filter",
+      "float", "format", "frozenset", "getattr", "globals", "hasattr", "hash", "help", "hex", "id", "input", "int",
+      "isinstance", "issubclass", "iter", "len", "list", "locals", "map", "max", "memoryview", "min", "next",
+      "object", "oct", "open", "ord", "pow", "print", "property", "quit", "range", "repr", "reversed", "round",
+      "set", "setattr", "slice", "sorted", "staticmethod", "str", "sum", "super", "tuple", "type", "vars", "zip"};
   return names.count(n) > 0;
 }
 

@@ -210,6 +210,12 @@ class Interp {
   // parameters or module globals, the function's summary depends on its callers (they may bind them to
   // constants: defaults, dataclass fields, argparse defaults), so it is interpreted at each call site.
   void needsCallerValue(const ValueSet& vs);
+  // The class whose methods a call on `r` runs: an instance's, or, in the summary of a method, the method's own
+  // class for its `self` (the summary then holds for that receiver class only: Summary::receiverClass).
+  const ClassDef* receiverClassOf(ObjId r);
+  // Whether every receiver in `self` is of exactly class `cls` (an instance, or the `self` of this summary's
+  // method of that class).
+  bool receiverIs(const ValueSet& self, const ClassDef& cls);
   // Calls each callable `callees` holds (a function of the project, one another module defines, a
   // `functools.partial` of one) with these positional arguments, at `origin`: a call the analysed code
   // makes through a framework (a callback it hands over, run when the framework is called there). Its

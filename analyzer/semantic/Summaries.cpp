@@ -275,6 +275,8 @@ bool moveParts(Summary& s, const SummaryMove& move, bool write) {
     if (write) calls.insert(static_cast<const FunctionDef*>(m));
   }
   if (write) s.calls = std::move(calls);
+  const void* rc = def(s.receiverClass);
+  if (write) s.receiverClass = static_cast<const ClassDef*>(rc);
   for (Obj& o : s.store.objects) {
     if (!ok) return false;
     const void* f = def(o.function);

@@ -38,6 +38,10 @@ struct Summary {
   // call site (a framework method called on them, a call of a parameter). Callers
   // then interpret the body in their own context instead of instantiating this.
   bool contextDependent = false;
+  // A method that called others on its own `self` (`self.build_mesh()`) and took them from this class: it holds
+  // for a receiver of exactly this class (a subclass may override them), and is interpreted in the caller's
+  // context for any other.
+  const ClassDef* receiverClass = nullptr;
   // The body produced something a call model gave meaning to (a tagged object or a
   // domain event). A summary without that, and not context-dependent, cannot matter to
   // any rule, so a function never called is not analysed in place.
