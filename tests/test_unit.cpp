@@ -561,6 +561,32 @@ TEST_CASE("a method's summary takes the methods it calls on self from its own cl
   CHECK(a.store().obj(use->args[1][0]).tag("optimizer") == "SGD");
 }
 
+TEST_CASE("a function nested in a method takes the methods it calls on the method's self from its class",
+          "[unit][summaries]") {
+  auto a = analyse(
+      "import torch\n"
+      "class Dims:\n"
+      "    def build(self):\n        def inner():\n            return self.make()\n        return inner()\n"
+      "    def make(self):\n        return torch.optim.AdamW(self.parameters())\n"
+      "def outer(self):\n    def inner():\n        return self.make()\n    return inner()\n"
+      "d = Dims()\nuse(d.build())\n",
+      /*fsdp=*/true);
+  const Summary* inner = summaryIn(a, "t.Dims.build.inner");
+  CHECK(inner->receiverClass == a.analysis->findClass("t.Dims"));
+  CHECK(inner->receiverByClosure);
+  const Summary* build = summaryIn(a, "t.Dims.build");
+  CHECK_FALSE(build->contextDependent);
+  CHECK(build->receiverClass == a.analysis->findClass("t.Dims"));
+  CHECK(build->describe().find("{optimizer=AdamW}") != std::string::npos);
+  // Not in a method: `self` is whatever the caller's scope holds.
+  CHECK(summaryIn(a, "t.outer.inner")->receiverClass == nullptr);
+  const Event* use = a.event("use");
+  REQUIRE(use);
+  REQUIRE(use->args.size() == 1);
+  REQUIRE(use->args[0].size() == 1);
+  CHECK(a.store().obj(use->args[0][0]).tag("optimizer") == "AdamW");
+}
+
 TEST_CASE("pathological input stays bounded and never crashes", "[unit][robustness]") {
   std::string deep = "import torch.optim\nimport torch.distributed.fsdp\ny = 1";
   for (int i = 0; i < 50000; ++i) deep += " + 1";

@@ -84,16 +84,37 @@ namespace {
 bool takesSelf(const FunctionDef* def) {
   return def && def->cls && !def->isStatic && !def->params.empty() && def->params[0] == "self";
 }
+
+// The method `def` is defined in (directly), when it takes `self`: the `self` that `def` reads is that method's.
+const FunctionDef* enclosingMethod(const FunctionDef* def) {
+  if (!def || !def->nested || !def->owner) return nullptr;
+  const FunctionDef* best = nullptr;
+  for (const auto& f : def->owner->functions())
+    if (f.get() != def && f->span.begin <= def->span.begin && def->span.end <= f->span.end &&
+        (!best || f->span.begin >= best->span.begin))
+      best = f.get();
+  return takesSelf(best) ? best : nullptr;
+}
 }  // namespace
 
 const ClassDef* Interp::receiverClassOf(ObjId r) {
   const Obj& ro = st_.obj(r);
   if (ro.kind == ObjKind::Instance) return ro.cls;
-  if (ro.kind != ObjKind::Arg || !summary_ || summary_->params.empty() || summary_->params[0] != r ||
-      !takesSelf(summary_->def))
-    return nullptr;
-  summary_->receiverClass = summary_->def->cls;
-  return summary_->def->cls;
+  if (!summary_ || !summary_->def) return nullptr;
+  if (ro.kind == ObjKind::Arg && !summary_->params.empty() && summary_->params[0] == r && takesSelf(summary_->def)) {
+    summary_->receiverClass = summary_->def->cls;
+    return summary_->def->cls;
+  }
+  // `self.m()` in a function nested in a method: the method's `self`, a module global to the summary until
+  // a caller binds it.
+  if (ro.kind == ObjKind::Global && ro.name == "self" && std::find(summary_->def->params.begin(), summary_->def->params.end(), "self") == summary_->def->params.end()) {
+    if (const FunctionDef* m = enclosingMethod(summary_->def)) {
+      summary_->receiverClass = m->cls;
+      summary_->receiverByClosure = true;
+      return m->cls;
+    }
+  }
+  return nullptr;
 }
 
 bool Interp::receiverIs(const ValueSet& self, const ClassDef& cls) {

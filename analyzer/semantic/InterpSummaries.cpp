@@ -66,7 +66,13 @@ ValueSet Interp::callFunction(const FunctionDef& def, const std::vector<ValueSet
     return over;
   };
   // A summary made for another receiver class than this call's holds no more than one that depends on the caller.
-  bool dependent = s->contextDependent || (s->receiverClass && (args.empty() || !receiverIs(args[0], *s->receiverClass)));
+  bool dependent = s->contextDependent;
+  if (!dependent && s->receiverClass) {
+    ValueSet closure;
+    if (s->receiverByClosure) closure = lookupName("self");
+    const ValueSet* self = s->receiverByClosure ? &closure : args.empty() ? nullptr : &args[0];
+    dependent = !self || !receiverIs(*self, *s->receiverClass);
+  }
   if (!inPlace && !direct &&
       (!dependent || summary_ || inlining_.count(&def) || via_.size() >= kMaxInlineDepth || overInlineBudget())) {
     if (summary_ && dependent) summary_->contextDependent = true;

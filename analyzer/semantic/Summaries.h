@@ -42,6 +42,9 @@ struct Summary {
   // for a receiver of exactly this class (a subclass may override them), and is interpreted in the caller's
   // context for any other.
   const ClassDef* receiverClass = nullptr;
+  // The receiver is not the first parameter but the `self` of the method the function is nested in (a closure:
+  // the caller's `self`).
+  bool receiverByClosure = false;
   // The body produced something a call model gave meaning to (a tagged object or a
   // domain event). A summary without that, and not context-dependent, cannot matter to
   // any rule, so a function never called is not analysed in place.
