@@ -217,6 +217,55 @@ if __name__ == "__main__":
   checkDirectSteps(editor, path, script, steps);
 }
 
+TEST_CASE("editor: a constructor that ran in its own arm runs again after an edit it reaches, without its summary",
+          "[lsp][carry]") {
+  // Nothing here instantiates Trainer: its `__init__` runs in its own arm, which the summary of `__init__`
+  // decided (it has domain facts). An edit of `_build`, which `__init__` calls on self, leaves that summary
+  // behind; the arm runs again without computing it first (FileAnalysis::run). The findings stay a fresh
+  // analysis's.
+  const std::string script = R"(import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+
+def helper(x):
+    return x + 1
+
+
+class Trainer:
+    def __init__(self, model):
+        self.opt = self._build(model)
+        self.model = FSDP(model)
+
+    def _build(self, model):
+        lr = 0.1
+        return torch.optim.AdamW(model.parameters(), lr=lr)
+
+    def fit(self, steps):
+        for _ in range(steps):
+            self.opt.step()
+)";
+  shardlint::testing::TempDir dir("shardlint-construct-");
+  std::string path = dir.write("trainer.py", script).string();
+  Editor editor(path);
+  size_t carried = 0, direct = 0;
+  std::vector<std::string> first = editor.lint(script, &carried, nullptr, &direct);
+  REQUIRE(first.size() == 1);  // SL101: the optimizer is built before the wrap
+  CHECK(first[0].rfind("SL101 ", 0) == 0);
+  CHECK(direct == 0);
+  const std::vector<DirectStep> steps = {
+      {"a line typed in _build", "        lr = 0.1\n", "        lr = 0.1\n        lr = lr * 2\n", 1},
+      {"another function's body (the arm is taken as it was)", "return x + 1", "return x + 2", 1},
+      {"the wrap moved before the optimizer (the finding goes)",
+       "        self.opt = self._build(model)\n        self.model = FSDP(model)",
+       "        self.model = FSDP(model)\n        self.opt = self._build(self.model)", 1},
+      {"_build builds another optimizer", "torch.optim.AdamW(model", "torch.optim.SGD(model", 1},
+      {"the wrap moved back after it (the finding comes back)",
+       "        self.model = FSDP(model)\n        self.opt = self._build(self.model)",
+       "        self.opt = self._build(model)\n        self.model = FSDP(model)", 1},
+  };
+  checkDirectSteps(editor, path, script, steps);
+}
+
 TEST_CASE("editor: a helper whose summary depends on its caller runs directly from an arm after an edit it reaches",
           "[lsp][carry]") {
   // `prepare` calls its parameter `build`, so its summary depends on the caller, and the arm of `entry` (a

@@ -253,7 +253,17 @@ void FileAnalysis::run() {
   // its summary's would), instead of computing a summary only to interpret its body again later.
   std::set<const FunctionDef*> armed;
   std::vector<const FunctionDef*> notYetRun;
+  // A language server's edit of a class whose constructor ran in its own arm before (constructed_), and whose
+  // `__init__` summary could not be carried over (it depends on the edited function): the summary would only
+  // decide again whether the arm runs (below), and computing it costs as much as the arm, which runs anyway.
+  std::unordered_set<const FunctionDef*> constructAgain;
+  if (recordArms_ && seed_.previous && !seed_.previous->constructed_.empty())
+    for (const auto& c : module_.classes())
+      if (auto own = c->methods.find("__init__");
+          own != c->methods.end() && seed_.previous->constructed_.count(c->qualname) && !session_.atHand(own->second))
+        constructAgain.insert(own->second);
   for (const auto& f : module_.functions()) {
+    if (constructAgain.count(f.get())) continue;
     if (!f->nested && session_.mayRelease(f.get()) && !session_.called(f.get()) && !calledByOthers.count(f.get()) &&
         !special(f->name) && mentionedOnce(*f)) {
       ownArm(*f, nullptr);
@@ -301,8 +311,14 @@ void FileAnalysis::run() {
     const FunctionDef* init = own->second;
     if (init->nested || init->isStatic || init->params.empty() || session_.called(init) || driven.count(init))
       continue;
-    const Summary* s = session_.summary(init);
-    if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
+    // The summary only decides whether the arm runs (an arm without domain facts tells the rules nothing).
+    if (!constructAgain.count(init) || session_.atHand(init)) {
+      const Summary* s = session_.summary(init);
+      if (!s || (!s->contextDependent && !s->hasDomainFacts && !s->truncated)) continue;
+    } else {
+      session_.noteDirectRun();
+    }
+    if (recordArms_) constructed_.insert(c->qualname);
     inArm('c', c.get(), {}, [&] {
       frame.arm = in.openArm(construct, index++, false);
       frame.reachable = true;

@@ -173,6 +173,9 @@ class FileAnalysis {
   // directly (recordArms_), each with the qualified names of the functions its summary called (for one run
   // directly, those the analysis before recorded): the next edit's analysis runs them directly (run()).
   std::unordered_map<std::string, std::vector<std::string>> inContext_;
+  // Classes whose constructor ran in its own arm (recordArms_): the next edit's analysis runs it again without
+  // first computing the `__init__` summary that decided it (run()).
+  std::unordered_set<std::string> constructed_;
   bool ownsPrevious_ = false;  // nothing else holds seed_.previous: replayArm may take its parts apart
   // A method's text -> its SelfSets (selfSets), those this analysis used.
   struct TextKey {

@@ -274,6 +274,8 @@ class Session {
     return runDirectly_.count(def) > 0 && !local_.count(def) && !seeded_.count(def);
   }
   void noteDirectRun() { ++directRuns_; }
+  // Whether this task has the summary of `def` without computing it (computed already, or carried over).
+  bool atHand(const FunctionDef* def) const { return local_.count(def) > 0 || seeded_.count(def) > 0; }
   size_t directRuns() const { return directRuns_; }
   // The summary of `def` this task has at hand, without computing one.
   const Summary* known(const FunctionDef* def) const {
