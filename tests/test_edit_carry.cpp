@@ -123,6 +123,25 @@ void checkDirectSteps(Editor& editor, const std::string& path, std::string text,
   }
 }
 
+// Writes `script` as `name` in a fresh folder, lints it once (nothing known yet: nothing runs directly; `sl101`:
+// its one finding is SL101, else the findings are a fresh analysis's), then applies the steps (checkDirectSteps).
+void checkDirectScript(const char* folder, const char* name, const std::string& script, bool sl101,
+                       const std::vector<DirectStep>& steps) {
+  shardlint::testing::TempDir dir(folder);
+  std::string path = dir.write(name, script).string();
+  Editor editor(path);
+  size_t carried = 0, direct = 0;
+  std::vector<std::string> first = editor.lint(script, &carried, nullptr, &direct);
+  if (sl101) {
+    REQUIRE(first.size() == 1);  // SL101: the optimizer is built before the wrap
+    CHECK(first[0].rfind("SL101 ", 0) == 0);
+  } else {
+    CHECK(first == fresh(path, script));
+  }
+  CHECK(direct == 0);
+  checkDirectSteps(editor, path, script, steps);
+}
+
 }  // namespace
 
 TEST_CASE("editor: summaries carried over an edit give the findings a fresh analysis gives", "[lsp][carry]") {
@@ -193,14 +212,7 @@ def main():
 if __name__ == "__main__":
     main()
 )";
-  shardlint::testing::TempDir dir("shardlint-direct-");
-  std::string path = dir.write("train.py", script).string();
-  Editor editor(path);
-  size_t carried = 0, direct = 0;
-  std::vector<std::string> first = editor.lint(script, &carried, nullptr, &direct);
-  REQUIRE(first.size() == 1);  // SL101: the optimizer is built before the wrap
-  CHECK(first[0].rfind("SL101 ", 0) == 0);
-  CHECK(direct == 0);  // nothing known yet: main's summary is computed
+  // First, nothing known yet: main's summary is computed.
   const std::vector<DirectStep> steps = {
       {"a line typed in main", "    for step in range(3):", "    steps = 3\n    for step in range(steps):", 1},
       {"main's wrap moved before the optimizer (the finding goes)",
@@ -214,7 +226,7 @@ if __name__ == "__main__":
       {"another function's body again", "return x + 2", "return x + 3", 0},
       {"main again: its summary said it no longer depends on the module", "    steps = 3\n", "    steps = 4\n", 0},
   };
-  checkDirectSteps(editor, path, script, steps);
+  checkDirectScript("shardlint-direct-", "train.py", script, true, steps);
 }
 
 TEST_CASE("editor: a constructor that ran in its own arm runs again after an edit it reaches, without its summary",
@@ -244,14 +256,6 @@ class Trainer:
         for _ in range(steps):
             self.opt.step()
 )";
-  shardlint::testing::TempDir dir("shardlint-construct-");
-  std::string path = dir.write("trainer.py", script).string();
-  Editor editor(path);
-  size_t carried = 0, direct = 0;
-  std::vector<std::string> first = editor.lint(script, &carried, nullptr, &direct);
-  REQUIRE(first.size() == 1);  // SL101: the optimizer is built before the wrap
-  CHECK(first[0].rfind("SL101 ", 0) == 0);
-  CHECK(direct == 0);
   const std::vector<DirectStep> steps = {
       {"a line typed in _build", "        lr = 0.1\n", "        lr = 0.1\n        lr = lr * 2\n", 1},
       {"another function's body (the arm is taken as it was)", "return x + 1", "return x + 2", 1},
@@ -263,7 +267,7 @@ class Trainer:
        "        self.model = FSDP(model)\n        self.opt = self._build(self.model)",
        "        self.opt = self._build(model)\n        self.model = FSDP(model)", 1},
   };
-  checkDirectSteps(editor, path, script, steps);
+  checkDirectScript("shardlint-construct-", "trainer.py", script, true, steps);
 }
 
 TEST_CASE("editor: a helper whose summary depends on its caller runs directly from an arm after an edit it reaches",
@@ -297,13 +301,7 @@ def prepare(model, build):
 def entry(model):
     return prepare(model, make_opt)
 )";
-  shardlint::testing::TempDir dir("shardlint-direct-arm-");
-  std::string path = dir.write("train.py", script).string();
-  Editor editor(path);
-  size_t carried = 0, direct = 0;
-  std::vector<std::string> first = editor.lint(script, &carried, nullptr, &direct);
-  CHECK(first == fresh(path, script));
-  CHECK(direct == 0);  // nothing known yet: prepare's summary is computed
+  // First, nothing known yet: prepare's summary is computed.
   const std::vector<DirectStep> steps = {
       {"a line typed in prepare", "    wrapped = FSDP(model)\n", "    wrapped = FSDP(model)\n    steps = 3\n", 1},
       {"the function prepare's summary calls", "    return model.parameters()",
@@ -322,7 +320,7 @@ def entry(model):
       {"another function's body again", "return x + 2", "return x + 3", 0},
       {"prepare again: its summary said it no longer depends on the caller", "    steps = 3\n", "    steps = 4\n", 0},
   };
-  checkDirectSteps(editor, path, script, steps);
+  checkDirectScript("shardlint-direct-arm-", "train.py", script, false, steps);
 }
 
 TEST_CASE("editor: a disposal keeps each analysis until it is released; the findings do not change", "[lsp][carry]") {

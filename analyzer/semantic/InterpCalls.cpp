@@ -107,7 +107,8 @@ const ClassDef* Interp::receiverClassOf(ObjId r) {
   }
   // `self.m()` in a function nested in a method: the method's `self`, a module global to the summary until
   // a caller binds it.
-  if (ro.kind == ObjKind::Global && ro.name == "self" && std::find(summary_->def->params.begin(), summary_->def->params.end(), "self") == summary_->def->params.end()) {
+  const std::vector<std::string>& params = summary_->def->params;
+  if (ro.kind == ObjKind::Global && ro.name == "self" && std::find(params.begin(), params.end(), "self") == params.end()) {
     if (const FunctionDef* m = enclosingMethod(summary_->def)) {
       summary_->receiverClass = m->cls;
       summary_->receiverByClosure = true;
