@@ -464,7 +464,17 @@ void FileAnalysis::runLifecycle(Interp& in, Frame& frame, const ClassDef& cls, O
       moduleStore_.obj(id).parent = self;
       frame.attrs[selfKey + attr] = {id};
     }
-    in.analyzeInPlace(*m, withUnknownArgs(in, moduleStore_, *m, origin, 1, {{self}}));
+    std::vector<ValueSet> args = withUnknownArgs(in, moduleStore_, *m, origin, 1, {{self}});
+    // A method whose summary depends on no caller and holds for this class is put into the arm as a call on the
+    // instance would put it (as a function's own arm does), instead of interpreting its body again: every
+    // function's summary is at hand here (computed above, or carried over an edit).
+    const Summary* s = session_.atHand(m) ? session_.summary(m) : nullptr;
+    if (s && !s->contextDependent && !s->truncated && (!s->receiverClass || s->receiverClass == &cls) && in.fits(*s)) {
+      ValueSet result;
+      in.instantiate(*s, args, Origin{}, result, false);
+    } else {
+      in.analyzeInPlace(*m, args);
+    }
   }
   frame.env = std::move(after);
   frame.attrs = std::move(afterAttrs);
