@@ -86,14 +86,11 @@ bool takesSelf(const FunctionDef* def) {
 }
 
 // The method `def` is defined in (directly), when it takes `self`: the `self` that `def` reads is that method's.
+// (The innermost function around `def`'s text and the byte before it: not `def` itself.)
 const FunctionDef* enclosingMethod(const FunctionDef* def) {
-  if (!def || !def->nested || !def->owner) return nullptr;
-  const FunctionDef* best = nullptr;
-  for (const auto& f : def->owner->functions())
-    if (f.get() != def && f->span.begin <= def->span.begin && def->span.end <= f->span.end &&
-        (!best || f->span.begin >= best->span.begin))
-      best = f.get();
-  return takesSelf(best) ? best : nullptr;
+  if (!def || !def->nested || !def->owner || def->span.begin == 0) return nullptr;
+  const FunctionDef* outer = def->owner->enclosingFunction(ByteRange{def->span.begin - 1, def->span.end});
+  return takesSelf(outer) ? outer : nullptr;
 }
 }  // namespace
 
@@ -120,10 +117,8 @@ const ClassDef* Interp::receiverClassOf(ObjId r) {
 
 bool Interp::receiverIs(const ValueSet& self, const ClassDef& cls) {
   if (self.empty()) return false;
-  for (ObjId r : self) {
-    const Obj& ro = st_.obj(r);
-    if (ro.kind == ObjKind::Instance ? ro.cls != &cls : receiverClassOf(r) != &cls) return false;
-  }
+  for (ObjId r : self)
+    if (receiverClassOf(r) != &cls) return false;
   return true;
 }
 
